@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs everything iotq's tests and lab need on a fresh Debian 12 machine
+# (run as root): Mosquitto (interop peer), tshark (pcap checks), iproute2,
+# Python paho-mqtt (independent client), and the pinned Go modules.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v mosquitto >/dev/null || need_apt+=(mosquitto)
+command -v mosquitto_pub >/dev/null || need_apt+=(mosquitto-clients)
+command -v tshark >/dev/null || need_apt+=(tshark)
+command -v ip >/dev/null || need_apt+=(iproute2)
+python3 -c 'import paho.mqtt' 2>/dev/null || need_apt+=(python3-paho-mqtt)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing ${need_apt[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+# Mosquitto from apt starts a system broker on :1883; tests start their own.
+if command -v systemctl >/dev/null 2>&1; then systemctl stop mosquitto >/dev/null 2>&1 || true; fi
+pkill -x mosquitto >/dev/null 2>&1 || true
+
+go mod download
+go build -o bin/iotq ./cmd/iotq
+echo "setup: done; binary at bin/iotq" >&2

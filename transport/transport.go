@@ -1,0 +1,177 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Scheme names a transport.
+type Scheme string
+
+// Supported URL schemes.
+const (
+	SchemeTCP  Scheme = "mqtt"
+	SchemeTLS  Scheme = "mqtts"
+	SchemeWS   Scheme = "ws"
+	SchemeWSS  Scheme = "wss"
+	SchemeQUIC Scheme = "quic"
+)
+
+// DefaultPort returns the default port of a scheme.
+func DefaultPort(s Scheme) int {
+	switch s {
+	case SchemeTCP:
+		return 1883
+	case SchemeTLS:
+		return 8883
+	case SchemeWS:
+		return 8083
+	case SchemeWSS:
+		return 8084
+	case SchemeQUIC:
+		return 14567
+	}
+	return 0
+}
+
+// Endpoint is a parsed transport URL.
+type Endpoint struct {
+	Scheme Scheme
+	Host   string // host without port; may be empty for "all interfaces" when listening
+	Port   int
+	Path   string // WebSocket path, "/mqtt" by default
+}
+
+// Address returns host:port.
+func (e Endpoint) Address() string { return net.JoinHostPort(e.Host, fmt.Sprint(e.Port)) }
+
+// String returns the canonical URL.
+func (e Endpoint) String() string {
+	s := string(e.Scheme) + "://" + e.Address()
+	if e.Scheme == SchemeWS || e.Scheme == SchemeWSS {
+		s += e.Path
+	}
+	return s
+}
+
+// ParseURL parses a transport URL such as "quic://127.0.0.1:14567" and fills
+// in the default port and WebSocket path. The error says what was wrong.
+func ParseURL(raw string) (Endpoint, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("transport URL %q: %w", raw, err)
+	}
+	s := Scheme(strings.ToLower(u.Scheme))
+	switch s {
+	case SchemeTCP, SchemeTLS, SchemeWS, SchemeWSS, SchemeQUIC:
+	case "tcp":
+		s = SchemeTCP
+	case "tls", "ssl":
+		s = SchemeTLS
+	default:
+		return Endpoint{}, fmt.Errorf("transport URL %q: unknown scheme %q (want mqtt, mqtts, ws, wss or quic)", raw, u.Scheme)
+	}
+	ep := Endpoint{Scheme: s, Host: u.Hostname(), Port: DefaultPort(s), Path: u.Path}
+	if p := u.Port(); p != "" {
+		var port int
+		if _, err := fmt.Sscan(p, &port); err != nil || port < 0 || port > 65535 {
+			return Endpoint{}, fmt.Errorf("transport URL %q: bad port %q (want 0-65535)", raw, p)
+		}
+		ep.Port = port
+	}
+	if (s == SchemeWS || s == SchemeWSS) && ep.Path == "" {
+		ep.Path = "/mqtt"
+	}
+	return ep, nil
+}
+
+// QUICOptions tune QUIC for lossy, high-latency links. Zero values mean the
+// documented defaults.
+type QUICOptions struct {
+	// HandshakeIdleTimeout bounds the handshake. Default 20s, enough for a
+	// 600 ms one-way satellite link with loss (quic-go's own default is 5s).
+	HandshakeIdleTimeout time.Duration
+	// MaxIdleTimeout closes a silent connection. Default 120s.
+	MaxIdleTimeout time.Duration
+	// KeepAlivePeriod sends keep-alives; 0 means none (MQTT has PINGREQ).
+	KeepAlivePeriod time.Duration
+	// Refuse0RTT makes a listener refuse early data (clients then complete a
+	// full handshake). By default 0-RTT is accepted: see docs/0rtt.md for the
+	// replay policy.
+	Refuse0RTT bool
+	// Disable0RTT makes a dialer never attempt 0-RTT.
+	Disable0RTT bool
+}
+
+// DialOptions configure Dial.
+type DialOptions struct {
+	// TLSConfig for mqtts, wss and quic. nil means system roots. ServerName
+	// defaults to the URL host. NextProtos is set by the transport for QUIC.
+	TLSConfig *tls.Config
+	// SessionCache, if set, is used for TLS and QUIC session resumption.
+	// Use separate caches for QUIC and TLS over TCP.
+	SessionCache tls.ClientSessionCache
+	QUIC         QUICOptions
+	Logger       *slog.Logger // nil: discard
+}
+
+// ListenOptions configure Listen.
+type ListenOptions struct {
+	// TLSConfig with the server certificate, required for mqtts, wss, quic.
+	TLSConfig *tls.Config
+	QUIC      QUICOptions
+	Logger    *slog.Logger // nil: discard
+}
+
+// Listener accepts connections of one transport. Safe for concurrent use.
+type Listener interface {
+	// Accept waits for the next connection (for QUIC: the first
+	// client-opened bidirectional stream of a new QUIC connection).
+	Accept(ctx context.Context) (net.Conn, error)
+	// Addr is the bound address (the real port when listening on port 0).
+	Addr() net.Addr
+	// Endpoint is the URL actually served (with the real port).
+	Endpoint() Endpoint
+	// Close stops accepting and closes the underlying socket. Idempotent.
+	Close() error
+}
+
+// Info describes an established client connection.
+type Info struct {
+	Scheme          Scheme
+	DialStart       time.Time // when Dial began
+	TransportReady  time.Time // TCP connected + TLS/WS/QUIC handshake done (QUIC 0-RTT: when the conn may send)
+	HandshakeDone   time.Time // cryptographic handshake confirmed (zero for plain TCP)
+	TLSResumed      bool      // TLS or QUIC session was resumed from a ticket
+	Used0RTT        bool      // QUIC early data was accepted by the server
+	Rejected0RTT    bool      // 0-RTT was attempted but rejected (we fell back to 1-RTT)
+	NegotiatedProto string    // ALPN
+}
+
+// Conn is a client connection with connection facts.
+type Conn interface {
+	net.Conn
+	// Info returns connection facts. For QUIC, Used0RTT is only final after
+	// the handshake completed; call after the first response was read.
+	Info() Info
+	// QUICStats returns QUIC path statistics; ok is false for other
+	// transports.
+	QUICStats() (QUICStats, bool)
+}
+
+// QUICStats is a snapshot of QUIC connection statistics.
+type QUICStats struct {
+	SmoothedRTT   time.Duration `json:"smoothed_rtt_ns"`
+	MinRTT        time.Duration `json:"min_rtt_ns"`
+	LatestRTT     time.Duration `json:"latest_rtt_ns"`
+	BytesSent     uint64        `json:"bytes_sent"`
+	BytesReceived uint64        `json:"bytes_received"`
+	PacketsSent   uint64        `json:"packets_sent"`
+	PacketsLost   uint64        `json:"packets_lost"`
+}
