@@ -1,9 +1,15 @@
 package main
 
-// commandTable lists the subcommands in help order. Each entry is defined in
-// its own file (broker.go, pub.go, sub.go, link.go, lab.go, report.go, ...).
+// commandTable lists the subcommands in help order. Each one is defined in
+// its own file named after it; keep this list the only place that names them.
 func (a *app) commandTable() []*Command {
 	return []*Command{
+		a.brokerCommand(),
+		a.pubCommand(),
+		a.subCommand(),
+		a.linkCommand(),
+		a.labCommand(),
+		a.reportCommand(),
 		a.versionCommand(),
 	}
 }
