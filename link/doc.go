@@ -1,0 +1,38 @@
+// Package link is iotq's packet-level link emulator: real kernel TCP and
+// real QUIC between network namespaces, through emulated WiFi, cellular and
+// satellite links (delay, jitter, loss, rate, queue), without netem.
+//
+// # Pieces
+//
+//   - The pure model (Dir and MediumModel): given a packet's
+//     arrival time and size it decides drop or departure time. Per direction:
+//     loss (Bernoulli or Gilbert-Elliott) -> drop-tail queue limited in bytes
+//     (default one bandwidth-delay product) -> serialization at the rate ->
+//     propagation delay plus jitter (normal, uniform, pareto), without
+//     reordering unless Params.Reorder. A shared medium (MediumModel) has
+//     one channel for all senders and link-layer retries. The model has no
+//     clock: tests drive it with an injected time and need no root.
+//   - The plumbing (Up): one network namespace per node, one TUN device per
+//     link end created in the host namespace and moved into the node's
+//     namespace; this process keeps every TUN file descriptor and forwards
+//     IPv4 packets between them. Departures wait in a min-heap woken by a
+//     timerfd, served by one OS thread that asks for SCHED_FIFO priority.
+//   - Accounting (Stats) and optional pcap capture per link end.
+//   - Profiles (wifi, cellular, satellite, ethernet) with the delay stated
+//     explicitly as one-way (Profile.OneWay) or round trip (Profile.RTT).
+//
+// # Lifecycle and concurrency
+//
+// Up builds a Network and starts its goroutines: one reader per TUN and one
+// forwarding thread. Network.Close stops them, closes every TUN and deletes
+// every namespace; it is idempotent and safe to call from any goroutine.
+// Network methods are safe for concurrent use. Dir and MediumModel are not:
+// the Network guards each with its own mutex.
+//
+// Names: every namespace is called PREFIX<pid>-<node> (Options.Prefix,
+// default "iotq-"), so a later run (or Cleanup) can tell namespaces of a
+// dead process from those of a live one and remove only the stale ones.
+//
+// Imports: link depends on the standard library, golang.org/x/sys/unix,
+// hdrhistogram-go and yaml; it never imports broker, client, lab or report.
+package link

@@ -1,0 +1,358 @@
+package link
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Params describe one direction of a link: what happens to a packet that
+// enters it. The zero value is a perfect link: no delay, no loss, unlimited
+// rate, MTU 1500.
+type Params struct {
+	// Delay is the one-way propagation delay of this direction.
+	Delay time.Duration
+	// Jitter is the spread added to Delay, drawn per packet from JitterDist.
+	// Zero means no jitter.
+	Jitter time.Duration
+	// JitterDist names the jitter distribution: "normal" (the default when
+	// empty; standard deviation Jitter), "uniform" (uniform in
+	// [-Jitter, +Jitter]) or "pareto" (one-sided, heavy tailed, mean Jitter).
+	// The total delay is never negative.
+	JitterDist string
+	// Loss is the probability (0..1) that a packet is dropped at random
+	// (Bernoulli). Ignored when GilbertElliott is set.
+	Loss float64
+	// GilbertElliott, when set, replaces Loss by a two-state loss model.
+	GilbertElliott *GE
+	// Rate is the serialization rate in bit/s. Zero means unlimited (no
+	// serialization delay and no queue).
+	Rate int64
+	// QueueBytes limits the drop-tail queue in front of the serializer, in
+	// bytes. Zero means one bandwidth-delay product (Rate times the round
+	// trip of the link), at least MinQueueBytes. Only used when Rate > 0.
+	QueueBytes int
+	// MTU of the link's interfaces. Zero means 1500.
+	MTU int
+	// Reorder allows jitter to reorder packets. When false (the default) a
+	// packet never leaves before the packet that entered before it.
+	Reorder bool
+	// Schedule lists changes applied while the link runs, in order of At.
+	Schedule []Step
+}
+
+// GE are the parameters of the Gilbert-Elliott loss model, in the order and
+// with the meaning of netem's "loss gemodel p r 1-h 1-k".
+type GE struct {
+	// P is the probability of moving from the good to the bad state (per packet).
+	P float64
+	// R is the probability of moving from the bad to the good state (per packet).
+	R float64
+	// H is netem's 1-h: the loss probability in the bad state. Zero means 1.
+	H float64
+	// K is netem's 1-k: the loss probability in the good state. Zero means 0.
+	K float64
+}
+
+// lossBad returns the loss probability in the bad state (H, default 1).
+func (g GE) lossBad() float64 {
+	if g.H == 0 {
+		return 1
+	}
+	return g.H
+}
+
+// MeanLoss is the stationary loss rate of the model.
+func (g GE) MeanLoss() float64 {
+	if g.P+g.R == 0 {
+		return g.K
+	}
+	pb := g.P / (g.P + g.R)
+	return pb*g.lossBad() + (1-pb)*g.K
+}
+
+// Step is one scheduled change of a link direction. At is measured from the
+// moment the link came up. A step with Down > 0 takes the link down from At
+// for Down (every packet that arrives meanwhile is dropped with cause
+// "down"). Non-nil Loss, Delay or Rate replace the current value from At on.
+type Step struct {
+	At    time.Duration
+	Down  time.Duration
+	Loss  *float64
+	Delay *time.Duration
+	Rate  *int64
+}
+
+// MinQueueBytes is the smallest default queue: a bandwidth-delay product
+// below it (fast links with little delay) is raised to it.
+const MinQueueBytes = 64 * 1500
+
+// DefaultMTU is the MTU used when Params.MTU is zero.
+const DefaultMTU = 1500
+
+// jitter distribution names.
+const (
+	DistNormal  = "normal"
+	DistUniform = "uniform"
+	DistPareto  = "pareto"
+)
+
+// Validate reports every problem of p, prefixed with path (for example
+// "links[0].a_to_b").
+func (p Params) Validate(path string) error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+	}
+	if p.Delay < 0 {
+		bad("delay %v is negative; use 0 or a positive duration such as 25ms", p.Delay)
+	}
+	if p.Jitter < 0 {
+		bad("jitter %v is negative; use 0 or a positive duration such as 2ms", p.Jitter)
+	}
+	switch p.JitterDist {
+	case "", DistNormal, DistUniform, DistPareto:
+	default:
+		bad("jitter distribution %q is unknown; use normal, uniform or pareto", p.JitterDist)
+	}
+	if !(p.Loss >= 0 && p.Loss <= 1) {
+		bad("loss %v is outside 0..1; give a percentage such as 5%%", p.Loss)
+	}
+	if g := p.GilbertElliott; g != nil {
+		for _, v := range []struct {
+			name string
+			v    float64
+		}{{"p", g.P}, {"r", g.R}, {"1-h", g.H}, {"1-k", g.K}} {
+			if !(v.v >= 0 && v.v <= 1) {
+				bad("gilbert-elliott %s = %v is outside 0..1", v.name, v.v)
+			}
+		}
+	}
+	if p.Rate < 0 {
+		bad("rate %d is negative; use 0 (unlimited) or a rate such as 20mbit", p.Rate)
+	}
+	if p.QueueBytes < 0 {
+		bad("queue %d bytes is negative; use 0 (one bandwidth-delay product) or a size in bytes", p.QueueBytes)
+	}
+	if p.MTU != 0 && (p.MTU < 576 || p.MTU > 65535) {
+		bad("mtu %d is outside 576..65535", p.MTU)
+	}
+	for i, s := range p.Schedule {
+		if s.At < 0 || s.Down < 0 {
+			bad("schedule[%d]: negative time", i)
+		}
+		if s.Loss != nil && !(*s.Loss >= 0 && *s.Loss <= 1) {
+			bad("schedule[%d]: loss %v is outside 0..1", i, *s.Loss)
+		}
+		if s.Delay != nil && *s.Delay < 0 {
+			bad("schedule[%d]: delay %v is negative", i, *s.Delay)
+		}
+		if s.Rate != nil && *s.Rate < 0 {
+			bad("schedule[%d]: rate %d is negative", i, *s.Rate)
+		}
+		if i > 0 && s.At < p.Schedule[i-1].At {
+			bad("schedule[%d]: steps must be in order of time", i)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// mtu returns the MTU with its default applied.
+func (p Params) mtu() int {
+	if p.MTU == 0 {
+		return DefaultMTU
+	}
+	return p.MTU
+}
+
+// QueueLimit returns the queue limit in bytes for a link whose round trip
+// (the sum of both directions' delays) is rtt: QueueBytes if set, else one
+// bandwidth-delay product of at least MinQueueBytes. Zero when Rate is zero
+// (unlimited rate has no queue).
+func (p Params) QueueLimit(rtt time.Duration) int {
+	if p.Rate == 0 {
+		return 0
+	}
+	if p.QueueBytes > 0 {
+		return p.QueueBytes
+	}
+	bdp := int(float64(p.Rate) / 8 * rtt.Seconds())
+	return max(bdp, MinQueueBytes)
+}
+
+// String describes p in the words the CLI and topology files use.
+func (p Params) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "delay %v", p.Delay)
+	if p.Jitter > 0 {
+		d := p.JitterDist
+		if d == "" {
+			d = DistNormal
+		}
+		fmt.Fprintf(&b, " jitter %v %s", p.Jitter, d)
+	}
+	if g := p.GilbertElliott; g != nil {
+		fmt.Fprintf(&b, " loss gemodel p=%g r=%g 1-h=%g 1-k=%g", g.P, g.R, g.lossBad(), g.K)
+	} else if p.Loss > 0 {
+		fmt.Fprintf(&b, " loss %s", FormatLoss(p.Loss))
+	}
+	if p.Rate > 0 {
+		fmt.Fprintf(&b, " rate %s", FormatRate(p.Rate))
+		if p.QueueBytes > 0 {
+			fmt.Fprintf(&b, " queue %dB", p.QueueBytes)
+		} else {
+			b.WriteString(" queue 1BDP")
+		}
+	}
+	if p.MTU > 0 {
+		fmt.Fprintf(&b, " mtu %d", p.MTU)
+	}
+	if p.Reorder {
+		b.WriteString(" reorder")
+	}
+	if len(p.Schedule) > 0 {
+		fmt.Fprintf(&b, " schedule %d steps", len(p.Schedule))
+	}
+	return b.String()
+}
+
+// ParseRate parses a rate the way tc writes it: "20mbit", "1.5mbit",
+// "512kbit", "1gbit", "9600bit" or a bare number of bit/s. "kbps"/"mbps"
+// mean bytes per second, as in tc. The result is in bit/s.
+func ParseRate(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	if t == "" {
+		return 0, fmt.Errorf("rate is empty: give a rate such as 20mbit, 1.5mbit or 512kbit")
+	}
+	units := []struct {
+		suffix string
+		mult   float64
+	}{
+		{"tbit", 1e12}, {"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1},
+		{"tbps", 8e12}, {"gbps", 8e9}, {"mbps", 8e6}, {"kbps", 8e3}, {"bps", 8},
+	}
+	mult := 1.0
+	num := t
+	for _, u := range units {
+		if strings.HasSuffix(t, u.suffix) {
+			mult = u.mult
+			num = strings.TrimSpace(strings.TrimSuffix(t, u.suffix))
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("rate %q is not understood: give a rate such as 20mbit, 1.5mbit or 512kbit", s)
+	}
+	if v < 0 {
+		return 0, fmt.Errorf("rate %q is negative: give a rate such as 20mbit, or 0 for unlimited", s)
+	}
+	r := v * mult
+	if r > math.MaxInt64/2 {
+		return 0, fmt.Errorf("rate %q is too large", s)
+	}
+	return int64(math.Round(r)), nil
+}
+
+// FormatRate writes a rate in bit/s in tc's words (20mbit, 1.5mbit, 512kbit).
+func FormatRate(bps int64) string {
+	switch {
+	case bps >= 1e9 && bps%1e7 == 0:
+		return strconv.FormatFloat(float64(bps)/1e9, 'f', -1, 64) + "gbit"
+	case bps >= 1e6 && bps%1e4 == 0:
+		return strconv.FormatFloat(float64(bps)/1e6, 'f', -1, 64) + "mbit"
+	case bps >= 1e3 && bps%10 == 0:
+		return strconv.FormatFloat(float64(bps)/1e3, 'f', -1, 64) + "kbit"
+	default:
+		return strconv.FormatInt(bps, 10) + "bit"
+	}
+}
+
+// ParseLoss parses a loss rate given as a percentage ("5%", "0.5%") and
+// returns a probability in 0..1. A bare number ("0.05") is read as a
+// probability; "0" means no loss.
+func ParseLoss(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	if t == "" {
+		return 0, fmt.Errorf("loss is empty: give a percentage such as 5%%")
+	}
+	pct := strings.HasSuffix(t, "%")
+	num := strings.TrimSuffix(t, "%")
+	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("loss %q is not understood: give a percentage such as 5%% (one %% sign)", s)
+	}
+	if pct {
+		v /= 100
+	} else if v > 1 {
+		return 0, fmt.Errorf("loss %q is ambiguous: write a percentage with a %% sign (for example %s%%)", s, num)
+	}
+	if v < 0 || v > 1 {
+		return 0, fmt.Errorf("loss %q is outside 0%%..100%%", s)
+	}
+	return v, nil
+}
+
+// FormatLoss writes a probability as a percentage ("5%").
+func FormatLoss(p float64) string {
+	return strconv.FormatFloat(p*100, 'f', -1, 64) + "%"
+}
+
+// ParseDuration parses a Go duration ("25ms", "1.5s") and refuses negative
+// values; what names the quantity in the error.
+func ParseDuration(what, s string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf("%s %q is not a duration: write it as Go does, for example 25ms or 1.5s", what, s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("%s %q is negative: give 0 or a positive duration such as 25ms", what, s)
+	}
+	return d, nil
+}
+
+// Profile is a named link technology from experiments.md: a rate and a
+// delay figure. Whether the figure is one-way or round-trip is the
+// scenario's choice, so a Profile is turned into Params explicitly with
+// OneWay (E1-E3) or RTT (E4-E6, E8).
+type Profile struct {
+	Name  string
+	Rate  int64         // bit/s, 0 = unlimited
+	Delay time.Duration // the table's delay figure
+}
+
+// OneWay returns Params for one direction whose one-way delay is the
+// profile's delay figure (a round trip through the link is twice it).
+func (p Profile) OneWay() Params { return Params{Delay: p.Delay, Rate: p.Rate} }
+
+// RTT returns Params for one direction such that the round trip through the
+// link (both directions alike) equals the profile's delay figure.
+func (p Profile) RTT() Params { return Params{Delay: p.Delay / 2, Rate: p.Rate} }
+
+// profiles is the table of experiments.md.
+func profiles() []Profile {
+	return []Profile{
+		{Name: "wifi", Rate: 20_000_000, Delay: 25 * time.Millisecond},
+		{Name: "cellular", Rate: 10_000_000, Delay: 100 * time.Millisecond},
+		{Name: "satellite", Rate: 1_500_000, Delay: 600 * time.Millisecond},
+		{Name: "ethernet", Rate: 100_000_000, Delay: 0},
+	}
+}
+
+// Profiles lists the built-in profiles (wifi, cellular, satellite, ethernet).
+func Profiles() []Profile { return profiles() }
+
+// ProfileByName returns the built-in profile called name.
+func ProfileByName(name string) (Profile, error) {
+	var names []string
+	for _, p := range profiles() {
+		if strings.EqualFold(p.Name, name) {
+			return p, nil
+		}
+		names = append(names, p.Name)
+	}
+	return Profile{}, fmt.Errorf("profile %q is unknown: use one of %s", name, strings.Join(names, ", "))
+}

@@ -1,0 +1,81 @@
+package link
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// DirStats are the counters of one direction of a link (or of one
+// sender-receiver pair on a shared medium).
+type DirStats struct {
+	// Arrived counts packets that entered the direction (sent by the
+	// near-end node), ArrivedBytes their IP bytes.
+	Arrived      uint64 `json:"arrived"`
+	ArrivedBytes uint64 `json:"arrived_bytes"`
+	// Packets and Bytes count packets delivered (or scheduled for delivery)
+	// to the far end.
+	Packets uint64 `json:"packets"`
+	Bytes   uint64 `json:"bytes"`
+	// Drops by cause.
+	DropRandom  uint64 `json:"drop_random"`
+	DropQueue   uint64 `json:"drop_queue"`
+	DropRetries uint64 `json:"drop_retries"`
+	DropDown    uint64 `json:"drop_down"`
+	DropMTU     uint64 `json:"drop_mtu"`
+	// Tries counts link-layer transmission attempts (shared medium only).
+	Tries uint64 `json:"tries,omitempty"`
+	// QueueLimit is the drop-tail queue limit in bytes (0: unlimited).
+	QueueLimit int `json:"queue_limit"`
+	// QueueDelay summarises the time delivered packets waited in the queue.
+	QueueDelay DelaySummary `json:"queue_delay"`
+}
+
+// Drops is the sum of the drops of every cause.
+func (s DirStats) Drops() uint64 {
+	return s.DropRandom + s.DropQueue + s.DropRetries + s.DropDown + s.DropMTU
+}
+
+// DelaySummary summarises a delay histogram (microsecond resolution,
+// three significant digits).
+type DelaySummary struct {
+	N    int64         `json:"n"`
+	Mean time.Duration `json:"mean_ns"`
+	P50  time.Duration `json:"p50_ns"`
+	P90  time.Duration `json:"p90_ns"`
+	P99  time.Duration `json:"p99_ns"`
+	Max  time.Duration `json:"max_ns"`
+}
+
+// histogram records durations in microseconds.
+type histogram struct{ h *hdrhistogram.Histogram }
+
+// histMax is the largest queueing delay the histogram tracks (one hour).
+const histMax = int64(time.Hour / time.Microsecond)
+
+func newHistogram() *histogram { return &histogram{h: hdrhistogram.New(1, histMax, 3)} }
+
+func (h *histogram) record(d time.Duration) {
+	us := int64(d / time.Microsecond)
+	us = min(max(us, 0), histMax)
+	_ = h.h.RecordValue(us) // in range by construction
+}
+
+func (h *histogram) summary() DelaySummary {
+	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+	return DelaySummary{
+		N:    h.h.TotalCount(),
+		Mean: time.Duration(h.h.Mean() * float64(time.Microsecond)),
+		P50:  us(h.h.ValueAtQuantile(50)),
+		P90:  us(h.h.ValueAtQuantile(90)),
+		P99:  us(h.h.ValueAtQuantile(99)),
+		Max:  us(h.h.Max()),
+	}
+}
+
+// errorf and joinErrors keep model.go free of fmt/errors imports noise.
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+func joinErrors(errs []error) error { return errors.Join(errs...) }
