@@ -1,0 +1,179 @@
+package lab
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+func ms(n int) Duration { return Duration(time.Duration(n) * time.Millisecond) }
+
+var (
+	e1Profiles = []string{"wifi", "cellular", "satellite"}
+	e1Losses   = []Percent{0, 1, 2, 3, 4, 5}
+	e4Losses   = []Percent{0, 1, 2, 3, 5, 10}
+)
+
+// builtin returns the built-in scenarios by lower-case name. Each is a
+// fresh value; callers may modify it.
+func builtin() map[string][]Spec {
+	smoke := Spec{
+		Experiment:   "smoke",
+		Description:  "wifi at 0 % and 5 % loss, TCP+TLS vs QUIC, QoS 0 and 1, a few dozen messages per cell",
+		Profiles:     []string{"wifi"},
+		Delay:        DelayOneWay,
+		Losses:       []Percent{0, 5},
+		Transports:   []string{TransportTLS, TransportQUIC},
+		QoS:          []int{0, 1},
+		PayloadSizes: []int{100},
+		Patterns:     []string{PatternPeriodic},
+		Intervals:    []Duration{ms(50)},
+		Messages:     30,
+		Repetitions:  1,
+	}
+	e1 := Spec{
+		Experiment:   "E1",
+		Description:  "one-way delay vs loss, MQTT over TCP+TLS vs QUIC; publisher link impaired, broker-subscriber link clean",
+		Profiles:     e1Profiles,
+		Delay:        DelayOneWay,
+		Losses:       e1Losses,
+		Transports:   []string{TransportTLS, TransportQUIC},
+		QoS:          []int{0},
+		PayloadSizes: []int{100},
+		Patterns:     []string{PatternPeriodic},
+		Intervals:    []Duration{ms(1000)},
+		Messages:     1000,
+		Repetitions:  1,
+		Scales: map[string]ScaleSpec{
+			ScaleSmoke:   {Messages: 20, Intervals: []Duration{ms(100)}},
+			ScaleReduced: {Messages: 100, Intervals: []Duration{ms(200)}},
+		},
+	}
+	e2 := e1
+	e2.Experiment = "E2"
+	e2.Description = "MQTT QoS 0, 1 and 2 over QUIC (and TCP+TLS), as E1"
+	e2.QoS = []int{0, 1, 2}
+	e3a := Spec{
+		Experiment:   "E3a",
+		Description:  "power and CPU of the publisher on a clean link: payload 50/100/500 B, inter-arrival 1/10/20 ms",
+		Topology:     TopologySpec{Kind: KindPubBrokerSub, Impaired: ImpairedPublisher},
+		Profiles:     []string{"clean"},
+		ProfileDefs:  map[string]LinkSpec{"clean": {Rate: 0, Delay: 0}},
+		Delay:        DelayOneWay,
+		Losses:       []Percent{0},
+		Transports:   []string{TransportTLS, TransportQUIC},
+		QoS:          []int{0},
+		PayloadSizes: []int{50, 100, 500},
+		Patterns:     []string{PatternPeriodic},
+		Intervals:    []Duration{ms(1), ms(10), ms(20)},
+		Messages:     1000,
+		Repetitions:  1,
+		Scales: map[string]ScaleSpec{
+			ScaleSmoke:   {Messages: 50},
+			ScaleReduced: {Messages: 300},
+		},
+	}
+	e3b := e1
+	e3b.Experiment = "E3b"
+	e3b.Description = "packets per second and bytes per delivered message at the publisher's interface, profiles and losses of E1, 1 s inter-arrival"
+	e4 := Spec{
+		Experiment:   "E4",
+		Description:  "completion time of 100 stop-and-wait messages (pattern A), both links impaired alike",
+		Topology:     TopologySpec{Kind: KindPubBrokerSub, Impaired: ImpairedBoth},
+		Profiles:     e1Profiles,
+		Delay:        DelayRTT,
+		Losses:       e4Losses,
+		Transports:   []string{TransportTLS, TransportQUIC},
+		QoS:          []int{1},
+		PayloadSizes: []int{32},
+		Patterns:     []string{PatternStopAndWait},
+		Intervals:    []Duration{ms(1000)},
+		Messages:     100,
+		Repetitions:  50,
+		Scales: map[string]ScaleSpec{
+			ScaleSmoke:   {Messages: 10, Repetitions: 1},
+			ScaleReduced: {Messages: 50, Repetitions: 5},
+		},
+	}
+	e4b := e4
+	e4b.Experiment = "E4b"
+	e4b.Description = "E4 with a 10 Gbit/s broker-subscriber link of RTT 1 ms and 100 ms; publisher link as E4"
+	e4b.Topology = TopologySpec{Kind: KindPubBrokerSub, Impaired: ImpairedPublisher, SubLinks: []LinkSpec{
+		{Name: "10g-rtt1ms", Rate: 10_000_000_000, RTT: ms(1)},
+		{Name: "10g-rtt100ms", Rate: 10_000_000_000, RTT: ms(100)},
+	}}
+	e5 := e4
+	e5.Experiment = "E5"
+	e5.Description = "startup latency of a resumed connection (pattern B: QUIC 0-RTT, TLS session resumption)"
+	e5.Patterns = []string{PatternReconnect}
+	e5.Messages = 1
+	e5.Scales = map[string]ScaleSpec{
+		ScaleSmoke:   {Repetitions: 2},
+		ScaleReduced: {Repetitions: 10},
+	}
+	e6 := Spec{
+		Experiment:   "E6",
+		Description:  "N publishers on a shared wifi medium with link-layer retries; wired broker-subscriber link, RTT 25 ms; patterns A and B",
+		Topology:     TopologySpec{Kind: KindSharedMedium, Publishers: []int{3, 5, 8}, Retries: []int{0, 1, 2, 3}, SubLinks: []LinkSpec{{Name: "wired", Rate: 1_000_000_000, RTT: ms(25)}}},
+		Profiles:     []string{"wifi"},
+		Delay:        DelayRTT,
+		Losses:       e4Losses,
+		Transports:   []string{TransportTLS, TransportQUIC},
+		QoS:          []int{1},
+		PayloadSizes: []int{32},
+		Patterns:     []string{PatternStopAndWait, PatternReconnect},
+		Intervals:    []Duration{ms(100)},
+		Messages:     100,
+		Repetitions:  50,
+		Scales: map[string]ScaleSpec{
+			ScaleSmoke:   {Messages: 10, Repetitions: 1},
+			ScaleReduced: {Messages: 30, Repetitions: 3},
+		},
+	}
+	copyE4 := func() Spec { c := e4; return c }
+	return map[string][]Spec{
+		"smoke": {smoke},
+		"e1":    {e1},
+		"e2":    {e2},
+		"e3":    {e3a, e3b},
+		"e3a":   {e3a},
+		"e3b":   {e3b},
+		"e4":    {copyE4(), e4b},
+		"e4b":   {e4b},
+		"e5":    {e5},
+		"e6":    {e6},
+	}
+}
+
+// BuiltinNames lists the built-in scenarios.
+func BuiltinNames() []string {
+	var n []string
+	for k := range builtin() {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// Builtin returns a built-in scenario by name (case-insensitive).
+func Builtin(name string) ([]Spec, bool) {
+	s, ok := builtin()[strings.ToLower(name)]
+	return s, ok
+}
+
+// Resolve returns the scenario named by arg: a built-in name, or else a
+// YAML file path.
+func Resolve(arg string) ([]Spec, error) {
+	if s, ok := Builtin(arg); ok {
+		return s, nil
+	}
+	specs, err := LoadSpecs(arg)
+	if err != nil {
+		if strings.ContainsAny(arg, "./") {
+			return nil, err
+		}
+		return nil, fmt.Errorf("scenario %q: neither a built-in (%s) nor a readable file: %w", arg, strings.Join(BuiltinNames(), ", "), err)
+	}
+	return specs, nil
+}

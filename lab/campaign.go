@@ -1,0 +1,401 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// CellRunner runs one cell. It writes the cell's record files (see
+// recordFiles; each with its header) and any raw files into dir, which
+// exists and is empty. It returns an error when the cell failed; when ctx
+// is cancelled it returns promptly and the cell stays incomplete.
+type CellRunner interface {
+	RunCell(ctx context.Context, c Cell, dir string) (CellSummary, error)
+}
+
+// Options configure a campaign. Zero values are defaults.
+type Options struct {
+	// Dir is the results directory. Required.
+	Dir string
+	// Resume completes a campaign in Dir: cells with a done marker are not
+	// run again. Without it, a Dir that already holds a campaign is an error.
+	Resume bool
+	// RetryFailed, with Resume, runs failed cells again.
+	RetryFailed bool
+	// Shard (0-based) and Shards pick every Shards-th cell starting at
+	// Shard. Shards 0 or 1 runs all.
+	Shard, Shards int
+	// Scenario and Scale are recorded in the manifest.
+	Scenario, Scale string
+	// Runner runs the cells. Required.
+	Runner CellRunner
+	// Fabric names the network fabric for the manifest.
+	Fabric string
+	// Progress receives the progress bar; nil shows none.
+	Progress io.Writer
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// AggregateEvery rebuilds the aggregate files after this many finished
+	// cells (besides at the end). 0 means 10.
+	AggregateEvery int
+}
+
+// Result summarises a campaign run.
+type Result struct {
+	Total       int // cells in the campaign
+	InShard     int // cells of this shard
+	Skipped     int // already complete before this run
+	Ran         int // run now (ok or failed)
+	Failed      int // failed among all complete cells of the shard
+	Interrupted bool
+}
+
+// campaignFile is DIR/campaign.json: the identity of a campaign, checked
+// on resume.
+type campaignFile struct {
+	Scenario string   `json:"scenario"`
+	Scale    string   `json:"scale"`
+	Shard    string   `json:"shard"`
+	Cells    []string `json:"cells"`       // every cell of the campaign, in order
+	Mine     []string `json:"shard_cells"` // the cells of this shard
+}
+
+func shardString(i, n int) string {
+	if n <= 1 {
+		return "1/1"
+	}
+	return fmt.Sprintf("%d/%d", i+1, n)
+}
+
+// Run runs the cells of specs (already scaled) into opts.Dir, one at a
+// time. A failed cell is recorded and the campaign goes on; when ctx is
+// cancelled the current cell is abandoned (no done marker), the aggregate
+// files are rebuilt from the completed cells and Run returns with
+// Result.Interrupted set and ctx's error.
+func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
+	if opts.Dir == "" {
+		return Result{}, errors.New("campaign: no results directory given")
+	}
+	if opts.Runner == nil {
+		return Result{}, errors.New("campaign: no cell runner")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	every := opts.AggregateEvery
+	if every <= 0 {
+		every = 10
+	}
+	if opts.Shards < 1 {
+		opts.Shards = 1
+	}
+	if opts.Shard < 0 || opts.Shard >= opts.Shards {
+		return Result{}, fmt.Errorf("campaign: shard %d of %d does not exist", opts.Shard+1, opts.Shards)
+	}
+	all, err := Cells(specs)
+	if err != nil {
+		return Result{}, err
+	}
+	mine := Shard(all, opts.Shard, opts.Shards)
+	cf := campaignFile{Scenario: opts.Scenario, Scale: opts.Scale, Shard: shardString(opts.Shard, opts.Shards)}
+	for _, c := range all {
+		cf.Cells = append(cf.Cells, c.ID)
+	}
+	for _, c := range mine {
+		cf.Mine = append(cf.Mine, c.ID)
+	}
+	res := Result{Total: len(all), InShard: len(mine)}
+
+	if err := prepareDir(opts, cf); err != nil {
+		return res, err
+	}
+	if err := writeJSONAtomic(filepath.Join(opts.Dir, FileCampaign), cf); err != nil {
+		return res, err
+	}
+	yml, err := MarshalSpecs(specs)
+	if err != nil {
+		return res, err
+	}
+	if err := writeFileAtomic(filepath.Join(opts.Dir, FileScenario), yml); err != nil {
+		return res, err
+	}
+	man := newManifest(ctx, specs, all)
+	man.Fabric, man.Scenario, man.Scale, man.Shard = opts.Fabric, opts.Scenario, opts.Scale, cf.Shard
+	man.Start = now().UTC()
+	man.StartNs = man.Start.UnixNano()
+	if old, ok := readManifest(opts.Dir); ok && opts.Resume {
+		// Keep the original start; record this run's loads too.
+		man.Start, man.StartNs = old.Start, old.StartNs
+	}
+	if err := writeJSONAtomic(filepath.Join(opts.Dir, FileManifest), man); err != nil {
+		return res, err
+	}
+
+	pb := newProgress(opts.Progress, mine, now)
+	sinceAgg := 0
+	var runErr error
+	for _, c := range mine {
+		cellDir := filepath.Join(opts.Dir, DirCells, c.ID)
+		d, ok, err := readDone(cellDir)
+		if err != nil {
+			return res, err
+		}
+		if ok && (d.Status == StatusOK || !opts.RetryFailed) {
+			res.Skipped++
+			pb.skip(c)
+			continue
+		}
+		if ctx.Err() != nil {
+			res.Interrupted, runErr = true, ctx.Err()
+			break
+		}
+		if err := os.RemoveAll(cellDir); err != nil {
+			return res, fmt.Errorf("cell %s: clear old files: %w", c.ID, err)
+		}
+		if err := os.MkdirAll(cellDir, 0o755); err != nil {
+			return res, fmt.Errorf("cell %s: %w", c.ID, err)
+		}
+		pb.start(c)
+		start := now()
+		log.Info("cell start", "cell", c.ID)
+		sum, cerr := runCellSafely(ctx, opts.Runner, c, cellDir)
+		end := now()
+		if ctx.Err() != nil {
+			// Interrupted: the cell stays incomplete (no done marker).
+			log.Info("cell interrupted", "cell", c.ID)
+			res.Interrupted, runErr = true, ctx.Err()
+			break
+		}
+		d = Done{Cell: c, Status: StatusOK, StartNs: start.UnixNano(), EndNs: end.UnixNano(),
+			Published: sum.Published, Delivered: sum.Delivered, RepsOK: sum.RepsOK}
+		if cerr != nil {
+			d.Status, d.Error = StatusFailed, cerr.Error()
+			log.Warn("cell failed", "cell", c.ID, "err", cerr)
+		} else {
+			log.Info("cell done", "cell", c.ID, "published", sum.Published, "delivered", sum.Delivered)
+		}
+		if err := ensureRecordFiles(cellDir); err != nil {
+			return res, err
+		}
+		if err := writeJSONAtomic(filepath.Join(cellDir, FileDone), d); err != nil {
+			return res, err
+		}
+		res.Ran++
+		pb.finish(c, end.Sub(start), cerr)
+		if sinceAgg++; sinceAgg >= every {
+			sinceAgg = 0
+			if err := Aggregate(opts.Dir, cf.Cells); err != nil {
+				return res, err
+			}
+		}
+	}
+	pb.end(res.Interrupted)
+	if err := Aggregate(opts.Dir, cf.Cells); err != nil {
+		return res, err
+	}
+	done, err := completedCells(opts.Dir, cf.Cells)
+	if err != nil {
+		return res, err
+	}
+	man.Cells = CellCounts{Total: len(all), InShard: len(mine)}
+	for _, d := range done {
+		if !slices.Contains(cf.Mine, d.Cell.ID) {
+			continue
+		}
+		if d.Status == StatusOK {
+			man.Cells.OK++
+		} else {
+			man.Cells.Failed++
+			res.Failed++
+		}
+	}
+	man.Cells.Pending = len(mine) - man.Cells.OK - man.Cells.Failed
+	man.End = now().UTC()
+	man.EndNs = man.End.UnixNano()
+	man.Host.LoadavgEnd = loadavg()
+	man.Interrupted = res.Interrupted
+	if err := writeJSONAtomic(filepath.Join(opts.Dir, FileManifest), man); err != nil {
+		return res, err
+	}
+	return res, runErr
+}
+
+// runCellSafely turns a runner panic into a failed cell, so one bad cell
+// cannot end the campaign.
+func runCellSafely(ctx context.Context, r CellRunner, c Cell, dir string) (sum CellSummary, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("cell runner panicked: %v", p)
+		}
+	}()
+	return r.RunCell(ctx, c, dir)
+}
+
+// ensureRecordFiles creates any record file the runner did not write, with
+// its header only, so every complete cell has the same files.
+func ensureRecordFiles(dir string) error {
+	for _, rf := range recordFiles {
+		p := filepath.Join(dir, rf.name)
+		if _, err := os.Stat(p); err == nil {
+			continue
+		}
+		f, err := createCSV(p, rf.header)
+		if err != nil {
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prepareDir creates Dir, or checks that it holds the same campaign when
+// resuming.
+func prepareDir(opts Options, cf campaignFile) error {
+	b, err := os.ReadFile(filepath.Join(opts.Dir, FileCampaign))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if !opts.Resume {
+			if entries, err := os.ReadDir(opts.Dir); err == nil && len(entries) > 0 {
+				return fmt.Errorf("results directory %s is not empty: choose another --out, or empty it", opts.Dir)
+			}
+		}
+		if err := os.MkdirAll(filepath.Join(opts.Dir, DirCells), 0o755); err != nil {
+			return fmt.Errorf("results directory: %w", err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("results directory: %w", err)
+	}
+	if !opts.Resume {
+		return fmt.Errorf("results directory %s already holds a campaign: add --resume to complete it, or choose another --out", opts.Dir)
+	}
+	var old campaignFile
+	if err := json.Unmarshal(b, &old); err != nil {
+		return fmt.Errorf("%s: corrupt campaign file: %w", filepath.Join(opts.Dir, FileCampaign), err)
+	}
+	if !slices.Equal(old.Cells, cf.Cells) || old.Shard != cf.Shard {
+		return fmt.Errorf("results directory %s holds a different campaign (scenario %q, scale %q, shard %s, %d cells; now scenario %q, scale %q, shard %s, %d cells): resume with the same scenario, --scale and --shard, or choose another --out",
+			opts.Dir, old.Scenario, old.Scale, old.Shard, len(old.Cells), cf.Scenario, cf.Scale, cf.Shard, len(cf.Cells))
+	}
+	return os.MkdirAll(filepath.Join(opts.Dir, DirCells), 0o755)
+}
+
+func readManifest(dir string) (Manifest, bool) {
+	b, err := os.ReadFile(filepath.Join(dir, FileManifest))
+	if err != nil {
+		return Manifest{}, false
+	}
+	var m Manifest
+	if json.Unmarshal(b, &m) != nil {
+		return Manifest{}, false
+	}
+	return m, true
+}
+
+// Merge joins shard directories into out: every completed cell is copied
+// (a cell complete in two shards is taken from the first that holds it),
+// the aggregate files are rebuilt and the manifest lists every shard's
+// manifest. The shards must come from the same campaign.
+func Merge(out string, dirs []string) error {
+	if len(dirs) == 0 {
+		return errors.New("merge: no shard directories given")
+	}
+	if entries, err := os.ReadDir(out); err == nil && len(entries) > 0 {
+		return fmt.Errorf("merge: %s is not empty: choose a new output directory", out)
+	}
+	var first campaignFile
+	var man Manifest
+	var order []string
+	seen := map[string]string{}
+	if err := os.MkdirAll(filepath.Join(out, DirCells), 0o755); err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	for i, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, FileCampaign))
+		if err != nil {
+			return fmt.Errorf("merge: %s is not a results directory (no %s): %w", dir, FileCampaign, err)
+		}
+		var cf campaignFile
+		if err := json.Unmarshal(b, &cf); err != nil {
+			return fmt.Errorf("merge: %s: corrupt %s: %w", dir, FileCampaign, err)
+		}
+		m, _ := readManifest(dir)
+		if i == 0 {
+			first, order = cf, cf.Cells
+			man = m
+			man.Shards = nil
+			yml, err := os.ReadFile(filepath.Join(dir, FileScenario))
+			if err != nil {
+				return fmt.Errorf("merge: %s: %w", dir, err)
+			}
+			if err := writeFileAtomic(filepath.Join(out, FileScenario), yml); err != nil {
+				return err
+			}
+		} else if !slices.Equal(cf.Cells, first.Cells) {
+			return fmt.Errorf("merge: %s belongs to another campaign than %s (different cell lists: scenario %q scale %q vs %q %q)", dir, dirs[0], cf.Scenario, cf.Scale, first.Scenario, first.Scale)
+		}
+		man.Shards = append(man.Shards, m)
+		done, err := completedCells(dir, order)
+		if err != nil {
+			return err
+		}
+		for _, d := range done {
+			if prev, ok := seen[d.Cell.ID]; ok {
+				_ = prev
+				continue
+			}
+			seen[d.Cell.ID] = dir
+			if err := os.CopyFS(filepath.Join(out, DirCells, d.Cell.ID), os.DirFS(filepath.Join(dir, DirCells, d.Cell.ID))); err != nil {
+				return fmt.Errorf("merge: copy cell %s from %s: %w", d.Cell.ID, dir, err)
+			}
+		}
+	}
+	cf := campaignFile{Scenario: first.Scenario, Scale: first.Scale, Shard: "1/1", Cells: first.Cells, Mine: first.Cells}
+	if err := writeJSONAtomic(filepath.Join(out, FileCampaign), cf); err != nil {
+		return err
+	}
+	if err := Aggregate(out, order); err != nil {
+		return err
+	}
+	done, err := completedCells(out, order)
+	if err != nil {
+		return err
+	}
+	man.Shard = "merged"
+	man.Cells = CellCounts{Total: len(order), InShard: len(order)}
+	for _, d := range done {
+		if d.Status == StatusOK {
+			man.Cells.OK++
+		} else {
+			man.Cells.Failed++
+		}
+	}
+	man.Cells.Pending = len(order) - man.Cells.OK - man.Cells.Failed
+	for _, s := range man.Shards {
+		if s.StartNs != 0 && (man.StartNs == 0 || s.StartNs < man.StartNs) {
+			man.Start, man.StartNs = s.Start, s.StartNs
+		}
+		if s.EndNs > man.EndNs {
+			man.End, man.EndNs = s.End, s.EndNs
+		}
+		man.Interrupted = man.Interrupted || s.Interrupted
+	}
+	return writeJSONAtomic(filepath.Join(out, FileManifest), man)
+}

@@ -1,0 +1,226 @@
+package lab
+
+import (
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"time"
+)
+
+// LinkParams are the resolved parameters of one emulated link (both
+// directions alike).
+type LinkParams struct {
+	// Name is the profile or sub-link name.
+	Name string `json:"name"`
+	// RateBps is the rate in bit/s; 0 means unlimited.
+	RateBps int64 `json:"rate_bps"`
+	// DelayNs is the one-way propagation delay per direction.
+	DelayNs int64 `json:"delay_ns"`
+	// LossPct is the random loss (or, on a shared medium, the frame error
+	// rate) per packet, in percent.
+	LossPct float64 `json:"loss_pct"`
+	// QueueBytes limits the queue; 0 means one bandwidth-delay product.
+	QueueBytes int `json:"queue_bytes"`
+}
+
+// Delay returns the one-way delay.
+func (l LinkParams) Delay() time.Duration { return time.Duration(l.DelayNs) }
+
+// Cell is one point of a campaign: a single combination of link,
+// transport and traffic parameters, run Repetitions times.
+type Cell struct {
+	ID          string  `json:"cell"`
+	Experiment  string  `json:"experiment"`
+	Profile     string  `json:"profile"`
+	LossPct     float64 `json:"loss_pct"`
+	Transport   string  `json:"transport"`
+	QoS         int     `json:"qos"`
+	Size        int     `json:"size"`
+	Pattern     string  `json:"pattern"`
+	IntervalNs  int64   `json:"interval_ns"`
+	Messages    int     `json:"messages"`
+	Repetitions int     `json:"repetitions"`
+	// Topology kind and, for a shared medium, publishers and retries.
+	Kind       string `json:"topology"`
+	Publishers int    `json:"publishers"`
+	Retries    int    `json:"retries"`
+	// DelayConvention is how the profile's delay figure was read.
+	DelayConvention string `json:"delay_convention"`
+	// PubLink is the publisher's link (on a shared medium: the medium);
+	// SubLink the broker-subscriber link.
+	PubLink       LinkParams `json:"pub_link"`
+	SubLink       LinkParams `json:"sub_link"`
+	TCPCongestion string     `json:"tcp_congestion"`
+	Seed          int64      `json:"seed"`
+	GraceNs       int64      `json:"grace_ns"`
+}
+
+// Interval returns the publish interval.
+func (c Cell) Interval() time.Duration { return time.Duration(c.IntervalNs) }
+
+// PathDelay is the one-way propagation delay from publisher to subscriber:
+// the physical lower bound of a message's one-way delay.
+func (c Cell) PathDelay() time.Duration {
+	return c.PubLink.Delay() + c.SubLink.Delay()
+}
+
+// PathRTT is the round trip publisher-broker plus broker-subscriber.
+func (c Cell) PathRTT() time.Duration { return 2 * c.PathDelay() }
+
+// Estimate is a rough duration of the cell, for the progress bar's ETA.
+func (c Cell) Estimate() time.Duration {
+	rtt := c.PathRTT()
+	per := 2*time.Second + 4*rtt + time.Duration(c.GraceNs)
+	switch c.Pattern {
+	case PatternPeriodic:
+		per += time.Duration(c.Messages) * c.Interval()
+	case PatternStopAndWait:
+		per += time.Duration(c.Messages) * (rtt + 2*time.Millisecond)
+	case PatternReconnect:
+		per += 8 * rtt
+	}
+	return 3*time.Second + time.Duration(c.Repetitions)*per
+}
+
+// Cells expands specs into cells, in a deterministic order: experiment,
+// profile, loss, sub link, publishers, retries, pattern, QoS, size,
+// interval, and transport innermost (so the transports of one
+// configuration run back to back). Specs must be valid.
+func Cells(specs []Spec) ([]Cell, error) {
+	var cells []Cell
+	seen := map[string]bool{}
+	for _, raw := range specs {
+		if err := raw.Validate(); err != nil {
+			return nil, fmt.Errorf("experiment %s: %w", raw.Experiment, err)
+		}
+		s := raw.withDefaults()
+		subLinks := s.Topology.SubLinks
+		if len(subLinks) == 0 {
+			subLinks = []LinkSpec{{}} // derived from the profile below
+		}
+		pubs, retries := []int{1}, []int{0}
+		if s.Topology.Kind == KindSharedMedium {
+			pubs, retries = s.Topology.Publishers, s.Topology.Retries
+		}
+		for _, prof := range s.Profiles {
+			p, _ := s.profile(prof)
+			oneWay := p.Delay.D()
+			if s.Delay == DelayRTT {
+				oneWay = p.Delay.D() / 2
+			}
+			for _, loss := range s.Losses {
+				pubLink := LinkParams{Name: prof, RateBps: int64(p.Rate), DelayNs: int64(oneWay), LossPct: float64(loss), QueueBytes: s.Topology.QueueBytes}
+				for _, sl := range subLinks {
+					var subLink LinkParams
+					switch {
+					case sl.Name != "":
+						d := sl.Delay.D()
+						if sl.RTT > 0 {
+							d = sl.RTT.D() / 2
+						}
+						subLink = LinkParams{Name: sl.Name, RateBps: int64(sl.Rate), DelayNs: int64(d), QueueBytes: s.Topology.QueueBytes}
+					case s.Topology.Kind == KindPubBrokerSub && s.Topology.Impaired == ImpairedBoth:
+						subLink = pubLink
+					default:
+						eth := builtinProfiles()["ethernet"]
+						subLink = LinkParams{Name: "ethernet", RateBps: int64(eth.Rate), DelayNs: int64(eth.Delay), QueueBytes: s.Topology.QueueBytes}
+					}
+					for _, n := range pubs {
+						for _, r := range retries {
+							for _, pat := range s.Patterns {
+								for _, q := range s.QoS {
+									for _, size := range s.PayloadSizes {
+										for _, iv := range s.Intervals {
+											for _, tr := range s.Transports {
+												c := Cell{
+													Experiment: s.Experiment, Profile: prof, LossPct: float64(loss),
+													Transport: tr, QoS: q, Size: size, Pattern: pat,
+													IntervalNs: int64(iv), Messages: s.Messages, Repetitions: s.Repetitions,
+													Kind: s.Topology.Kind, Publishers: n, Retries: r,
+													DelayConvention: s.Delay, PubLink: pubLink, SubLink: subLink,
+													TCPCongestion: s.TCPCongestion, GraceNs: int64(s.Grace),
+												}
+												if pat == PatternReconnect {
+													c.Messages = 1
+												}
+												c.ID = cellID(c, len(s.Topology.SubLinks) > 0)
+												if seen[c.ID] {
+													return nil, fmt.Errorf("experiment %s: two cells share the id %s: give the experiments distinct names", s.Experiment, c.ID)
+												}
+												seen[c.ID] = true
+												c.Seed = cellSeed(s.Seed, c.ID)
+												cells = append(cells, c)
+											}
+										}
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return cells, nil
+}
+
+// cellID names a cell; it is stable for a given spec and scale and safe as
+// a directory name.
+func cellID(c Cell, namedSub bool) string {
+	parts := []string{c.Experiment, c.Profile, "loss" + trimFloat(c.LossPct)}
+	if namedSub {
+		parts = append(parts, "sub-"+c.SubLink.Name)
+	}
+	if c.Kind == KindSharedMedium {
+		parts = append(parts, fmt.Sprintf("n%d", c.Publishers), fmt.Sprintf("r%d", c.Retries))
+	}
+	parts = append(parts, c.Pattern, fmt.Sprintf("qos%d", c.QoS), fmt.Sprintf("%dB", c.Size))
+	if c.Pattern == PatternPeriodic || c.Kind == KindSharedMedium {
+		parts = append(parts, "every"+c.Interval().String())
+	}
+	parts = append(parts, c.Transport)
+	id := strings.Join(parts, "_")
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+			return r
+		}
+		return '-'
+	}, id)
+}
+
+func trimFloat(f float64) string { return Percent(f).String() }
+
+func cellSeed(base int64, id string) int64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%s", base, id)
+	return int64(h.Sum64() & (1<<63 - 1))
+}
+
+// Shard keeps every n-th cell starting at index i (0-based): cell k is
+// kept when k mod n == i. n = 1 keeps all.
+func Shard(cells []Cell, i, n int) []Cell {
+	if n <= 1 {
+		return cells
+	}
+	var out []Cell
+	for k, c := range cells {
+		if k%n == i {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// ParseShard parses "i/n" with 1 <= i <= n (1-based, as array jobs count)
+// and returns i-1 and n.
+func ParseShard(s string) (int, int, error) {
+	var i, n int
+	if _, err := fmt.Sscanf(s, "%d/%d", &i, &n); err != nil || fmt.Sprintf("%d/%d", i, n) != strings.TrimSpace(s) {
+		return 0, 0, fmt.Errorf("shard %q: want i/n, for example 2/4 (the second of four shards)", s)
+	}
+	if n < 1 || i < 1 || i > n {
+		return 0, 0, fmt.Errorf("shard %q: want 1 <= i <= n", s)
+	}
+	return i - 1, n, nil
+}

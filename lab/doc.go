@@ -1,0 +1,40 @@
+// Package lab runs iotq's experiments end to end: scenarios, campaigns,
+// traffic patterns, node processes and record collection.
+//
+// # Pieces
+//
+//   - Spec (spec.go): one experiment as written in a scenario YAML file
+//     (one Spec per YAML document) or built in (smoke, E1-E6). Every field
+//     has a documented zero-value default; Validate reports all problems at
+//     once with field paths, ParseSpecs adds file and line. Spec.Scaled
+//     applies --scale (message counts, intervals, repetitions only).
+//   - Cells (cells.go): the deterministic expansion of specs into cells,
+//     each one combination of link, transport and traffic parameters, with
+//     a stable id that names its directory. Shard picks every n-th cell.
+//   - Run (campaign.go): runs the cells one at a time into a results
+//     directory through a CellRunner, writes a done marker per finished cell,
+//     rebuilds the aggregate CSV files from completed cells, resumes and
+//     merges shards (Merge). Independent of how cells are run, so it is
+//     tested without root.
+//   - ProcRunner (runner.go): the real CellRunner. For each cell it builds
+//     the topology through a Fabric (package link's namespaces and emulated
+//     links, or LocalFabric on loopback), starts `iotq broker`, `iotq sub`
+//     and `iotq pub` as child processes in their nodes' namespaces, drives
+//     the traffic pattern and turns their record files into the lab's.
+//
+// Result files are described in docs/records.md and docs/lab.md.
+//
+// # Concurrency
+//
+// Run is sequential: one cell at a time, for timing fidelity. A
+// ProcRunner starts goroutines only inside RunCell (to relay the
+// subscriber's notifications to the publisher, and to wait for child
+// processes) and stops them before RunCell returns; every child process is
+// killed and waited for on return, also when the context is cancelled.
+// Specs and Cells are plain values. No package-level mutable state.
+//
+// # Imports
+//
+// lab may import link, transport, internal/...; it never imports broker or
+// client (those run as child processes) nor report.
+package lab

@@ -1,0 +1,127 @@
+package lab
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// RadioModel is a power-state model of one radio technology (Huang et al.,
+// MobiSys 2012): promotion from idle, active transfer with a base power
+// plus a per-Mbit/s cost up and down, a tail after the last packet, idle.
+// Powers in watts, durations in seconds; the field names are those the
+// report reads (report/energy.Model).
+type RadioModel struct {
+	PromotionW   float64 `yaml:"promotion_w" json:"promotion_w"`
+	PromotionS   float64 `yaml:"promotion_s" json:"promotion_s"`
+	BaseW        float64 `yaml:"base_w" json:"base_w"`
+	UpWPerMbps   float64 `yaml:"up_w_per_mbps" json:"up_w_per_mbps"`
+	DownWPerMbps float64 `yaml:"down_w_per_mbps" json:"down_w_per_mbps"`
+	TailW        float64 `yaml:"tail_w" json:"tail_w"`
+	TailS        float64 `yaml:"tail_s" json:"tail_s"`
+	IdleW        float64 `yaml:"idle_w" json:"idle_w"`
+	Source       string  `yaml:"source,omitempty" json:"source,omitempty"`
+}
+
+// EnergyModel holds the parameters of the energy estimate. The lab records
+// them in manifest.json (experiments[].energy); the report computes the
+// estimate from the link counters, the pcap and cpu.csv.
+type EnergyModel struct {
+	// CPUActiveW is the processor's active power: CPU energy = CPU time x
+	// this. Default 2 W.
+	CPUActiveW float64 `yaml:"cpu_active_w,omitempty" json:"cpu_active_w"`
+	// Radio maps a technology (wifi, lte, satellite) to its model; missing
+	// ones take DefaultEnergy's.
+	Radio map[string]RadioModel `yaml:"radio,omitempty" json:"radio"`
+	// ProfileRadio maps a link profile to a technology. Default: wifi->wifi,
+	// cellular->lte, satellite->satellite; a profile without an entry
+	// (ethernet) has no radio.
+	ProfileRadio map[string]string `yaml:"profile_radio,omitempty" json:"profile_radio"`
+	// PowerLog is an optional external power meter log (timestamped CSV)
+	// that the report aligns with the run.
+	PowerLog string `yaml:"power_log,omitempty" json:"power_log,omitempty"`
+}
+
+const huang = "Huang et al., MobiSys 2012, Tables 3 and 4"
+
+// DefaultEnergy returns the default model: WiFi and LTE from Huang et al.,
+// "A close examination of performance and power characteristics of 4G LTE
+// networks", MobiSys 2012 (idle = DRX or beacon power x on time / period);
+// the satellite terminal values are placeholders to replace with the
+// terminal's data sheet.
+func DefaultEnergy() EnergyModel {
+	return EnergyModel{
+		CPUActiveW: 2,
+		Radio: map[string]RadioModel{
+			"wifi": {PromotionW: 0.1244, PromotionS: 0.0791, BaseW: 0.13286, UpWPerMbps: 0.28317,
+				DownWPerMbps: 0.13701, TailW: 0.1193, TailS: 0.2381, IdleW: 0.0772 * 7.6 / 308.2, Source: huang},
+			"lte": {PromotionW: 1.2107, PromotionS: 0.2601, BaseW: 1.28804, UpWPerMbps: 0.43839,
+				DownWPerMbps: 0.05197, TailW: 1.0600, TailS: 11.576, IdleW: 0.5943 * 43.2 / 1280.2, Source: huang},
+			"satellite": {BaseW: 30, UpWPerMbps: 2, DownWPerMbps: 0.5, TailW: 30, TailS: 1, IdleW: 20,
+				Source: "placeholder (no published source): set the terminal's values under energy.radio.satellite"},
+		},
+		ProfileRadio: map[string]string{"wifi": "wifi", "cellular": "lte", "satellite": "satellite"},
+	}
+}
+
+func (e EnergyModel) withDefaults() EnergyModel {
+	def := DefaultEnergy()
+	out := EnergyModel{CPUActiveW: e.CPUActiveW, PowerLog: e.PowerLog,
+		Radio: map[string]RadioModel{}, ProfileRadio: map[string]string{}}
+	if out.CPUActiveW == 0 {
+		out.CPUActiveW = def.CPUActiveW
+	}
+	for k, v := range def.Radio {
+		out.Radio[k] = v
+	}
+	for k, v := range e.Radio {
+		if v.Source == "" {
+			v.Source = "scenario file"
+		}
+		out.Radio[k] = v
+	}
+	for k, v := range def.ProfileRadio {
+		out.ProfileRadio[k] = v
+	}
+	for k, v := range e.ProfileRadio {
+		out.ProfileRadio[k] = v
+	}
+	return out
+}
+
+func (e EnergyModel) validate() []error {
+	var errs []error
+	if e.CPUActiveW < 0 || math.IsNaN(e.CPUActiveW) {
+		errs = append(errs, &FieldError{Path: "energy.cpu_active_w", Msg: "must not be negative"})
+	}
+	var keys []string
+	for k := range e.Radio {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		r := e.Radio[k]
+		for _, f := range []struct {
+			name string
+			v    float64
+		}{{"promotion_w", r.PromotionW}, {"promotion_s", r.PromotionS}, {"base_w", r.BaseW},
+			{"up_w_per_mbps", r.UpWPerMbps}, {"down_w_per_mbps", r.DownWPerMbps}, {"tail_w", r.TailW},
+			{"tail_s", r.TailS}, {"idle_w", r.IdleW}} {
+			if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+				errs = append(errs, &FieldError{Path: fmt.Sprintf("energy.radio.%s.%s", k, f.name), Msg: "must be finite and not negative"})
+			}
+		}
+	}
+	var profs []string
+	for p := range e.ProfileRadio {
+		profs = append(profs, p)
+	}
+	sort.Strings(profs)
+	for _, p := range profs {
+		t := e.ProfileRadio[p]
+		if _, ok := e.Radio[t]; !ok && t != "" {
+			errs = append(errs, &FieldError{Path: "energy.profile_radio." + p, Msg: fmt.Sprintf("technology %q has no radio model: add it under energy.radio", t)})
+		}
+	}
+	return errs
+}

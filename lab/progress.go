@@ -1,0 +1,127 @@
+package lab
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+// progress draws a progress bar with an ETA. On a terminal it redraws one
+// line; otherwise it prints one line per cell. Not safe for concurrent use
+// (the campaign loop owns it).
+type progress struct {
+	w        io.Writer
+	tty      bool
+	total    int
+	done     int
+	failed   int
+	estLeft  time.Duration // estimate of the cells not yet finished
+	estDone  time.Duration // estimate of the cells finished in this run
+	realDone time.Duration // wall time they took
+	started  time.Time
+	now      func() time.Time
+}
+
+func newProgress(w io.Writer, cells []Cell, now func() time.Time) *progress {
+	if w == nil {
+		return nil
+	}
+	p := &progress{w: w, total: len(cells), now: now, started: now()}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			p.tty = true
+		}
+	}
+	for _, c := range cells {
+		p.estLeft += c.Estimate()
+	}
+	return p
+}
+
+// skip accounts for a cell that was already complete.
+func (p *progress) skip(c Cell) {
+	if p == nil {
+		return
+	}
+	p.done++
+	p.estLeft -= c.Estimate()
+}
+
+// start shows the cell about to run.
+func (p *progress) start(c Cell) {
+	if p == nil {
+		return
+	}
+	line := fmt.Sprintf("%s %d/%d %s  ETA %s", p.bar(), p.done, p.total, c.ID, p.eta())
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\033[K%s", line)
+	}
+}
+
+// finish records a finished cell and its wall time.
+func (p *progress) finish(c Cell, took time.Duration, err error) {
+	if p == nil {
+		return
+	}
+	p.done++
+	p.estLeft -= c.Estimate()
+	p.estDone += c.Estimate()
+	p.realDone += took
+	status := "ok"
+	if err != nil {
+		p.failed++
+		status = "FAILED: " + firstLine(err.Error())
+	}
+	line := fmt.Sprintf("%s %d/%d %s %s (%s)  ETA %s", p.bar(), p.done, p.total, c.ID, status, took.Round(100*time.Millisecond), p.eta())
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\033[K%s\n", line)
+		return
+	}
+	fmt.Fprintln(p.w, line)
+}
+
+// end finishes the bar.
+func (p *progress) end(interrupted bool) {
+	if p == nil {
+		return
+	}
+	msg := fmt.Sprintf("%d/%d cells, %d failed, %s", p.done, p.total, p.failed, p.now().Sub(p.started).Round(time.Second))
+	if interrupted {
+		msg += " (interrupted: run again with --resume to complete)"
+	}
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\033[K")
+	}
+	fmt.Fprintln(p.w, msg)
+}
+
+func (p *progress) bar() string {
+	const width = 24
+	n := 0
+	if p.total > 0 {
+		n = p.done * width / p.total
+	}
+	return "[" + strings.Repeat("=", n) + strings.Repeat(" ", width-n) + "]"
+}
+
+// eta scales the remaining estimate by how the estimates compared with
+// reality so far.
+func (p *progress) eta() string {
+	left := p.estLeft
+	if p.estDone > 0 {
+		left = time.Duration(float64(left) * float64(p.realDone) / float64(p.estDone))
+	}
+	if left < 0 {
+		left = 0
+	}
+	return left.Round(time.Second).String()
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

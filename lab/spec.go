@@ -1,0 +1,657 @@
+package lab
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Topology kinds.
+const (
+	// KindPubBrokerSub is publisher -[link]- broker -[link]- subscriber.
+	KindPubBrokerSub = "pub-broker-sub"
+	// KindSharedMedium is N publishers sharing one access medium to the
+	// broker, and a wired broker-subscriber link.
+	KindSharedMedium = "shared-medium"
+)
+
+// Which links of a pub-broker-sub topology carry the profile.
+const (
+	ImpairedPublisher = "publisher" // publisher link impaired, broker-subscriber link clean (E1-E3)
+	ImpairedBoth      = "both"      // both links impaired alike (E4, E5)
+)
+
+// Delay conventions: what a profile's delay figure means.
+const (
+	DelayOneWay = "one-way"
+	DelayRTT    = "rtt"
+)
+
+// Transports (URL schemes of the broker listeners).
+const (
+	TransportTLS  = "mqtts" // MQTT over TCP + TLS 1.3
+	TransportQUIC = "quic"  // MQTT over QUIC
+)
+
+// Traffic patterns.
+const (
+	PatternPeriodic    = "periodic"      // publish every interval
+	PatternStopAndWait = "stop-and-wait" // pattern A: message i+1 only after the subscriber got i
+	PatternReconnect   = "reconnect"     // pattern B: connect, publish, exit; reconnect with resumption, publish
+)
+
+// Scales.
+const (
+	ScaleSmoke   = "smoke"
+	ScaleReduced = "reduced"
+	ScaleFull    = "full"
+)
+
+// Spec is one experiment: the sweep of link, transport and traffic
+// parameters that expands into cells. The zero value of every field has a
+// documented default (see withDefaults); Validate reports all problems at
+// once. A scenario file holds one Spec per YAML document.
+type Spec struct {
+	// Experiment names the experiment ("E1"); it prefixes every cell id.
+	// Required.
+	Experiment  string       `yaml:"experiment"`
+	Description string       `yaml:"description,omitempty"`
+	Topology    TopologySpec `yaml:"topology"`
+	// Profiles are link profile names (wifi, cellular, satellite, ethernet,
+	// or one defined in ProfileDefs). Default [wifi].
+	Profiles []string `yaml:"profiles"`
+	// Delay says whether a profile's delay is one-way ("one-way", the
+	// default) or a round trip ("rtt"; each direction gets half).
+	Delay string `yaml:"delay"`
+	// Losses in percent; random per packet. Default [0].
+	Losses []Percent `yaml:"losses"`
+	// Transports: mqtts (TCP+TLS) and quic. Default both.
+	Transports []string `yaml:"transports"`
+	// QoS levels. Default [0].
+	QoS []int `yaml:"qos"`
+	// PayloadSizes in bytes (at least the measurement header). Default [100].
+	PayloadSizes []int `yaml:"payload_sizes"`
+	// Patterns: periodic, stop-and-wait, reconnect. Default [periodic].
+	Patterns []string `yaml:"patterns"`
+	// Intervals between publishes (periodic pattern; background publishers
+	// of a shared medium). Default [1s].
+	Intervals []Duration `yaml:"intervals"`
+	// Messages per repetition. Default 100.
+	Messages int `yaml:"messages"`
+	// Repetitions per cell. Default 1.
+	Repetitions int `yaml:"repetitions"`
+	// Seed of the emulator's random loss; each cell derives its own from it.
+	// Default 1.
+	Seed int64 `yaml:"seed"`
+	// TCPCongestion is pinned in every namespace. Default cubic.
+	TCPCongestion string `yaml:"tcp_congestion"`
+	// Grace is how long the subscriber may still receive after the last
+	// publish (plus four times the path round trip). Default 3s.
+	Grace Duration `yaml:"grace"`
+	// ProfileDefs adds or overrides link profiles by name.
+	ProfileDefs map[string]LinkSpec `yaml:"profile_defs,omitempty"`
+	// Energy holds the energy model parameters, recorded in the manifest for
+	// the report. Zero fields take the defaults of DefaultEnergy.
+	Energy EnergyModel `yaml:"energy"`
+	// Scales override message counts, intervals and repetitions per scale
+	// (smoke, reduced). "full" is the spec as written. A missing scale uses
+	// the generic rule of Spec.Scaled.
+	Scales map[string]ScaleSpec `yaml:"scales,omitempty"`
+}
+
+// TopologySpec describes the network of each cell.
+type TopologySpec struct {
+	// Kind: pub-broker-sub (default) or shared-medium.
+	Kind string `yaml:"kind"`
+	// Impaired (pub-broker-sub): publisher (default) or both.
+	Impaired string `yaml:"impaired"`
+	// SubLinks sweeps explicit broker-subscriber links (E4b, E6). When empty
+	// the broker-subscriber link is ethernet (impaired=publisher) or the
+	// profile (impaired=both).
+	SubLinks []LinkSpec `yaml:"sub_links,omitempty"`
+	// Publishers (shared-medium): numbers of publishers N to sweep. Default [3].
+	Publishers []int `yaml:"publishers,omitempty"`
+	// Retries (shared-medium): link-layer retries R to sweep. Default [0].
+	Retries []int `yaml:"retries,omitempty"`
+	// QueueBytes limits each link's queue; 0 means one bandwidth-delay product.
+	QueueBytes int `yaml:"queue_bytes,omitempty"`
+}
+
+// LinkSpec is a named set of link parameters (a profile or a sub link).
+type LinkSpec struct {
+	Name string `yaml:"name,omitempty"`
+	Rate Rate   `yaml:"rate"`
+	// Delay is one-way. RTT, when set, replaces it with RTT/2.
+	Delay Duration `yaml:"delay,omitempty"`
+	RTT   Duration `yaml:"rtt,omitempty"`
+}
+
+// ScaleSpec overrides the scale-dependent fields. Zero fields keep the
+// value of the spec.
+type ScaleSpec struct {
+	Messages    int        `yaml:"messages,omitempty"`
+	Repetitions int        `yaml:"repetitions,omitempty"`
+	Intervals   []Duration `yaml:"intervals,omitempty"`
+}
+
+// Profile is a named link profile: rate and delay figure. How the delay is
+// read (one-way or round trip) is the scenario's Delay convention.
+type Profile struct {
+	Name  string
+	Rate  Rate
+	Delay Duration
+}
+
+// Profiles of experiments.md. The delay is the figure of the table: one-way
+// for E1-E3, RTT for E4-E6 (the scenario's Delay says which).
+func builtinProfiles() map[string]Profile {
+	return map[string]Profile{
+		"wifi":      {Name: "wifi", Rate: 20_000_000, Delay: Duration(25 * time.Millisecond)},
+		"cellular":  {Name: "cellular", Rate: 10_000_000, Delay: Duration(100 * time.Millisecond)},
+		"satellite": {Name: "satellite", Rate: 1_500_000, Delay: Duration(600 * time.Millisecond)},
+		"ethernet":  {Name: "ethernet", Rate: 100_000_000, Delay: 0},
+	}
+}
+
+// ProfileNames lists the built-in link profiles.
+func ProfileNames() []string {
+	var n []string
+	for k := range builtinProfiles() {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
+
+func (s *Spec) profile(name string) (Profile, bool) {
+	if d, ok := s.ProfileDefs[name]; ok {
+		// A definition is explicit (delay one-way, or rtt); convert it to
+		// the scenario's convention.
+		oneWay := d.Delay
+		if d.RTT > 0 {
+			oneWay = d.RTT / 2
+		}
+		p := Profile{Name: name, Rate: d.Rate, Delay: oneWay}
+		if s.delayConvention() == DelayRTT {
+			p.Delay = 2 * oneWay
+		}
+		return p, true
+	}
+	p, ok := builtinProfiles()[name]
+	return p, ok
+}
+
+func (s *Spec) delayConvention() string {
+	if s.Delay == "" {
+		return DelayOneWay
+	}
+	return s.Delay
+}
+
+// withDefaults returns a copy with every zero field set to its default.
+func (s Spec) withDefaults() Spec {
+	if s.Topology.Kind == "" {
+		s.Topology.Kind = KindPubBrokerSub
+	}
+	if s.Topology.Kind == KindPubBrokerSub && s.Topology.Impaired == "" {
+		s.Topology.Impaired = ImpairedPublisher
+	}
+	if s.Topology.Kind == KindSharedMedium {
+		if len(s.Topology.Publishers) == 0 {
+			s.Topology.Publishers = []int{3}
+		}
+		if len(s.Topology.Retries) == 0 {
+			s.Topology.Retries = []int{0}
+		}
+	}
+	if len(s.Profiles) == 0 {
+		s.Profiles = []string{"wifi"}
+	}
+	if s.Delay == "" {
+		s.Delay = DelayOneWay
+	}
+	if len(s.Losses) == 0 {
+		s.Losses = []Percent{0}
+	}
+	if len(s.Transports) == 0 {
+		s.Transports = []string{TransportTLS, TransportQUIC}
+	}
+	if len(s.QoS) == 0 {
+		s.QoS = []int{0}
+	}
+	if len(s.PayloadSizes) == 0 {
+		s.PayloadSizes = []int{100}
+	}
+	if len(s.Patterns) == 0 {
+		s.Patterns = []string{PatternPeriodic}
+	}
+	if len(s.Intervals) == 0 {
+		s.Intervals = []Duration{Duration(time.Second)}
+	}
+	if s.Messages == 0 {
+		s.Messages = 100
+	}
+	if s.Repetitions == 0 {
+		s.Repetitions = 1
+	}
+	if s.Seed == 0 {
+		s.Seed = 1
+	}
+	if s.TCPCongestion == "" {
+		s.TCPCongestion = "cubic"
+	}
+	if s.Grace == 0 {
+		s.Grace = Duration(3 * time.Second)
+	}
+	s.Energy = s.Energy.withDefaults()
+	return s
+}
+
+// MinPayloadSize is the smallest payload that holds the measurement header.
+const MinPayloadSize = 16
+
+var experimentName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
+// Validate reports every problem of the spec at once, each prefixed with
+// the field path ("losses[2]: ..."). It validates the spec with defaults
+// applied, so an empty list is never an error.
+func (s Spec) Validate() error {
+	d := s.withDefaults()
+	var errs []error
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)})
+	}
+	if s.Experiment == "" {
+		bad("experiment", "missing: name the experiment, for example E1")
+	} else if !experimentName.MatchString(s.Experiment) {
+		bad("experiment", "%q: use letters, digits, '-', '_' and '.' only (it names directories)", s.Experiment)
+	}
+	switch d.Topology.Kind {
+	case KindPubBrokerSub:
+		switch d.Topology.Impaired {
+		case ImpairedPublisher, ImpairedBoth:
+		default:
+			bad("topology.impaired", "%q: want publisher or both", d.Topology.Impaired)
+		}
+		if len(s.Topology.Publishers) > 0 {
+			bad("topology.publishers", "only for kind shared-medium")
+		}
+		if len(s.Topology.Retries) > 0 {
+			bad("topology.retries", "only for kind shared-medium")
+		}
+	case KindSharedMedium:
+		if s.Topology.Impaired != "" {
+			bad("topology.impaired", "only for kind pub-broker-sub")
+		}
+		for i, n := range d.Topology.Publishers {
+			if n < 1 || n > 64 {
+				bad(fmt.Sprintf("topology.publishers[%d]", i), "%d: want 1 to 64 publishers", n)
+			}
+		}
+		for i, r := range d.Topology.Retries {
+			if r < 0 || r > 15 {
+				bad(fmt.Sprintf("topology.retries[%d]", i), "%d: want 0 to 15 link-layer retries", r)
+			}
+		}
+	default:
+		bad("topology.kind", "%q: want pub-broker-sub or shared-medium", d.Topology.Kind)
+	}
+	if d.Topology.QueueBytes < 0 {
+		bad("topology.queue_bytes", "%d: must not be negative (0 means one bandwidth-delay product)", d.Topology.QueueBytes)
+	}
+	seenSub := map[string]bool{}
+	for i, l := range d.Topology.SubLinks {
+		p := fmt.Sprintf("topology.sub_links[%d]", i)
+		if l.Name == "" {
+			bad(p+".name", "missing: name the link (it appears in cell ids)")
+		} else if !experimentName.MatchString(l.Name) {
+			bad(p+".name", "%q: use letters, digits, '-', '_' and '.' only", l.Name)
+		} else if seenSub[l.Name] {
+			bad(p+".name", "%q used twice", l.Name)
+		}
+		seenSub[l.Name] = true
+		if l.Delay > 0 && l.RTT > 0 {
+			bad(p, "give delay (one-way) or rtt, not both")
+		}
+	}
+	for name, l := range d.ProfileDefs {
+		if l.Delay > 0 && l.RTT > 0 {
+			bad("profile_defs."+name, "give delay (one-way) or rtt, not both")
+		}
+	}
+	for i, name := range d.Profiles {
+		if _, ok := d.profile(name); !ok {
+			bad(fmt.Sprintf("profiles[%d]", i), "unknown profile %q: want one of %s, or define it under profile_defs", name, strings.Join(ProfileNames(), ", "))
+		}
+	}
+	dupCheck(d.Profiles, "profiles", bad)
+	switch d.Delay {
+	case DelayOneWay, DelayRTT:
+	default:
+		bad("delay", "%q: want one-way or rtt", d.Delay)
+	}
+	seenLoss := map[Percent]bool{}
+	for i, l := range d.Losses {
+		if seenLoss[l] {
+			bad(fmt.Sprintf("losses[%d]", i), "%s%% listed twice", l)
+		}
+		seenLoss[l] = true
+		if l >= 100 {
+			bad(fmt.Sprintf("losses[%d]", i), "%s%%: nothing would arrive; want less than 100", l)
+		}
+	}
+	for i, t := range d.Transports {
+		switch t {
+		case TransportTLS, TransportQUIC:
+		default:
+			bad(fmt.Sprintf("transports[%d]", i), "%q: want mqtts (TCP+TLS) or quic", t)
+		}
+	}
+	dupCheck(d.Transports, "transports", bad)
+	for i, q := range d.QoS {
+		if q < 0 || q > 2 {
+			bad(fmt.Sprintf("qos[%d]", i), "%d: want 0, 1 or 2", q)
+		}
+	}
+	for i, n := range d.PayloadSizes {
+		if n < MinPayloadSize || n > 1<<20 {
+			bad(fmt.Sprintf("payload_sizes[%d]", i), "%d: want %d bytes (the measurement header) to 1 MiB", n, MinPayloadSize)
+		}
+	}
+	for i, p := range d.Patterns {
+		switch p {
+		case PatternPeriodic, PatternStopAndWait, PatternReconnect:
+			if p != PatternPeriodic && len(d.QoS) > 0 {
+				for _, q := range d.QoS {
+					if q == 0 {
+						bad(fmt.Sprintf("patterns[%d]", i), "%s needs QoS 1 or 2 (a lost QoS 0 message would stall it); set qos: [1]", p)
+						break
+					}
+				}
+			}
+		default:
+			bad(fmt.Sprintf("patterns[%d]", i), "%q: want periodic, stop-and-wait or reconnect", p)
+		}
+	}
+	dupCheck(d.Patterns, "patterns", bad)
+	for i, iv := range d.Intervals {
+		if iv <= 0 {
+			bad(fmt.Sprintf("intervals[%d]", i), "must be positive, for example 1s or 10ms")
+		}
+	}
+	if s.Messages < 0 || s.Messages > 10_000_000 {
+		bad("messages", "%d: want 1 to 10000000", s.Messages)
+	}
+	if s.Repetitions < 0 || s.Repetitions > 100_000 {
+		bad("repetitions", "%d: want 1 to 100000", s.Repetitions)
+	}
+	switch d.TCPCongestion {
+	case "cubic", "reno", "bbr":
+	default:
+		bad("tcp_congestion", "%q: want cubic, reno or bbr", d.TCPCongestion)
+	}
+	for name, sc := range s.Scales {
+		p := "scales." + name
+		switch name {
+		case ScaleSmoke, ScaleReduced, ScaleFull:
+		default:
+			bad(p, "unknown scale: want smoke, reduced or full")
+		}
+		if sc.Messages < 0 {
+			bad(p+".messages", "%d: must not be negative", sc.Messages)
+		}
+		if sc.Repetitions < 0 {
+			bad(p+".repetitions", "%d: must not be negative", sc.Repetitions)
+		}
+		for i, iv := range sc.Intervals {
+			if iv <= 0 {
+				bad(fmt.Sprintf("%s.intervals[%d]", p, i), "must be positive")
+			}
+		}
+	}
+	errs = append(errs, d.Energy.validate()...)
+	return errors.Join(errs...)
+}
+
+func dupCheck(list []string, path string, bad func(string, string, ...any)) {
+	seen := map[string]bool{}
+	for i, v := range list {
+		if seen[v] {
+			bad(fmt.Sprintf("%s[%d]", path, i), "%q listed twice", v)
+		}
+		seen[v] = true
+	}
+}
+
+// FieldError is one problem of a spec, at a field path and, when read from
+// a file, a line.
+type FieldError struct {
+	File string
+	Line int
+	Path string
+	Msg  string
+}
+
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		b.WriteString(":")
+	}
+	if e.Line > 0 {
+		b.WriteString(strconv.Itoa(e.Line))
+		b.WriteString(": ")
+	} else if e.File != "" {
+		b.WriteString(" ")
+	}
+	b.WriteString(e.Path)
+	b.WriteString(": ")
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Scaled returns the spec at the given scale: only Messages, Intervals and
+// Repetitions change, never link parameters. "full" (or "") is the spec
+// itself. A scale the spec does not define follows the generic rule:
+// smoke caps messages at 20, repetitions at 1 and intervals at 100ms;
+// reduced caps messages at 100, repetitions at 5 and intervals at 200ms.
+func (s Spec) Scaled(scale string) (Spec, error) {
+	switch scale {
+	case "", ScaleFull:
+		return s, nil
+	case ScaleSmoke, ScaleReduced:
+	default:
+		return s, fmt.Errorf("scale %q: want smoke, reduced or full", scale)
+	}
+	d := s.withDefaults()
+	out := s
+	out.Intervals = append([]Duration(nil), d.Intervals...)
+	out.Messages, out.Repetitions = d.Messages, d.Repetitions
+	if sc, ok := s.Scales[scale]; ok {
+		if sc.Messages > 0 {
+			out.Messages = sc.Messages
+		}
+		if sc.Repetitions > 0 {
+			out.Repetitions = sc.Repetitions
+		}
+		if len(sc.Intervals) > 0 {
+			out.Intervals = append([]Duration(nil), sc.Intervals...)
+		}
+		return out, nil
+	}
+	maxMsg, maxRep, maxIv := 20, 1, Duration(100*time.Millisecond)
+	if scale == ScaleReduced {
+		maxMsg, maxRep, maxIv = 100, 5, Duration(200*time.Millisecond)
+	}
+	out.Messages = min(out.Messages, maxMsg)
+	out.Repetitions = min(out.Repetitions, maxRep)
+	for i, iv := range out.Intervals {
+		out.Intervals[i] = min(iv, maxIv)
+	}
+	return out, nil
+}
+
+// ParseSpecs reads a scenario: one Spec per YAML document. Unknown fields
+// are errors; every error names the file, line and field. name labels the
+// errors (usually the file name).
+func ParseSpecs(name string, data []byte) ([]Spec, error) {
+	var specs []Spec
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var nodes []*yaml.Node
+	ndec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		if err := ndec.Decode(&n); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, fmt.Errorf("%s: %w", name, cleanYAMLError(err))
+		}
+		nodes = append(nodes, &n)
+	}
+	for i := 0; ; i++ {
+		var s Spec
+		err := dec.Decode(&s)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, cleanYAMLError(err))
+		}
+		if err := s.Validate(); err != nil {
+			var n *yaml.Node
+			if i < len(nodes) {
+				n = nodes[i]
+			}
+			return nil, locate(name, n, err)
+		}
+		specs = append(specs, s)
+	}
+	if len(specs) == 0 {
+		return nil, fmt.Errorf("%s: no experiment in the file: write at least `experiment: NAME`", name)
+	}
+	seen := map[string]bool{}
+	for _, s := range specs {
+		if seen[s.Experiment] {
+			return nil, fmt.Errorf("%s: experiment %q appears twice: give each document its own name", name, s.Experiment)
+		}
+		seen[s.Experiment] = true
+	}
+	return specs, nil
+}
+
+// LoadSpecs reads a scenario file.
+func LoadSpecs(path string) ([]Spec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read scenario: %w", err)
+	}
+	return ParseSpecs(path, data)
+}
+
+func cleanYAMLError(err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	msg = strings.ReplaceAll(msg, "unmarshal errors:\n  ", "")
+	msg = strings.ReplaceAll(msg, " in type lab.Spec", " (not a scenario field; see docs/lab.md)")
+	msg = strings.ReplaceAll(msg, " in type lab.TopologySpec", " (not a topology field)")
+	msg = strings.ReplaceAll(msg, " in type lab.ScaleSpec", " (not a scale field)")
+	msg = strings.ReplaceAll(msg, " in type lab.LinkSpec", " (not a link field)")
+	msg = strings.ReplaceAll(msg, " in type lab.EnergyModel", " (not an energy field)")
+	msg = strings.ReplaceAll(msg, " in type lab.RadioModel", " (not a radio model field)")
+	return errors.New(msg)
+}
+
+// locate adds file and line numbers to the FieldErrors of err using the
+// document node.
+func locate(file string, doc *yaml.Node, err error) error {
+	var list []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		list = j.Unwrap()
+	} else {
+		list = []error{err}
+	}
+	out := make([]error, 0, len(list))
+	for _, e := range list {
+		var fe *FieldError
+		if errors.As(e, &fe) {
+			c := *fe
+			c.File = file
+			c.Line = lineOf(doc, c.Path)
+			out = append(out, &c)
+			continue
+		}
+		out = append(out, fmt.Errorf("%s: %w", file, e))
+	}
+	return errors.Join(out...)
+}
+
+// lineOf finds the line of a field path such as "topology.sub_links[1].name"
+// in a YAML document; it falls back to the deepest ancestor found, or 0.
+func lineOf(doc *yaml.Node, path string) int {
+	if doc == nil {
+		return 0
+	}
+	n := doc
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := 0
+	for _, part := range strings.Split(path, ".") {
+		key, idx := part, -1
+		if i := strings.IndexByte(part, '['); i >= 0 && strings.HasSuffix(part, "]") {
+			key = part[:i]
+			if v, err := strconv.Atoi(part[i+1 : len(part)-1]); err == nil {
+				idx = v
+			}
+		}
+		if n.Kind != yaml.MappingNode {
+			return line
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				line = n.Content[i].Line
+				next = n.Content[i+1]
+				break
+			}
+		}
+		if next == nil {
+			return line
+		}
+		n = next
+		if idx >= 0 {
+			if n.Kind != yaml.SequenceNode || idx >= len(n.Content) {
+				return line
+			}
+			n = n.Content[idx]
+			line = n.Line
+		}
+	}
+	return line
+}
+
+// Marshal writes specs as one YAML stream (documents separated by ---).
+func MarshalSpecs(specs []Spec) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	for _, s := range specs {
+		if err := enc.Encode(s); err != nil {
+			return nil, fmt.Errorf("encode scenario %s: %w", s.Experiment, err)
+		}
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("encode scenario: %w", err)
+	}
+	return buf.Bytes(), nil
+}

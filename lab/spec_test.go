@@ -1,0 +1,291 @@
+package lab
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestBuiltinsAreValidAndExpand(t *testing.T) {
+	for _, name := range BuiltinNames() {
+		specs, _ := Builtin(name)
+		for _, scale := range []string{ScaleSmoke, ScaleReduced, ScaleFull} {
+			var scaled []Spec
+			for _, s := range specs {
+				if err := s.Validate(); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				sc, err := s.Scaled(scale)
+				if err != nil {
+					t.Fatal(err)
+				}
+				scaled = append(scaled, sc)
+			}
+			cells, err := Cells(scaled)
+			if err != nil {
+				t.Fatalf("%s at %s: %v", name, scale, err)
+			}
+			if len(cells) == 0 {
+				t.Fatalf("%s: no cells", name)
+			}
+		}
+	}
+}
+
+func TestBuiltinE1MatchesExperimentsDoc(t *testing.T) {
+	specs, _ := Builtin("E1")
+	cells, err := Cells(specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(cells), 3*6*2; got != want {
+		t.Fatalf("E1 has %d cells, want %d", got, want)
+	}
+	for _, c := range cells {
+		if c.Messages != 1000 || c.Interval() != time.Second || c.QoS != 0 || c.Size != 100 {
+			t.Fatalf("E1 cell %s: %+v", c.ID, c)
+		}
+		if c.SubLink.Name != "ethernet" || c.SubLink.DelayNs != 0 {
+			t.Fatalf("E1 broker-subscriber link should be clean ethernet: %+v", c.SubLink)
+		}
+		if c.Profile == "satellite" && (c.PubLink.Delay() != 600*time.Millisecond || c.PubLink.RateBps != 1_500_000) {
+			t.Fatalf("satellite one-way: %+v", c.PubLink)
+		}
+	}
+	e4, _ := Builtin("e4")
+	cells, err = Cells(e4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cells {
+		if c.Experiment == "E4" && c.Profile == "wifi" {
+			// RTT 25 ms on each link: 12.5 ms each way, both links alike.
+			if c.PubLink.Delay() != 12500*time.Microsecond || c.SubLink != c.PubLink {
+				t.Fatalf("E4 wifi links: %+v %+v", c.PubLink, c.SubLink)
+			}
+		}
+		if c.Experiment == "E4b" && strings.Contains(c.ID, "rtt100ms") && c.SubLink.Delay() != 50*time.Millisecond {
+			t.Fatalf("E4b sub link: %+v", c.SubLink)
+		}
+	}
+}
+
+func TestScaleNeverChangesLinkParameters(t *testing.T) {
+	for _, name := range BuiltinNames() {
+		specs, _ := Builtin(name)
+		full, err := Cells(specs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, scale := range []string{ScaleSmoke, ScaleReduced} {
+			var scaled []Spec
+			for _, s := range specs {
+				sc, _ := s.Scaled(scale)
+				scaled = append(scaled, sc)
+			}
+			cells, err := Cells(scaled)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cells) != len(full) {
+				t.Fatalf("%s: %s has %d cells, full %d", name, scale, len(cells), len(full))
+			}
+			changed := false
+			for i := range cells {
+				a, b := full[i], cells[i]
+				if a.PubLink != b.PubLink || a.SubLink != b.SubLink || a.Profile != b.Profile || a.LossPct != b.LossPct ||
+					a.Transport != b.Transport || a.QoS != b.QoS || a.Size != b.Size || a.Pattern != b.Pattern ||
+					a.Publishers != b.Publishers || a.Retries != b.Retries || a.TCPCongestion != b.TCPCongestion {
+					t.Fatalf("%s at %s changed more than counts/intervals:\n%+v\n%+v", name, scale, a, b)
+				}
+				if a.Messages != b.Messages || a.Repetitions != b.Repetitions || a.IntervalNs != b.IntervalNs {
+					changed = true
+				}
+				if b.Messages > a.Messages || b.Repetitions > a.Repetitions {
+					t.Fatalf("%s at %s grew: %+v", name, scale, b)
+				}
+			}
+			if name != "smoke" && !changed {
+				t.Fatalf("%s at %s changed nothing", name, scale)
+			}
+		}
+	}
+}
+
+func TestParseScenarioFile(t *testing.T) {
+	src := `experiment: mine
+profiles: [wifi, slow]
+profile_defs:
+  slow: {rate: 512kbit, rtt: 300ms}
+delay: rtt
+losses: [0, "2.5%"]
+transports: [quic]
+qos: [1]
+payload_sizes: [64]
+patterns: [stop-and-wait, reconnect]
+messages: 7
+repetitions: 3
+tcp_congestion: reno
+topology:
+  kind: pub-broker-sub
+  impaired: both
+energy:
+  cpu_active_w: 1.5
+  radio:
+    satellite: {base_w: 10, idle_w: 5}
+---
+experiment: second
+intervals: [10ms]
+`
+	specs, err := ParseSpecs("x.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(specs) != 2 {
+		t.Fatalf("%d specs", len(specs))
+	}
+	cells, err := Cells(specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// mine: 2 profiles x 2 losses x 2 patterns x 1 transport; second: 2 transports
+	if len(cells) != 8+2 {
+		t.Fatalf("%d cells", len(cells))
+	}
+	var slow *Cell
+	for i := range cells {
+		if cells[i].Profile == "slow" {
+			slow = &cells[i]
+			break
+		}
+	}
+	if slow == nil || slow.PubLink.RateBps != 512_000 || slow.PubLink.Delay() != 150*time.Millisecond || slow.TCPCongestion != "reno" {
+		t.Fatalf("slow profile: %+v", slow)
+	}
+	if cells[2].LossPct != 2.5 && cells[1].LossPct != 2.5 {
+		t.Fatalf("loss 2.5%% not parsed: %+v", cells[:3])
+	}
+	// Round trip through the YAML writer gives the same cells.
+	b, err := MarshalSpecs(specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := ParseSpecs("again", b)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	cells2, err := Cells(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cells, cells2) {
+		t.Fatalf("marshal round trip changed cells:\n%s", b)
+	}
+}
+
+func TestBadScenarioFilesNameTheField(t *testing.T) {
+	cases := []struct {
+		name string
+		src  string
+		want []string
+	}{
+		{"unknown field", "experiment: x\nprofile: [wifi]\n", []string{"line 2", "profile", "not a scenario field"}},
+		{"unknown nested field", "experiment: x\ntopology:\n  kindd: shared-medium\n", []string{"line 3", "kindd"}},
+		{"bad loss", "experiment: x\nlosses: [0, 5%%]\n", []string{"line 2", "loss"}},
+		{"loss too high", "experiment: x\nlosses: [0, 150]\n", []string{"line 2", "between 0 and 100"}},
+		{"bad rate", "experiment: x\nprofile_defs:\n  p: {rate: fast}\n", []string{"line 3", "rate \"fast\""}},
+		{"bad duration", "experiment: x\nintervals: [1 second]\n", []string{"line 2", "duration"}},
+		{"unknown profile", "experiment: x\nprofiles:\n  - wifi\n  - wify\n", []string{"x.yaml:4", "profiles[1]", "unknown profile \"wify\""}},
+		{"all problems at once", "experiment: x\ntransports: [tcp]\nqos: [3]\npayload_sizes: [4]\n", []string{"transports[0]", "qos[0]", "payload_sizes[0]", ":2:", ":3:", ":4:"}},
+		{"qos 0 stop-and-wait", "experiment: x\npatterns: [stop-and-wait]\n", []string{"patterns[0]", "QoS 1"}},
+		{"missing experiment", "profiles: [wifi]\n", []string{"experiment", "missing"}},
+		{"retries on line topology", "experiment: x\ntopology:\n  retries: [1]\n", []string{"topology.retries", ":3:"}},
+		{"bad kind", "experiment: x\ntopology: {kind: star}\n", []string{"topology.kind", "star"}},
+		{"bad congestion", "experiment: x\ntcp_congestion: vegas\n", []string{"tcp_congestion", "vegas"}},
+		{"bad scale", "experiment: x\nscales:\n  huge: {messages: 5}\n", []string{"scales.huge"}},
+		{"empty file", "", []string{"no experiment"}},
+		{"syntax", "experiment: [x\n", []string{"x.yaml"}},
+		{"duplicate", "experiment: a\n---\nexperiment: a\n", []string{"twice"}},
+		{"negative energy", "experiment: x\nenergy:\n  radio:\n    wifi: {base_w: -1}\n", []string{"energy.radio.wifi.base_w", ":4:"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseSpecs("x.yaml", []byte(tc.src))
+			if err == nil {
+				t.Fatal("accepted a bad file")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestResolveFileAndBuiltin(t *testing.T) {
+	if _, err := Resolve("SMOKE"); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "s.yaml")
+	if err := os.WriteFile(p, []byte("experiment: filed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Resolve(p)
+	if err != nil || s[0].Experiment != "filed" {
+		t.Fatalf("%v %v", s, err)
+	}
+	if _, err := Resolve("nosuch"); err == nil || !strings.Contains(err.Error(), "built-in") {
+		t.Fatalf("unknown scenario error: %v", err)
+	}
+}
+
+func TestShardsPartitionCells(t *testing.T) {
+	specs, _ := Builtin("e1")
+	cells, _ := Cells(specs)
+	seen := map[string]int{}
+	for i := 0; i < 3; i++ {
+		for _, c := range Shard(cells, i, 3) {
+			seen[c.ID]++
+		}
+	}
+	if len(seen) != len(cells) {
+		t.Fatalf("shards cover %d of %d cells", len(seen), len(cells))
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("cell %s in %d shards", id, n)
+		}
+	}
+	for _, bad := range []string{"0/2", "3/2", "x", "1/0", "1/2/3"} {
+		if _, _, err := ParseShard(bad); err == nil {
+			t.Errorf("ParseShard(%q) accepted", bad)
+		}
+	}
+	if i, n, err := ParseShard("2/4"); err != nil || i != 1 || n != 4 {
+		t.Fatalf("ParseShard 2/4 = %d %d %v", i, n, err)
+	}
+}
+
+func TestUnits(t *testing.T) {
+	for in, want := range map[string]Rate{"20mbit": 20_000_000, "1.5mbit": 1_500_000, "512kbit": 512_000, "10gbit": 10_000_000_000, "1mbps": 8_000_000, "0": 0} {
+		got, err := ParseRate(in)
+		if err != nil || got != want {
+			t.Errorf("ParseRate(%q) = %d, %v", in, got, err)
+		}
+		if again, err := ParseRate(got.String()); err != nil || again != got {
+			t.Errorf("rate %d does not round trip via %q", got, got.String())
+		}
+	}
+	for _, bad := range []string{"fast", "-1mbit", "mbit", "5%"} {
+		if _, err := ParseRate(bad); err == nil {
+			t.Errorf("ParseRate(%q) accepted", bad)
+		}
+	}
+	if _, err := ParseDuration("-5ms"); err == nil {
+		t.Error("negative duration accepted")
+	}
+}
