@@ -1,0 +1,306 @@
+package link
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testPrefix keeps test namespaces apart from real runs.
+const testPrefix = "iotqt-"
+
+// requireNetAdmin skips without root/TUN, except under CI where it fails.
+func requireNetAdmin(t testing.TB) {
+	t.Helper()
+	if err := Preflight(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but link emulation is not possible: %v", err)
+		}
+		t.Skipf("needs root and /dev/net/tun: %v", err)
+	}
+}
+
+// up builds topo and registers Close; it checks that no namespace of the
+// run remains afterwards.
+func up(t testing.TB, topo Topology, opts Options) *Network {
+	t.Helper()
+	requireNetAdmin(t)
+	if opts.Prefix == "" {
+		opts.Prefix = testPrefix
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := Up(ctx, topo, opts)
+	if err != nil {
+		t.Fatalf("Up: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := n.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		names, err := Namespaces(opts.Prefix)
+		if err != nil {
+			t.Error(err)
+		}
+		for _, ns := range names {
+			if strings.HasPrefix(ns, n.id) {
+				t.Errorf("namespace %s left behind", ns)
+			}
+		}
+	})
+	return n
+}
+
+func twoNodes(ab, ba Params) Topology {
+	return Topology{
+		Nodes: []Node{{Name: "a"}, {Name: "b"}},
+		Links: []Link{{Name: "ab", A: "a", B: "b", AtoB: ab, BtoA: ba}},
+	}
+}
+
+// udpEcho starts an echo server on node at port and returns its address.
+func udpEcho(t testing.TB, n *Network, node, link string, port int) netip.AddrPort {
+	t.Helper()
+	var pc net.PacketConn
+	err := n.Do(node, func() error {
+		var err error
+		pc, err = net.ListenPacket("udp4", fmt.Sprintf(":%d", port))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 2048)
+		for {
+			k, addr, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo(buf[:k], addr)
+		}
+	}()
+	t.Cleanup(func() { pc.Close(); <-done })
+	return netip.AddrPortFrom(n.AddrOn(node, link), uint16(port))
+}
+
+func dialUDP(t testing.TB, n *Network, node string, to netip.AddrPort) *net.UDPConn {
+	t.Helper()
+	var c *net.UDPConn
+	err := n.Do(node, func() error {
+		var err error
+		c, err = net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(to))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// pingUDP sends count probes spaced by gap and returns the round trips of
+// those that came back.
+func pingUDP(t testing.TB, c *net.UDPConn, count int, gap time.Duration, size int) []time.Duration {
+	t.Helper()
+	sent := make([]time.Time, count)
+	rtts := make([]time.Duration, 0, count)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 2048)
+		for {
+			k, err := c.Read(buf)
+			if err != nil {
+				return
+			}
+			if k < 8 {
+				continue
+			}
+			i := binary.BigEndian.Uint64(buf)
+			if int(i) < count {
+				rtts = append(rtts, time.Since(sent[i]))
+			}
+		}
+	}()
+	msg := make([]byte, size)
+	for i := range count {
+		binary.BigEndian.PutUint64(msg, uint64(i))
+		sent[i] = time.Now()
+		if _, err := c.Write(msg); err != nil {
+			t.Fatalf("write: %v", err)
+		}
+		time.Sleep(gap)
+	}
+	time.Sleep(500 * time.Millisecond)
+	c.SetReadDeadline(time.Now())
+	<-done
+	return rtts
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+// TestUDPEchoThrough25msOneWay: the median round trip is within 1 ms of 50 ms.
+func TestUDPEchoThrough25msOneWay(t *testing.T) {
+	p := Params{Delay: 25 * time.Millisecond}
+	n := up(t, twoNodes(p, p), Options{})
+	srv := udpEcho(t, n, "b", "ab", 7000)
+	c := dialUDP(t, n, "a", srv)
+	rtts := pingUDP(t, c, 100, 10*time.Millisecond, 64)
+	if len(rtts) != 100 {
+		t.Fatalf("%d of 100 echoes came back on a lossless link", len(rtts))
+	}
+	m := median(rtts)
+	t.Logf("median RTT %v (min %v max %v)", m, slices.Min(rtts), slices.Max(rtts))
+	if m < 49*time.Millisecond || m > 51*time.Millisecond {
+		t.Errorf("median RTT %v, want 50ms ± 1ms", m)
+	}
+	if slices.Min(rtts) < 50*time.Millisecond {
+		t.Errorf("an echo came back in %v, faster than the links allow", slices.Min(rtts))
+	}
+	var ab, ba LinkStats
+	for _, s := range n.Stats() {
+		switch s.Direction() {
+		case "a->b":
+			ab = s
+		case "b->a":
+			ba = s
+		}
+	}
+	if ab.Packets != 100 || ba.Packets != 100 || ab.Drops()+ba.Drops() != 0 {
+		t.Errorf("counters a->b %+v b->a %+v, want 100 packets each and no drops", ab, ba)
+	}
+	if ab.Bytes != 100*(64+28) {
+		t.Errorf("a->b bytes %d, want %d (IP bytes)", ab.Bytes, 100*(64+28))
+	}
+}
+
+// TestUDPLossFivePercent: 10 000 packets at 5 % loss are dropped at a rate
+// within 4 standard deviations, and the counters agree with the receiver.
+func TestUDPLossFivePercent(t *testing.T) {
+	n := up(t, twoNodes(Params{Loss: 0.05}, Params{}), Options{})
+	var pc net.PacketConn
+	if err := n.Do("b", func() (err error) { pc, err = net.ListenPacket("udp4", ":7001"); return }); err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	if err := pc.(*net.UDPConn).SetReadBuffer(4 << 20); err != nil {
+		t.Fatal(err)
+	}
+	c := dialUDP(t, n, "a", netip.AddrPortFrom(n.AddrOn("b", "ab"), 7001))
+	const total = 10000
+	got := make(chan int)
+	go func() {
+		buf := make([]byte, 2048)
+		k := 0
+		for {
+			pc.SetReadDeadline(time.Now().Add(time.Second))
+			if _, _, err := pc.ReadFrom(buf); err != nil {
+				got <- k
+				return
+			}
+			k++
+		}
+	}()
+	msg := make([]byte, 100)
+	for i := range total {
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if i%50 == 49 {
+			time.Sleep(time.Millisecond) // stay far below socket buffer limits
+		}
+	}
+	recv := <-got
+	lost := total - recv
+	sigma := 21.79 // sqrt(10000 * 0.05 * 0.95)
+	t.Logf("lost %d of %d", lost, total)
+	if d := float64(lost) - 500; d > 4*sigma || d < -4*sigma {
+		t.Errorf("lost %d of %d, want 500 ± %.0f", lost, total, 4*sigma)
+	}
+	s := n.Stats()[0]
+	if s.Arrived != total || int(s.DropRandom) != lost || int(s.Packets) != recv {
+		t.Errorf("counters %+v disagree with %d sent, %d received", s.DirStats, total, recv)
+	}
+}
+
+func TestUpRefusesBadTopologyWithoutBuildingAnything(t *testing.T) {
+	requireNetAdmin(t)
+	before, _ := Namespaces(testPrefix)
+	_, err := Up(context.Background(), Topology{
+		Nodes: []Node{{Name: "a"}, {Name: "a"}},
+		Links: []Link{{Name: "l", A: "a", B: "zz", AtoB: Params{Delay: -time.Millisecond}}},
+	}, Options{Prefix: testPrefix})
+	if err == nil {
+		t.Fatal("bad topology accepted")
+	}
+	for _, want := range []string{"used twice", `"zz"`, "negative"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	after, _ := Namespaces(testPrefix)
+	if len(after) > len(before) {
+		t.Errorf("namespaces appeared: %v", after)
+	}
+}
+
+func TestCleanupRemovesStaleNamespacesOnly(t *testing.T) {
+	requireNetAdmin(t)
+	ctx := context.Background()
+	// pid 0x7ffffffe is never a live process.
+	stale := testPrefix + "2147483646-dead-x"
+	if out, err := ipCmd(ctx, "netns", "add", stale); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	n := up(t, twoNodes(Params{}, Params{}), Options{}) // Up runs Cleanup first
+	names, _ := Namespaces(testPrefix)
+	if slices.Contains(names, stale) {
+		ipCmd(ctx, "netns", "del", stale)
+		t.Fatalf("stale namespace %s survived Up", stale)
+	}
+	if !slices.Contains(names, n.Namespace("a")) {
+		t.Fatalf("live namespace %s missing from %v", n.Namespace("a"), names)
+	}
+	removed, err := Cleanup(ctx, testPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(removed, n.Namespace("a")) {
+		t.Fatalf("Cleanup removed a live namespace")
+	}
+}
+
+func TestCongestionControlPerNamespace(t *testing.T) {
+	n := up(t, Topology{
+		Nodes: []Node{{Name: "a", CongestionControl: "reno"}, {Name: "b"}},
+		Links: []Link{{Name: "ab", A: "a", B: "b"}},
+	}, Options{CongestionControl: "cubic"})
+	for node, want := range map[string]string{"a": "reno", "b": "cubic"} {
+		got, err := n.CongestionControl(node)
+		if err != nil || got != want {
+			t.Errorf("node %s: congestion control %q %v, want %q", node, got, err, want)
+		}
+	}
+	if err := n.SetCongestionControl("b", "nosuchcc"); err == nil || !strings.Contains(err.Error(), "available") {
+		t.Errorf("unknown congestion control: %v", err)
+	}
+	if err := n.SetCongestionControl("zz", "cubic"); !errors.Is(err, ErrUnknownNode) {
+		t.Errorf("unknown node: %v", err)
+	}
+}

@@ -1,0 +1,90 @@
+package link
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// openTUN creates a TUN device (IFF_TUN|IFF_NO_PI) whose name the kernel
+// picks from pattern (for example "iotq%d"). The fd is non-blocking before
+// it is wrapped, so Go's poller drives reads and Close unblocks them.
+func openTUN(pattern string) (*os.File, string, error) {
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, "", fmt.Errorf("%w: /dev/net/tun is missing (load the tun module: modprobe tun)", ErrNoTUN)
+		}
+		return nil, "", fmt.Errorf("%w: open /dev/net/tun: %v", ErrNoTUN, err)
+	}
+	ifr, err := unix.NewIfreq(pattern)
+	if err != nil {
+		unix.Close(fd)
+		return nil, "", fmt.Errorf("tun name %q: %w", pattern, err)
+	}
+	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+		unix.Close(fd)
+		return nil, "", fmt.Errorf("create tun %q: %w", pattern, err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, "", fmt.Errorf("tun non-blocking: %w", err)
+	}
+	name := ifr.Name()
+	return os.NewFile(uintptr(fd), "/dev/net/tun:"+name), name, nil
+}
+
+// monoNow reads CLOCK_MONOTONIC, the clock of the model and of the timerfd.
+func monoNow() time.Duration {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) // cannot fail for this clock
+	return time.Duration(ts.Nano())
+}
+
+// timer is a blocking CLOCK_MONOTONIC timerfd armed at absolute times.
+type timer struct{ fd int }
+
+func newTimer() (*timer, error) {
+	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("timerfd: %w", err)
+	}
+	return &timer{fd: fd}, nil
+}
+
+// arm sets the timer to fire at the absolute monotonic time at (> 0).
+func (t *timer) arm(at time.Duration) {
+	at = max(at, 1)
+	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(at))}
+	_ = unix.TimerfdSettime(t.fd, unix.TFD_TIMER_ABSTIME, &spec, nil) // valid fd and spec
+}
+
+// wait blocks the calling OS thread until the timer fires.
+func (t *timer) wait() error {
+	var buf [8]byte
+	for {
+		_, err := unix.Read(t.fd, buf[:])
+		if err == unix.EINTR {
+			continue
+		}
+		return err
+	}
+}
+
+func (t *timer) close() { unix.Close(t.fd) }
+
+// setRealTime asks for SCHED_FIFO priority prio for the calling thread.
+func setRealTime(prio uint32) error {
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: prio}
+	return unix.SchedSetAttr(0, &attr, 0)
+}
+
+// pidAlive reports whether a process with this pid exists.
+func pidAlive(pid int) bool {
+	err := unix.Kill(pid, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
+}
