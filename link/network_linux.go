@@ -896,7 +896,6 @@ func mix(s, k uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
-
 // Do runs fn on an OS thread that has entered node's network namespace, so
 // the sockets fn creates (net.ListenPacket, net.Dial...) live there and
 // keep working after Do returns. fn must not start goroutines that expect
