@@ -1,0 +1,25 @@
+// Package broker is iotq's embedded MQTT broker: MQTT 3.1.1 and 5.0 over
+// every transport of package transport (mqtt://, mqtts://, ws://, wss://,
+// quic://) at the same time, with optional password/ACL authentication,
+// persistence of sessions, in-flight and retained messages in a state
+// directory, Prometheus metrics and an explicit slow-consumer policy.
+//
+// The MQTT engine (mochi-mqtt v2) sits behind the small unexported engine
+// interface of engine.go; listeners, configuration, auth and metrics talk to
+// that interface only, so the engine can be replaced.
+//
+// Lifecycle: New(Options) validates and returns a *Server; Start(ctx) opens
+// every listener and returns without blocking; Ready reports when all
+// listeners accept; Endpoints/Addrs give the real ports (port 0 picks a free
+// one); Close stops accepting, disconnects clients with "server shutting
+// down", waits for them (bounded), flushes the store and is idempotent.
+//
+// Concurrency: a Server is safe for concurrent use. The Server owns one
+// accept goroutine per listener and one flow-control goroutine; the engine
+// owns two goroutines per client (reader and writer). Close stops and waits
+// for all of them. Hooks never block except the deliberate, bounded
+// backpressure wait of the slow-consumer policy (see Options.Flow).
+//
+// broker imports transport and internal packages; it never imports client,
+// link, lab or report.
+package broker

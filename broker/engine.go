@@ -1,0 +1,79 @@
+package broker
+
+import (
+	"context"
+	"log/slog"
+	"net"
+)
+
+// engine is the MQTT engine behind a Server. Listeners, configuration, auth
+// and metrics talk to this interface only, so the engine can be replaced
+// without touching them. Implementations are safe for concurrent use.
+type engine interface {
+	// start loads the store and starts housekeeping. Called once.
+	start() error
+	// serveConn runs the MQTT session of one accepted connection until it
+	// ends; listener names the listener (its URL) for logs and metrics. It
+	// takes ownership of c.
+	serveConn(listener string, c net.Conn) error
+	// disconnectAll tells every connected client that the server is
+	// shutting down and closes its connection.
+	disconnectAll()
+	// waitClients waits until every serveConn has returned or ctx ends.
+	waitClients(ctx context.Context) error
+	// close stops housekeeping and flushes and closes the store. Called once,
+	// after disconnectAll and waitClients.
+	close() error
+	// stats returns a snapshot of the engine's counters.
+	stats() engineStats
+}
+
+// engineConfig is what every engine needs.
+type engineConfig struct {
+	logger    *slog.Logger
+	auth      authorizer // nil: everyone may connect, read and write
+	obs       observer   // never nil
+	storePath string     // "" : no persistence
+	fsync     bool       // fsync the store on every write
+	flow      FlowOptions
+}
+
+// authorizer decides who may connect and what they may read and write.
+type authorizer interface {
+	// authenticate checks the credentials of a CONNECT. hasUser is false for
+	// an anonymous client (no username).
+	authenticate(username, password []byte, hasUser bool) bool
+	// authorize checks that user may read (write=false) or write topic.
+	// anonymous is true for clients that gave no username.
+	authorize(user string, anonymous bool, topic string, write bool) bool
+}
+
+// observer receives engine events for metrics. Methods must not block.
+type observer interface {
+	messageIn(qos byte)
+	messageOut(qos byte, bytes int)
+	dropped(reason string, qos byte)
+	sessionOpened(listener string)
+	sessionClosed(listener string)
+}
+
+// Drop reasons used in metrics and logs.
+const (
+	dropQueueFull       = "queue_full"           // outbound queue full (QoS 0 under PolicyDrop)
+	dropInflightFull    = "inflight_full"        // QoS 1/2 store of a client full
+	dropPacketIDs       = "packet_ids_exhausted" // no packet identifier left
+	dropExpired         = "expired"              // QoS 1/2 message expired before delivery
+	dropSlowConsumer    = "slow_consumer"        // subscriber disconnected by the slow-consumer policy
+	dropNotAuthorized   = "not_authorized"       // publish denied by ACL
+	dropPacketMalformed = "malformed"            // connection closed on a malformed packet
+)
+
+// engineStats is a snapshot of engine counters.
+type engineStats struct {
+	clientsConnected int64
+	subscriptions    int64
+	retained         int64
+	inflight         int64
+	messagesDropped  int64 // engine's own count of outbound-queue drops
+	inflightDropped  int64
+}

@@ -1,0 +1,508 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/storage/bolt"
+	"github.com/mochi-mqtt/server/v2/packets"
+	"go.etcd.io/bbolt"
+)
+
+// mochiEngine is the engine backed by mochi-mqtt v2.7.9.
+type mochiEngine struct {
+	srv  *mqtt.Server
+	cfg  engineConfig
+	log  *slog.Logger
+	flow *flowHook
+
+	stopOnce sync.Once
+	stop     chan struct{}
+	wg       sync.WaitGroup // flow scanner
+	conns    sync.WaitGroup // serveConn calls
+}
+
+func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
+	if err := checkMochiLayout(); err != nil {
+		return nil, err
+	}
+	caps := mqtt.NewDefaultServerCapabilities()
+	caps.MaximumClientWritesPending = int32(cfg.flow.QueueLength)
+	caps.MaximumInflight = uint16(cfg.flow.MaxInflight)
+	caps.MaximumPacketSize = uint32(cfg.flow.MaxPacketSize)
+	srv := mqtt.New(&mqtt.Options{
+		Capabilities:             caps,
+		ClientNetWriteBufferSize: cfg.flow.WriteBuffer,
+		ClientNetReadBufferSize:  cfg.flow.WriteBuffer,
+		Logger:                   slog.New(engineLogHandler{cfg.logger.Handler()}).With("component", "engine"),
+		SysTopicResendInterval:   10,
+	})
+	e := &mochiEngine{srv: srv, cfg: cfg, log: cfg.logger, stop: make(chan struct{})}
+
+	if err := srv.AddHook(&authHook{a: cfg.auth}, nil); err != nil {
+		return nil, fmt.Errorf("broker: add auth hook: %w", err)
+	}
+	e.flow = newFlowHook(e)
+	if err := srv.AddHook(e.flow, nil); err != nil {
+		return nil, fmt.Errorf("broker: add flow hook: %w", err)
+	}
+	if cfg.storePath != "" {
+		bo := *bbolt.DefaultOptions
+		bo.Timeout = 2 * time.Second
+		bo.NoSync = !cfg.fsync
+		if err := srv.AddHook(new(bolt.Hook), &bolt.Options{Path: cfg.storePath, Bucket: "iotq", Options: &bo}); err != nil {
+			return nil, fmt.Errorf("broker: open store %s: %w (is another broker using this state directory?)", cfg.storePath, err)
+		}
+	}
+	return e, nil
+}
+
+func (e *mochiEngine) start() error {
+	if err := e.srv.Serve(); err != nil {
+		return fmt.Errorf("broker: start engine: %w", err)
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.flow.scan(e.stop)
+	}()
+	return nil
+}
+
+// connectTimeout bounds the wait for CONNECT on a fresh connection; mochi
+// replaces the deadline with the keep-alive deadline once CONNECT arrived.
+const connectTimeout = 30 * time.Second
+
+func (e *mochiEngine) serveConn(listener string, c net.Conn) error {
+	e.conns.Add(1)
+	defer e.conns.Done()
+	_ = c.SetReadDeadline(time.Now().Add(connectTimeout))
+	err := e.srv.EstablishConnection(listener, c)
+	_ = c.Close()
+	return err
+}
+
+func (e *mochiEngine) disconnectAll() {
+	for _, cl := range e.srv.Clients.GetAll() {
+		if cl.Net.Inline || cl.Closed() {
+			continue
+		}
+		// DisconnectClient writes DISCONNECT (MQTT 5) and stops the client;
+		// a client that does not read cannot block us: close its conn
+		// after a short grace period.
+		done := make(chan struct{})
+		go func(cl *mqtt.Client) {
+			defer close(done)
+			_ = e.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
+		}(cl)
+		select {
+		case <-done:
+		case <-time.After(500 * time.Millisecond):
+			cl.Stop(packets.ErrServerShuttingDown)
+			<-done
+		}
+	}
+}
+
+func (e *mochiEngine) waitClients(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		e.conns.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		// Force-close whatever is left, then wait for it.
+		for _, cl := range e.srv.Clients.GetAll() {
+			cl.Stop(packets.ErrServerShuttingDown)
+		}
+		<-done
+		return ctx.Err()
+	}
+}
+
+func (e *mochiEngine) close() error {
+	e.stopOnce.Do(func() { close(e.stop) })
+	e.wg.Wait()
+	// mochi's Close stops the hooks, which closes (flushes) the store.
+	if err := e.srv.Close(); err != nil {
+		return fmt.Errorf("broker: close engine: %w", err)
+	}
+	return nil
+}
+
+func (e *mochiEngine) stats() engineStats {
+	i := e.srv.Info
+	return engineStats{
+		clientsConnected: atomic.LoadInt64(&i.ClientsConnected),
+		subscriptions:    atomic.LoadInt64(&i.Subscriptions),
+		retained:         atomic.LoadInt64(&i.Retained),
+		inflight:         atomic.LoadInt64(&i.Inflight),
+		messagesDropped:  atomic.LoadInt64(&i.MessagesDropped),
+		inflightDropped:  atomic.LoadInt64(&i.InflightDropped),
+	}
+}
+
+// authHook adapts an authorizer to mochi. mochi denies everything without an
+// auth hook, so one is always registered.
+type authHook struct {
+	mqtt.HookBase
+	a authorizer
+}
+
+func (h *authHook) ID() string { return "iotq-auth" }
+
+func (h *authHook) Provides(b byte) bool {
+	return b == mqtt.OnConnectAuthenticate || b == mqtt.OnACLCheck
+}
+
+func (h *authHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
+	if h.a == nil {
+		return true
+	}
+	return h.a.authenticate(pk.Connect.Username, pk.Connect.Password, pk.Connect.UsernameFlag)
+}
+
+func (h *authHook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
+	if h.a == nil {
+		return true
+	}
+	u := cl.Properties.Username
+	return h.a.authorize(string(u), len(u) == 0, topic, write)
+}
+
+// ---- flow control -----------------------------------------------------------
+
+// Why mochi drops QoS 0 messages: a publisher's read goroutine hands each
+// message to every subscriber with a non-blocking send on the subscriber's
+// outbound channel (Server.publishToClient); when the channel is full the
+// message is dropped (Info.MessagesDropped, OnPublishDropped). Nothing slows
+// the publisher down, so a publisher whose reads are cheaper than the
+// subscriber's writes (one syscall per packet or per 2 KiB buffer) overruns
+// the subscriber's queue in bursts and steady state alike.
+//
+// The fix here: a scanner samples every subscriber's queue depth every
+// scanInterval (only while messages flow). When any queue is more than half
+// full it raises a pressure flag; then, and only then, the publisher's
+// goroutine checks the subscribers of each message in OnPublish and waits
+// (bounded by MaxStall) until their queues drain below half. Waiting on the
+// publisher's read goroutine stops reading its socket: TCP (or QUIC flow
+// control) pushes back on the publishing client instead of the broker
+// dropping. A subscriber that stays full for MaxStall is marked stalled (no
+// more waiting for it until it drains) and, under PolicyDrop, loses QoS 0
+// messages (counted by reason) or, for QoS 1/2 or PolicyDisconnect, is
+// disconnected so its session keeps the messages.
+
+const (
+	scanInterval = time.Millisecond
+	waitStep     = 100 * time.Microsecond
+)
+
+// errSlowConsumer is the stop cause of a client disconnected by the
+// slow-consumer policy.
+var errSlowConsumer = errors.New("slow consumer: outbound queue full")
+
+type clientFlow struct {
+	cl      *mqtt.Client
+	stalled atomic.Bool
+}
+
+type flowHook struct {
+	mqtt.HookBase
+	e        *mochiEngine
+	obs      observer
+	capacity int
+	high     int // wait while queue length >= high
+	low      int // a stalled client recovers below low
+
+	mu      sync.RWMutex
+	clients map[string]*clientFlow // by client ID; mu guards the map
+
+	pressure  atomic.Bool
+	published atomic.Uint64 // publishes since start; the scanner skips idle periods
+
+	dropLog *rateLimitedLog
+}
+
+func newFlowHook(e *mochiEngine) *flowHook {
+	c := e.cfg.flow.QueueLength
+	return &flowHook{
+		e:        e,
+		obs:      e.cfg.obs,
+		capacity: c,
+		high:     max(1, c/2),
+		low:      max(1, c/4),
+		clients:  map[string]*clientFlow{},
+		dropLog:  newRateLimitedLog(e.log, time.Second),
+	}
+}
+
+func (h *flowHook) ID() string { return "iotq-flow" }
+
+func (h *flowHook) Provides(b byte) bool {
+	return bytes.IndexByte([]byte{
+		mqtt.OnSessionEstablished,
+		mqtt.OnDisconnect,
+		mqtt.OnPublish,
+		mqtt.OnPublished,
+		mqtt.OnPublishDropped,
+		mqtt.OnPacketSent,
+		mqtt.OnQosDropped,
+		mqtt.OnPacketIDExhausted,
+	}, b) >= 0
+}
+
+func (h *flowHook) OnSessionEstablished(cl *mqtt.Client, pk packets.Packet) {
+	h.mu.Lock()
+	h.clients[cl.ID] = &clientFlow{cl: cl}
+	h.mu.Unlock()
+	h.obs.sessionOpened(cl.Net.Listener)
+}
+
+func (h *flowHook) OnDisconnect(cl *mqtt.Client, err error, expire bool) {
+	h.mu.Lock()
+	if f, ok := h.clients[cl.ID]; ok && f.cl == cl {
+		delete(h.clients, cl.ID)
+	}
+	h.mu.Unlock()
+	h.obs.sessionClosed(cl.Net.Listener)
+	if err != nil && errors.Is(err, packets.ErrMalformedPacket) {
+		h.obs.dropped(dropPacketMalformed, 0)
+	}
+}
+
+func (h *flowHook) OnPublished(cl *mqtt.Client, pk packets.Packet) {
+	h.obs.messageIn(pk.FixedHeader.Qos)
+}
+
+func (h *flowHook) OnPacketSent(cl *mqtt.Client, pk packets.Packet, b []byte) {
+	if pk.FixedHeader.Type == packets.Publish {
+		h.obs.messageOut(pk.FixedHeader.Qos, len(b))
+	}
+}
+
+func (h *flowHook) OnPublishDropped(cl *mqtt.Client, pk packets.Packet) {
+	h.drop(dropQueueFull, cl.ID, pk.TopicName, pk.FixedHeader.Qos)
+}
+
+func (h *flowHook) OnQosDropped(cl *mqtt.Client, pk packets.Packet) {
+	h.drop(dropExpired, cl.ID, pk.TopicName, pk.FixedHeader.Qos)
+}
+
+func (h *flowHook) OnPacketIDExhausted(cl *mqtt.Client, pk packets.Packet) {
+	h.drop(dropPacketIDs, cl.ID, pk.TopicName, pk.FixedHeader.Qos)
+}
+
+func (h *flowHook) drop(reason, client, topic string, qos byte) {
+	h.obs.dropped(reason, qos)
+	h.dropLog.warn("message dropped", "reason", reason, "client", client, "topic", topic, "qos", qos)
+}
+
+// OnPublish runs on the publisher's read goroutine before the message is
+// handed to subscribers: the only place where waiting slows the publisher.
+func (h *flowHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	h.published.Add(1)
+	if !h.pressure.Load() {
+		return pk, nil
+	}
+	subs := h.e.srv.Topics.Subscribers(pk.TopicName)
+	for id, sub := range subs.Subscriptions {
+		sc, ok := h.e.srv.Clients.Get(id)
+		if !ok || sc.Closed() {
+			continue
+		}
+		qos := min(pk.FixedHeader.Qos, sub.Qos)
+		h.waitFor(sc, qos)
+	}
+	return pk, nil
+}
+
+// waitFor holds the caller while sc's queue is at least half full, for at
+// most MaxStall, then applies the slow-consumer policy.
+func (h *flowHook) waitFor(sc *mqtt.Client, qos byte) {
+	h.mu.RLock()
+	f := h.clients[sc.ID]
+	h.mu.RUnlock()
+	if f == nil || f.cl != sc {
+		return
+	}
+	if outboundLen(sc) < h.high {
+		return
+	}
+	if f.stalled.Load() {
+		if qos > 0 || h.e.cfg.flow.SlowConsumer == PolicyDisconnect {
+			h.disconnectSlow(sc, qos)
+		}
+		return
+	}
+	deadline := time.Now().Add(h.e.cfg.flow.MaxStall)
+	for outboundLen(sc) >= h.high {
+		if sc.Closed() {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.stalled.Store(true)
+			h.dropLog.warn("slow consumer: queue full for max_stall", "client", sc.ID, "queue", outboundLen(sc), "max_stall", h.e.cfg.flow.MaxStall)
+			if qos > 0 || h.e.cfg.flow.SlowConsumer == PolicyDisconnect {
+				h.disconnectSlow(sc, qos)
+			}
+			return
+		}
+		time.Sleep(waitStep)
+	}
+}
+
+func (h *flowHook) disconnectSlow(sc *mqtt.Client, qos byte) {
+	if sc.Closed() {
+		return
+	}
+	h.obs.dropped(dropSlowConsumer, qos)
+	h.e.log.Warn("disconnecting slow consumer", "client", sc.ID, "policy", h.e.cfg.flow.SlowConsumer, "qos", qos)
+	// Stop closes the connection: it never blocks on the slow peer.
+	sc.Stop(errSlowConsumer)
+}
+
+// scan samples queue depths until stop is closed.
+func (h *flowHook) scan(stop <-chan struct{}) {
+	t := time.NewTicker(scanInterval)
+	defer t.Stop()
+	var last uint64
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		n := h.published.Load()
+		if n == last && !h.pressure.Load() {
+			continue // idle: nothing can fill a queue
+		}
+		last = n
+		pressure := false
+		h.mu.RLock()
+		for _, f := range h.clients {
+			l := outboundLen(f.cl)
+			if l >= h.high/2 {
+				pressure = true
+			}
+			if l < h.low && f.stalled.Load() {
+				f.stalled.Store(false)
+			}
+		}
+		h.mu.RUnlock()
+		h.pressure.Store(pressure)
+	}
+}
+
+// outboundIndex is the field index path of mqtt.Client.State.outbound, the
+// per-client outbound queue (a buffered channel). Reading the length of an
+// unexported channel through reflect is allowed and cheap; checkMochiLayout
+// verifies the layout once, so an engine upgrade that changes it fails
+// loudly at New instead of silently disabling flow control.
+var outboundIndex = func() []int {
+	t := reflect.TypeFor[mqtt.Client]()
+	st, ok := t.FieldByName("State")
+	if !ok {
+		return nil
+	}
+	ob, ok := st.Type.FieldByName("outbound")
+	if !ok || ob.Type.Kind() != reflect.Chan {
+		return nil
+	}
+	return append(append([]int{}, st.Index...), ob.Index...)
+}()
+
+func checkMochiLayout() error {
+	if outboundIndex == nil {
+		return errors.New("broker: mochi-mqtt Client.State.outbound not found: flow control needs mochi-mqtt v2.7.9")
+	}
+	return nil
+}
+
+func outboundLen(cl *mqtt.Client) int {
+	return reflect.ValueOf(cl).Elem().FieldByIndex(outboundIndex).Len()
+}
+
+// rateLimitedLog logs at most once per interval and reports how many
+// messages it suppressed in between.
+type rateLimitedLog struct {
+	log      *slog.Logger
+	interval time.Duration
+
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+func newRateLimitedLog(l *slog.Logger, every time.Duration) *rateLimitedLog {
+	return &rateLimitedLog{log: l, interval: every}
+}
+
+func (r *rateLimitedLog) warn(msg string, args ...any) {
+	r.mu.Lock()
+	now := time.Now()
+	if now.Sub(r.last) < r.interval {
+		r.suppressed++
+		r.mu.Unlock()
+		return
+	}
+	n := r.suppressed
+	r.suppressed = 0
+	r.last = now
+	r.mu.Unlock()
+	if n > 0 {
+		args = append(args, "suppressed_since_last", n)
+	}
+	r.log.Warn(msg, args...)
+}
+
+// engineLogHandler tames mochi's logs: its Info lines ("added hook", "mochi
+// mqtt starting") become Debug, and the harmless "key not found" error that
+// mochi's bolt hook logs on the first start of an empty store is dropped.
+type engineLogHandler struct{ slog.Handler }
+
+func (h engineLogHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	if l == slog.LevelInfo {
+		l = slog.LevelDebug
+	}
+	return h.Handler.Enabled(ctx, l)
+}
+
+func (h engineLogHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelInfo {
+		r.Level = slog.LevelDebug
+	}
+	if r.Level == slog.LevelError && r.Message == "failed to get data" {
+		notFound := false
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "error" && strings.Contains(a.Value.String(), "key not found") {
+				notFound = true
+			}
+			return true
+		})
+		if notFound {
+			return nil
+		}
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h engineLogHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return engineLogHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h engineLogHandler) WithGroup(name string) slog.Handler {
+	return engineLogHandler{h.Handler.WithGroup(name)}
+}

@@ -1,0 +1,13 @@
+package broker
+
+import "errors"
+
+// Sentinel errors.
+var (
+	// ErrClosed is returned by Start after Close.
+	ErrClosed = errors.New("broker closed")
+	// ErrStarted is returned by a second Start.
+	ErrStarted = errors.New("broker already started")
+	// ErrNotStarted is returned by Ready before Start.
+	ErrNotStarted = errors.New("broker not started")
+)

@@ -1,0 +1,317 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/iotq/iotq/transport"
+)
+
+// DefaultListen is the listener used when Options.Listen is empty: loopback
+// only, like Mosquitto 2 without a configuration.
+const DefaultListen = "mqtt://127.0.0.1:1883"
+
+// Options configure a Server. The zero value is valid: one MQTT/TCP listener
+// on 127.0.0.1:1883, anonymous access, no persistence, no metrics. Options is
+// also the schema of the YAML configuration file (see docs/broker.md).
+type Options struct {
+	// Listen lists listener URLs: mqtt://, mqtts://, ws://, wss://, quic://
+	// HOST:PORT. Port 0 picks a free port. Default: [DefaultListen].
+	Listen []string `yaml:"listen"`
+	// StateDir holds persistent state: tls/ (generated CA and server
+	// certificate, session ticket keys) and store.db (sessions, in-flight and
+	// retained messages). Empty: nothing is persisted; if a TLS listener
+	// needs a generated certificate, DefaultStateDir() is used for tls/ only.
+	StateDir string `yaml:"state_dir"`
+	// Fsync makes the store fsync every write (survives power loss, slower).
+	// Default false: writes reach the OS at once (they survive a crash of
+	// the broker process) and the store is synced when the broker closes.
+	Fsync bool `yaml:"fsync"`
+	// TLS configures mqtts, wss and quic listeners.
+	TLS TLSOptions `yaml:"tls"`
+	// QUIC tunes quic:// listeners.
+	QUIC QUICOptions `yaml:"quic"`
+	// Auth configures authentication and authorization.
+	Auth AuthOptions `yaml:"auth"`
+	// Flow is the slow-consumer policy and queue sizing.
+	Flow FlowOptions `yaml:"flow"`
+	// Metrics is the listen address (HOST:PORT) of the HTTP server for
+	// /metrics (Prometheus) and /healthz. Empty: off.
+	Metrics string `yaml:"metrics"`
+	// ReadyFile, if set, is written atomically once every listener accepts:
+	// JSON {"listeners": [...], "ca_file": "...", "pid": N}.
+	ReadyFile string `yaml:"ready_file"`
+	// ShutdownTimeout bounds how long Close waits for clients to leave.
+	// Default 5s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// Log selects the log format and level; used by the iotq command to build
+	// Logger. The library itself only uses Logger.
+	Log LogOptions `yaml:"log"`
+	// Logger receives the broker's logs. nil: discard.
+	Logger *slog.Logger `yaml:"-"`
+}
+
+// TLSOptions configure the certificate of TLS and QUIC listeners.
+type TLSOptions struct {
+	// Cert and Key are PEM files. Both empty: a CA and a server certificate
+	// are generated in STATE_DIR/tls on first start and reused afterwards.
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+	// Hosts are extra DNS names or IP addresses for the generated server
+	// certificate, besides the local host names and addresses.
+	Hosts []string `yaml:"hosts"`
+}
+
+// QUICOptions tune quic:// listeners.
+type QUICOptions struct {
+	// Allow0RTT accepts 0-RTT early data. nil: true. 0-RTT data can be
+	// replayed; see docs/broker.md for the replay policy.
+	Allow0RTT *bool `yaml:"allow_0rtt"`
+	// HandshakeTimeout bounds the QUIC handshake. Default 20s, enough for a
+	// 600 ms satellite link with loss.
+	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
+	// IdleTimeout closes a silent QUIC connection. Default 120s.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+}
+
+// AuthOptions configure authentication (password file) and authorization
+// (ACL file).
+type AuthOptions struct {
+	// PasswordFile has lines "user:BCRYPT_HASH" (create them with
+	// `iotq broker passwd FILE USER`). Empty: no passwords are checked.
+	PasswordFile string `yaml:"password_file"`
+	// ACLFile lists topic rules per user (see docs/broker.md). Empty: every
+	// authenticated client may read and write every topic.
+	ACLFile string `yaml:"acl_file"`
+	// AllowAnonymous lets clients without a username connect. nil: true.
+	AllowAnonymous *bool `yaml:"allow_anonymous"`
+}
+
+// Slow-consumer policies (FlowOptions.SlowConsumer).
+const (
+	// PolicyDrop waits up to MaxStall for a full subscriber queue, then drops
+	// QoS 0 messages for that subscriber (counted and logged). QoS 1/2
+	// messages are never dropped: after MaxStall the slow subscriber is
+	// disconnected and its session keeps them for redelivery.
+	PolicyDrop = "drop"
+	// PolicyDisconnect disconnects a subscriber whose queue stays full for
+	// MaxStall, whatever the QoS.
+	PolicyDisconnect = "disconnect"
+)
+
+// FlowOptions set queue sizes and the slow-consumer policy.
+type FlowOptions struct {
+	// QueueLength is the outbound queue of each client, in messages.
+	// Default 8192.
+	QueueLength int `yaml:"queue_length"`
+	// SlowConsumer is PolicyDrop (default) or PolicyDisconnect.
+	SlowConsumer string `yaml:"slow_consumer"`
+	// MaxStall is how long a publisher is held back (TCP backpressure) while
+	// a subscriber's queue is more than half full. Default 2s.
+	MaxStall time.Duration `yaml:"max_stall"`
+	// MaxInflight bounds unacknowledged QoS 1/2 messages stored per client.
+	// Default 65535 (the packet identifier space).
+	MaxInflight int `yaml:"max_inflight"`
+	// MaxPacketSize is the largest MQTT packet accepted, in bytes. Default
+	// 16 MiB.
+	MaxPacketSize int `yaml:"max_packet_size"`
+	// WriteBuffer is each client's write buffer in bytes. Default 16 KiB.
+	WriteBuffer int `yaml:"write_buffer"`
+}
+
+// LogOptions select the log output of the iotq command.
+type LogOptions struct {
+	// Format is "text" (default) or "json".
+	Format string `yaml:"format"`
+	// Level is "debug", "info" (default), "warn" or "error".
+	Level string `yaml:"level"`
+}
+
+// Defaults.
+const (
+	DefaultShutdownTimeout  = 5 * time.Second
+	DefaultHandshakeTimeout = 20 * time.Second
+	DefaultIdleTimeout      = 120 * time.Second
+	DefaultQueueLength      = 8192
+	DefaultMaxStall         = 2 * time.Second
+	DefaultMaxInflight      = 65535
+	DefaultMaxPacketSize    = 16 << 20
+	DefaultWriteBuffer      = 16 << 10
+)
+
+// DefaultStateDir is the state directory used for generated TLS material
+// when none is given: $XDG_STATE_HOME/iotq, else ~/.local/state/iotq, else
+// a directory under os.TempDir().
+func DefaultStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "iotq")
+	}
+	if h, err := os.UserHomeDir(); err == nil && h != "" {
+		return filepath.Join(h, ".local", "state", "iotq")
+	}
+	return filepath.Join(os.TempDir(), "iotq-state")
+}
+
+func boolPtr(b bool) *bool { return &b }
+
+// WithDefaults returns a copy of o with every zero field set to its default.
+// Slices are copied.
+func (o Options) WithDefaults() Options {
+	o.Listen = slices.Clone(o.Listen)
+	if len(o.Listen) == 0 {
+		o.Listen = []string{DefaultListen}
+	}
+	o.TLS.Hosts = slices.Clone(o.TLS.Hosts)
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if o.QUIC.Allow0RTT == nil {
+		o.QUIC.Allow0RTT = boolPtr(true)
+	} else {
+		o.QUIC.Allow0RTT = boolPtr(*o.QUIC.Allow0RTT)
+	}
+	if o.QUIC.HandshakeTimeout == 0 {
+		o.QUIC.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if o.QUIC.IdleTimeout == 0 {
+		o.QUIC.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.Auth.AllowAnonymous == nil {
+		o.Auth.AllowAnonymous = boolPtr(true)
+	} else {
+		o.Auth.AllowAnonymous = boolPtr(*o.Auth.AllowAnonymous)
+	}
+	if o.Flow.QueueLength == 0 {
+		o.Flow.QueueLength = DefaultQueueLength
+	}
+	if o.Flow.SlowConsumer == "" {
+		o.Flow.SlowConsumer = PolicyDrop
+	}
+	if o.Flow.MaxStall == 0 {
+		o.Flow.MaxStall = DefaultMaxStall
+	}
+	if o.Flow.MaxInflight == 0 {
+		o.Flow.MaxInflight = DefaultMaxInflight
+	}
+	if o.Flow.MaxPacketSize == 0 {
+		o.Flow.MaxPacketSize = DefaultMaxPacketSize
+	}
+	if o.Flow.WriteBuffer == 0 {
+		o.Flow.WriteBuffer = DefaultWriteBuffer
+	}
+	if o.Log.Format == "" {
+		o.Log.Format = "text"
+	}
+	if o.Log.Level == "" {
+		o.Log.Level = "info"
+	}
+	return o
+}
+
+// FieldError is one problem with one option. Path names the option as in the
+// configuration file ("listen[1]", "quic.idle_timeout").
+type FieldError struct {
+	Path string
+	Msg  string
+}
+
+func (e *FieldError) Error() string { return e.Path + ": " + e.Msg }
+
+// Validate reports every problem of o at once (errors.Join of *FieldError).
+// It checks values only; files are opened by New.
+func (o Options) Validate() error {
+	var errs []error
+	add := func(path, format string, args ...any) {
+		errs = append(errs, &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)})
+	}
+	seen := map[string]int{}
+	for i, raw := range o.Listen {
+		path := fmt.Sprintf("listen[%d]", i)
+		ep, err := transport.ParseURL(raw)
+		if err != nil {
+			add(path, "%v; want e.g. mqtt://0.0.0.0:1883, mqtts://:8883, ws://:8083/mqtt, wss://:8084/mqtt or quic://:14567", err)
+			continue
+		}
+		key := string(ep.Scheme) + " " + ep.Address()
+		if ep.Port != 0 {
+			if j, ok := seen[key]; ok {
+				add(path, "%s is already listed as listen[%d]; remove one", raw, j)
+			}
+			seen[key] = i
+		}
+	}
+	if (o.TLS.Cert == "") != (o.TLS.Key == "") {
+		add("tls", "give both cert and key (or neither, to use a generated certificate)")
+	}
+	if o.ShutdownTimeout < 0 {
+		add("shutdown_timeout", "must not be negative, got %v", o.ShutdownTimeout)
+	}
+	if o.QUIC.HandshakeTimeout < 0 {
+		add("quic.handshake_timeout", "must not be negative, got %v", o.QUIC.HandshakeTimeout)
+	}
+	if o.QUIC.IdleTimeout < 0 {
+		add("quic.idle_timeout", "must not be negative, got %v", o.QUIC.IdleTimeout)
+	}
+	if o.Flow.QueueLength < 0 || o.Flow.QueueLength > 1<<20 {
+		add("flow.queue_length", "want 1 to 1048576 messages (0 for the default %d), got %d", DefaultQueueLength, o.Flow.QueueLength)
+	}
+	switch o.Flow.SlowConsumer {
+	case "", PolicyDrop, PolicyDisconnect:
+	default:
+		add("flow.slow_consumer", "want %q or %q, got %q", PolicyDrop, PolicyDisconnect, o.Flow.SlowConsumer)
+	}
+	if o.Flow.MaxStall < 0 {
+		add("flow.max_stall", "must not be negative, got %v", o.Flow.MaxStall)
+	}
+	if o.Flow.MaxInflight < 0 || o.Flow.MaxInflight > 65535 {
+		add("flow.max_inflight", "want 1 to 65535 (0 for the default), got %d", o.Flow.MaxInflight)
+	}
+	if o.Flow.MaxPacketSize < 0 || o.Flow.MaxPacketSize > 268435455 {
+		add("flow.max_packet_size", "want 1 to 268435455 bytes (0 for the default %d), got %d", DefaultMaxPacketSize, o.Flow.MaxPacketSize)
+	}
+	if o.Flow.WriteBuffer < 0 {
+		add("flow.write_buffer", "must not be negative, got %d", o.Flow.WriteBuffer)
+	}
+	switch strings.ToLower(o.Log.Format) {
+	case "", "text", "json":
+	default:
+		add("log.format", "want \"text\" or \"json\", got %q", o.Log.Format)
+	}
+	if _, err := ParseLevel(o.Log.Level); err != nil {
+		add("log.level", "%v", err)
+	}
+	return errors.Join(errs...)
+}
+
+// ParseLevel parses a log level name: debug, info, warn or error ("" is
+// info).
+func ParseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "", "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("want debug, info, warn or error, got %q", s)
+}
+
+// needsTLS reports whether any listener needs a certificate.
+func (o Options) needsTLS() bool {
+	for _, raw := range o.Listen {
+		ep, err := transport.ParseURL(raw)
+		if err == nil && (ep.Scheme == transport.SchemeTLS || ep.Scheme == transport.SchemeWSS || ep.Scheme == transport.SchemeQUIC) {
+			return true
+		}
+	}
+	return false
+}

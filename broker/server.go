@@ -1,0 +1,430 @@
+package broker
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/iotq/iotq/internal/certs"
+	"github.com/iotq/iotq/transport"
+)
+
+// Server is an MQTT broker serving every configured listener. It is safe for
+// concurrent use.
+type Server struct {
+	opts Options // with defaults
+	log  *slog.Logger
+	eng  engine
+	met  *metrics
+
+	tlsConf *tls.Config
+	caFile  string
+
+	mu        sync.Mutex
+	started   bool
+	closed    bool
+	listeners []transport.Listener
+	endpoints []string
+	httpSrv   *http.Server
+	httpAddr  net.Addr
+	cancel    context.CancelFunc
+
+	ready     chan struct{} // closed when every listener accepts
+	startErr  error         // set before ready is closed, if Start failed
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup // accept loops, connection goroutines, http server
+}
+
+// New validates opts, loads credential files and prepares the engine and the
+// TLS material. It opens no sockets; Start does.
+func New(opts Options) (*Server, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("broker: invalid options:\n%w", err)
+	}
+	o := opts.WithDefaults()
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{opts: o, log: log, ready: make(chan struct{})}
+	s.met = newMetrics()
+
+	var auth authorizer
+	if o.Auth.PasswordFile != "" || o.Auth.ACLFile != "" || !*o.Auth.AllowAnonymous {
+		a, err := loadAuth(o.Auth)
+		if err != nil {
+			return nil, err
+		}
+		auth = a
+	}
+
+	if o.needsTLS() {
+		if err := s.setupTLS(); err != nil {
+			return nil, err
+		}
+	}
+
+	storePath := ""
+	if o.StateDir != "" {
+		if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
+			return nil, fmt.Errorf("broker: create state directory %s: %w", o.StateDir, err)
+		}
+		storePath = filepath.Join(o.StateDir, "store.db")
+	}
+	eng, err := newMochiEngine(engineConfig{
+		logger:    log,
+		auth:      auth,
+		obs:       s.met,
+		storePath: storePath,
+		fsync:     o.Fsync,
+		flow:      o.Flow,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.eng = eng
+	s.met.setEngine(eng)
+	return s, nil
+}
+
+func (s *Server) setupTLS() error {
+	o := s.opts
+	if o.TLS.Cert != "" {
+		cfg, err := certs.ServerTLSConfig(o.TLS.Cert, o.TLS.Key)
+		if err != nil {
+			return fmt.Errorf("broker: %w", err)
+		}
+		if o.StateDir != "" {
+			keys, err := certs.LoadOrCreateTicketKeys(o.StateDir)
+			if err != nil {
+				return fmt.Errorf("broker: %w", err)
+			}
+			cfg.SetSessionTicketKeys(keys)
+		}
+		s.tlsConf = cfg
+		return nil
+	}
+	dir := o.StateDir
+	if dir == "" {
+		dir = DefaultStateDir()
+		s.log.Info("no --state-dir given: keeping the generated TLS certificate in the default state directory", "dir", dir)
+	}
+	hosts := append(certs.LocalHosts(), o.TLS.Hosts...)
+	for _, raw := range o.Listen {
+		if ep, err := transport.ParseURL(raw); err == nil && ep.Host != "" {
+			if ip := net.ParseIP(ep.Host); ip == nil || !ip.IsUnspecified() {
+				hosts = append(hosts, ep.Host)
+			}
+		}
+	}
+	cfg, files, err := certs.ServerConfig(dir, hosts)
+	if err != nil {
+		return fmt.Errorf("broker: TLS certificate in %s: %w", dir, err)
+	}
+	s.tlsConf = cfg
+	s.caFile = files.CA
+	s.log.Info("TLS: using the generated certificate; clients must trust the CA", "ca_file", files.CA, "cert", files.Cert)
+	return nil
+}
+
+// CAFile is the CA certificate clients should trust when the broker
+// generated its own certificate ("" otherwise).
+func (s *Server) CAFile() string { return s.caFile }
+
+// Start opens every listener and starts serving. It does not block. If one
+// listener fails, the ones already opened are closed and the error is
+// returned. ctx bounds the lifetime of the server: when it is cancelled the
+// server closes itself (as Close does).
+func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if s.started {
+		return ErrStarted
+	}
+	s.started = true
+	err := s.start(ctx)
+	if err != nil {
+		s.startErr = err
+		for _, l := range s.listeners {
+			_ = l.Close()
+		}
+		s.listeners = nil
+	}
+	close(s.ready)
+	return err
+}
+
+func (s *Server) start(ctx context.Context) error {
+	if err := s.eng.start(); err != nil {
+		return err
+	}
+	lopts := transport.ListenOptions{
+		TLSConfig: s.tlsConf,
+		QUIC: transport.QUICOptions{
+			HandshakeIdleTimeout: s.opts.QUIC.HandshakeTimeout,
+			MaxIdleTimeout:       s.opts.QUIC.IdleTimeout,
+			Refuse0RTT:           !*s.opts.QUIC.Allow0RTT,
+		},
+		Logger: s.log.With("component", "transport"),
+	}
+	for _, raw := range s.opts.Listen {
+		l, err := transport.Listen(raw, lopts)
+		if err != nil {
+			return fmt.Errorf("broker: listen %s: %w", raw, err)
+		}
+		s.listeners = append(s.listeners, l)
+		s.endpoints = append(s.endpoints, l.Endpoint().String())
+	}
+	if s.opts.Metrics != "" {
+		if err := s.startHTTP(); err != nil {
+			return err
+		}
+	}
+	actx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	for _, l := range s.listeners {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.acceptLoop(actx, l)
+		}()
+	}
+	// Close when the caller's context ends.
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		select {
+		case <-ctx.Done():
+			go s.Close() // Close waits for this goroutine: do not block it.
+		case <-actx.Done():
+		}
+	}()
+	if s.opts.ReadyFile != "" {
+		if err := writeReadyFile(s.opts.ReadyFile, s.endpoints, s.caFile); err != nil {
+			return err
+		}
+	}
+	attrs := []any{"listeners", s.endpoints}
+	if s.caFile != "" {
+		attrs = append(attrs, "ca_file", s.caFile)
+	}
+	if s.httpAddr != nil {
+		attrs = append(attrs, "metrics", "http://"+s.httpAddr.String()+"/metrics")
+	}
+	if len(s.opts.Listen) == 1 && s.opts.Listen[0] == DefaultListen {
+		s.log.Info("no listener configured: listening on loopback only; use --listen to accept remote clients", "listen", DefaultListen)
+	}
+	s.log.Info("broker ready", attrs...)
+	return nil
+}
+
+func (s *Server) acceptLoop(ctx context.Context, l transport.Listener) {
+	id := l.Endpoint().String()
+	scheme := string(l.Endpoint().Scheme)
+	log := s.log.With("listener", id)
+	backoff := 5 * time.Millisecond
+	for {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			log.Warn("accept failed", "error", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		mc := s.met.wrapConn(c, scheme)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer mc.Close()
+			if err := s.eng.serveConn(id, mc); err != nil && s.log.Enabled(ctx, slog.LevelDebug) {
+				log.Debug("connection ended", "remote", c.RemoteAddr(), "error", err)
+			}
+		}()
+	}
+}
+
+func (s *Server) startHTTP() error {
+	ln, err := net.Listen("tcp", s.opts.Metrics)
+	if err != nil {
+		return fmt.Errorf("broker: metrics listener %s: %w (want HOST:PORT, e.g. 127.0.0.1:9100)", s.opts.Metrics, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", s.met.handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-s.ready:
+		default:
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.httpAddr = ln.Addr()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("metrics server failed", "error", err)
+		}
+	}()
+	return nil
+}
+
+// MetricsAddr is the bound address of the metrics server (nil if off or not
+// started).
+func (s *Server) MetricsAddr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.httpAddr
+}
+
+// Ready waits until Start has opened every listener (nil) or failed (its
+// error), or ctx ends.
+func (s *Server) Ready(ctx context.Context) error {
+	s.mu.Lock()
+	started := s.started
+	s.mu.Unlock()
+	if !started {
+		return ErrNotStarted
+	}
+	select {
+	case <-s.ready:
+		return s.startErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Endpoints returns the URLs actually served, with real ports, in the order
+// of Options.Listen. Empty before Start.
+func (s *Server) Endpoints() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.endpoints...)
+}
+
+// Addrs returns the bound addresses of the listeners, in the order of
+// Options.Listen.
+func (s *Server) Addrs() []net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]net.Addr, 0, len(s.listeners))
+	for _, l := range s.listeners {
+		out = append(out, l.Addr())
+	}
+	return out
+}
+
+// Options returns the effective options (defaults filled in).
+func (s *Server) Options() Options { return s.opts }
+
+// Close stops accepting, tells every client that the server shuts down,
+// waits for them (at most ShutdownTimeout), then flushes and closes the
+// store. It is idempotent and safe on a nil Server.
+func (s *Server) Close() error {
+	if s == nil {
+		return nil
+	}
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		listeners := s.listeners
+		cancel := s.cancel
+		started := s.started
+		s.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+		var errs []error
+		for _, l := range listeners {
+			if err := l.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+				errs = append(errs, fmt.Errorf("broker: close listener %s: %w", l.Endpoint(), err))
+			}
+		}
+		if started {
+			s.eng.disconnectAll()
+			ctx, cancelWait := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+			if err := s.eng.waitClients(ctx); err != nil {
+				s.log.Warn("clients did not leave in time; closed them", "timeout", s.opts.ShutdownTimeout)
+			}
+			cancelWait()
+		}
+		if s.httpSrv != nil {
+			ctx, c := context.WithTimeout(context.Background(), time.Second)
+			_ = s.httpSrv.Shutdown(ctx)
+			c()
+		}
+		s.wg.Wait()
+		if started {
+			if err := s.eng.close(); err != nil {
+				errs = append(errs, err)
+			}
+		} else {
+			// The store was opened by New: release it.
+			if err := s.eng.close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		s.log.Info("broker stopped")
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// writeReadyFile writes the ready file atomically (temp file + rename).
+func writeReadyFile(path string, listeners []string, caFile string) error {
+	b, err := json.MarshalIndent(struct {
+		Listeners []string `json:"listeners"`
+		CAFile    string   `json:"ca_file"`
+		PID       int      `json:"pid"`
+	}{listeners, caFile, os.Getpid()}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("broker: ready file: %w", err)
+	}
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".ready-*")
+	if err != nil {
+		return fmt.Errorf("broker: ready file %s: %w", path, err)
+	}
+	_, werr := f.Write(append(b, '\n'))
+	cerr := f.Close()
+	if werr != nil || cerr != nil {
+		_ = os.Remove(f.Name())
+		return fmt.Errorf("broker: ready file %s: %w", path, errors.Join(werr, cerr))
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		_ = os.Remove(f.Name())
+		return fmt.Errorf("broker: ready file %s: %w", path, err)
+	}
+	return nil
+}
