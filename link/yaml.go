@@ -1,0 +1,324 @@
+package link
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// TopologyFile is a topology read from YAML, with the run options the file
+// may carry.
+type TopologyFile struct {
+	Topology          Topology
+	Prefix            string
+	Seed              uint64
+	CongestionControl string
+}
+
+// ParseTopology reads a topology file. The words are the CLI's: durations
+// as Go writes them (25ms, 1.5s), rates as tc does (20mbit), loss as a
+// percentage (5%). Errors name the line and the field. Example:
+//
+//	congestion_control: cubic
+//	nodes: [pub, broker, sub]
+//	links:
+//	  - {name: up, a: pub, b: broker, profile: wifi, loss: 2%}
+//	  - name: down
+//	    a: broker
+//	    b: sub
+//	    rtt: 50ms           # or delay: 25ms (one-way, each direction)
+//	    rate: 100mbit
+//	    b_to_a: {loss: 1%}  # per-direction overrides
+//	media:
+//	  - {name: cell, hub: broker, stations: [p1, p2], capacity: 20mbit, fer: 5%, retries: 2, delay: 12.5ms}
+func ParseTopology(data []byte) (TopologyFile, error) {
+	var f yFile
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		if errors.Is(err, io.EOF) {
+			return TopologyFile{}, errors.New("topology file is empty: it needs nodes and links")
+		}
+		return TopologyFile{}, fmt.Errorf("topology: %w", err)
+	}
+	out := TopologyFile{Prefix: f.Prefix, Seed: f.Seed, CongestionControl: f.CongestionControl}
+	var errs []error
+	lines := linkLines(data)
+	for i := range f.Links {
+		if i < len(lines) {
+			f.Links[i].line = lines[i]
+		}
+	}
+	for _, n := range f.Nodes {
+		out.Topology.Nodes = append(out.Topology.Nodes, Node(n))
+	}
+	if len(f.Nodes) == 0 { // nodes may be left implicit: every name a link or medium uses
+		seen := map[string]bool{}
+		add := func(name string) {
+			if name != "" && !seen[name] {
+				seen[name] = true
+				out.Topology.Nodes = append(out.Topology.Nodes, Node{Name: name})
+			}
+		}
+		for _, l := range f.Links {
+			add(l.A)
+			add(l.B)
+		}
+		for _, m := range f.Media {
+			add(m.Hub)
+			for _, s := range m.Stations {
+				add(s)
+			}
+		}
+	}
+	for i, l := range f.Links {
+		base := Params{}
+		if l.Profile != "" {
+			p, err := ProfileByName(l.Profile)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("links[%d] (line %d): %w", i, l.line, err))
+			}
+			switch l.ProfileDelay {
+			case "", "one-way", "oneway":
+				base = p.OneWay()
+			case "rtt", "round-trip":
+				base = p.RTT()
+			default:
+				errs = append(errs, fmt.Errorf("links[%d] (line %d): profile_delay %q: use one-way or rtt", i, l.line, l.ProfileDelay))
+			}
+		}
+		common := l.yParams.apply(base)
+		ab, ba := common, common
+		if l.AtoB != nil {
+			ab = l.AtoB.apply(common)
+		}
+		if l.BtoA != nil {
+			ba = l.BtoA.apply(common)
+		}
+		out.Topology.Links = append(out.Topology.Links, Link{Name: l.Name, A: l.A, B: l.B, AtoB: ab, BtoA: ba})
+	}
+	for _, m := range f.Media {
+		p := m.yParams.apply(Params{})
+		mp := MediumParams{Delay: p.Delay, Jitter: p.Jitter, JitterDist: p.JitterDist,
+			QueueBytes: p.QueueBytes, MTU: p.MTU, Retries: m.Retries}
+		if m.Capacity != nil {
+			mp.Capacity = int64(*m.Capacity)
+		}
+		if m.FER != nil {
+			mp.FrameErrorRate = float64(*m.FER)
+		}
+		if m.Slot != nil {
+			mp.Slot = time.Duration(*m.Slot)
+		}
+		out.Topology.Media = append(out.Topology.Media, Medium{Name: m.Name, Hub: m.Hub, Stations: m.Stations, MediumParams: mp})
+	}
+	if err := out.Topology.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return out, errors.Join(errs...)
+}
+
+type yFile struct {
+	Prefix            string   `yaml:"prefix"`
+	Seed              uint64   `yaml:"seed"`
+	CongestionControl string   `yaml:"congestion_control"`
+	Nodes             []yNode  `yaml:"nodes"`
+	Links             []yLink  `yaml:"links"`
+	Media             []yMedia `yaml:"media"`
+}
+
+type yNode struct {
+	Name              string `yaml:"name"`
+	Host              bool   `yaml:"host"`
+	CongestionControl string `yaml:"congestion_control"`
+}
+
+func (n *yNode) UnmarshalYAML(v *yaml.Node) error {
+	if v.Kind == yaml.ScalarNode {
+		n.Name = v.Value
+		return nil
+	}
+	if v.Kind == yaml.MappingNode {
+		for i := 0; i < len(v.Content); i += 2 {
+			switch k := v.Content[i]; k.Value {
+			case "name", "host", "congestion_control":
+			default:
+				return fmt.Errorf("line %d: field %s not found in node (use name, host, congestion_control)", k.Line, k.Value)
+			}
+		}
+	}
+	type plain yNode
+	return v.Decode((*plain)(n))
+}
+
+type yParams struct {
+	Delay      *yDur    `yaml:"delay"`
+	RTT        *yDur    `yaml:"rtt"`
+	Jitter     *yDur    `yaml:"jitter"`
+	JitterDist *string  `yaml:"jitter_dist"`
+	Loss       *yLoss   `yaml:"loss"`
+	GE         *yGE     `yaml:"gilbert_elliott"`
+	Rate       *yRate   `yaml:"rate"`
+	Queue      *yBytes  `yaml:"queue"`
+	MTU        *int     `yaml:"mtu"`
+	Reorder    *bool    `yaml:"reorder"`
+	Schedule   *[]yStep `yaml:"schedule"`
+}
+
+func (y yParams) apply(p Params) Params {
+	if y.RTT != nil {
+		p.Delay = time.Duration(*y.RTT) / 2
+	}
+	if y.Delay != nil {
+		p.Delay = time.Duration(*y.Delay)
+	}
+	if y.Jitter != nil {
+		p.Jitter = time.Duration(*y.Jitter)
+	}
+	if y.JitterDist != nil {
+		p.JitterDist = *y.JitterDist
+	}
+	if y.Loss != nil {
+		p.Loss = float64(*y.Loss)
+	}
+	if y.GE != nil {
+		p.GilbertElliott = &GE{P: float64(y.GE.P), R: float64(y.GE.R), H: float64(y.GE.H), K: float64(y.GE.K)}
+	}
+	if y.Rate != nil {
+		p.Rate = int64(*y.Rate)
+	}
+	if y.Queue != nil {
+		p.QueueBytes = int(*y.Queue)
+	}
+	if y.MTU != nil {
+		p.MTU = *y.MTU
+	}
+	if y.Reorder != nil {
+		p.Reorder = *y.Reorder
+	}
+	if y.Schedule != nil {
+		p.Schedule = nil
+		for _, s := range *y.Schedule {
+			st := Step{At: time.Duration(s.At), Down: time.Duration(s.Down)}
+			if s.Loss != nil {
+				v := float64(*s.Loss)
+				st.Loss = &v
+			}
+			if s.Delay != nil {
+				v := time.Duration(*s.Delay)
+				st.Delay = &v
+			}
+			if s.Rate != nil {
+				v := int64(*s.Rate)
+				st.Rate = &v
+			}
+			p.Schedule = append(p.Schedule, st)
+		}
+	}
+	return p
+}
+
+type yLink struct {
+	Name         string `yaml:"name"`
+	A            string `yaml:"a"`
+	B            string `yaml:"b"`
+	Profile      string `yaml:"profile"`
+	ProfileDelay string `yaml:"profile_delay"`
+	yParams      `yaml:",inline"`
+	AtoB         *yParams `yaml:"a_to_b"`
+	BtoA         *yParams `yaml:"b_to_a"`
+	line         int
+}
+
+// linkLines returns the line of every item of the top-level "links" list.
+func linkLines(data []byte) []int {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
+		return nil
+	}
+	m := doc.Content[0]
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == "links" {
+			var lines []int
+			for _, it := range m.Content[i+1].Content {
+				lines = append(lines, it.Line)
+			}
+			return lines
+		}
+	}
+	return nil
+}
+
+type yMedia struct {
+	Name     string   `yaml:"name"`
+	Hub      string   `yaml:"hub"`
+	Stations []string `yaml:"stations"`
+	Capacity *yRate   `yaml:"capacity"`
+	FER      *yLoss   `yaml:"fer"`
+	Retries  int      `yaml:"retries"`
+	Slot     *yDur    `yaml:"slot"`
+	yParams  `yaml:",inline"`
+}
+
+type yGE struct {
+	P yLoss `yaml:"p"`
+	R yLoss `yaml:"r"`
+	H yLoss `yaml:"1-h"`
+	K yLoss `yaml:"1-k"`
+}
+
+type yStep struct {
+	At    yDur   `yaml:"at"`
+	Down  yDur   `yaml:"down"`
+	Loss  *yLoss `yaml:"loss"`
+	Delay *yDur  `yaml:"delay"`
+	Rate  *yRate `yaml:"rate"`
+}
+
+type yDur time.Duration
+
+func (d *yDur) UnmarshalYAML(v *yaml.Node) error {
+	x, err := ParseDuration("duration", v.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", v.Line, err)
+	}
+	*d = yDur(x)
+	return nil
+}
+
+type yRate int64
+
+func (r *yRate) UnmarshalYAML(v *yaml.Node) error {
+	x, err := ParseRate(v.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", v.Line, err)
+	}
+	*r = yRate(x)
+	return nil
+}
+
+type yLoss float64
+
+func (l *yLoss) UnmarshalYAML(v *yaml.Node) error {
+	x, err := ParseLoss(v.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", v.Line, err)
+	}
+	*l = yLoss(x)
+	return nil
+}
+
+type yBytes int
+
+func (b *yBytes) UnmarshalYAML(v *yaml.Node) error {
+	x, err := ParseBytes(v.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", v.Line, err)
+	}
+	*b = yBytes(x)
+	return nil
+}

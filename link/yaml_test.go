@@ -1,0 +1,67 @@
+package link
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseTopologyFile(t *testing.T) {
+	src := `
+congestion_control: cubic
+seed: 7
+nodes: [pub, broker, {name: sub, congestion_control: reno}, p1, p2]
+links:
+  - {name: up, a: pub, b: broker, profile: wifi, loss: 2%}
+  - name: down
+    a: broker
+    b: sub
+    profile: cellular
+    profile_delay: rtt
+    b_to_a: {loss: 1%, jitter: 2ms, jitter_dist: uniform}
+    schedule:
+      - {at: 10s, down: 5s}
+      - {at: 20s, loss: 10%, delay: 50ms}
+media:
+  - {name: cell, hub: broker, stations: [p1, p2], capacity: 20mbit, fer: 5%, retries: 2, delay: 12.5ms}
+`
+	f, err := ParseTopology([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.CongestionControl != "cubic" || f.Seed != 7 || len(f.Topology.Nodes) != 5 || f.Topology.Nodes[2].CongestionControl != "reno" {
+		t.Errorf("file options %+v", f)
+	}
+	up := f.Topology.Links[0]
+	if up.AtoB.Delay != 25*time.Millisecond || up.AtoB.Rate != 20_000_000 || up.BtoA.Loss != 0.02 {
+		t.Errorf("up link %+v", up)
+	}
+	down := f.Topology.Links[1]
+	if down.AtoB.Delay != 50*time.Millisecond || down.BtoA.Loss != 0.01 || down.AtoB.Loss != 0 || down.BtoA.JitterDist != "uniform" {
+		t.Errorf("down link %+v", down)
+	}
+	if len(down.AtoB.Schedule) != 2 || *down.AtoB.Schedule[1].Loss != 0.1 || down.AtoB.Schedule[0].Down != 5*time.Second {
+		t.Errorf("schedule %+v", down.AtoB.Schedule)
+	}
+	m := f.Topology.Media[0]
+	if m.Capacity != 20_000_000 || m.FrameErrorRate != 0.05 || m.Retries != 2 || m.Delay != 12500*time.Microsecond {
+		t.Errorf("medium %+v", m)
+	}
+}
+
+func TestParseTopologyErrorsNameLineAndField(t *testing.T) {
+	cases := []struct{ src, want string }{
+		{"links:\n  - {name: l, a: x, b: y, loss: 5%%}\n", "line 2"},
+		{"links:\n  - {name: l, a: x, b: y, delay: -5ms}\n", "negative"},
+		{"links:\n  - {name: l, a: x, b: y, rate: fast}\n", "not understood"},
+		{"links:\n  - {name: l, a: x, b: y, colour: red}\n", "colour"},
+		{"nodes: [a]\nlinks:\n  - {name: l, a: a, b: zz}\n", `"zz"`},
+		{"", "empty"},
+	}
+	for _, c := range cases {
+		_, err := ParseTopology([]byte(c.src))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want it to mention %q", c.src, err, c.want)
+		}
+	}
+}
