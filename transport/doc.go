@@ -1,15 +1,30 @@
 // Package transport is every way bytes travel between iotq clients and
 // brokers: MQTT over TCP (mqtt://), TLS (mqtts://), WebSocket (ws://, wss://,
-// path /mqtt) and QUIC (quic://, ALPN "mqtt", one client-opened bidirectional
-// stream per session, 0-RTT with a persistent session-ticket cache).
+// path /mqtt, subprotocol "mqtt", binary frames) and QUIC (quic://, ALPN
+// "mqtt", one client-opened bidirectional stream per session, 0-RTT with a
+// persistent session-ticket cache, FileSessionCache).
 //
-// Dial and Listen take URLs. Every transport yields a net.Conn, so neither
-// the broker nor the client knows which transport is underneath. Conn adds
-// connection facts (timings, TLS resumption, 0-RTT, QUIC statistics).
+// Dial and Listen take URLs (ParseURL). Every transport yields a net.Conn,
+// so neither the broker nor the client knows which transport is underneath.
+// Conn adds connection facts (timings, TLS resumption, 0-RTT, QUIC
+// statistics); StatsOf reads QUIC statistics of any conn.
 //
-// Concurrency: a Listener is safe for concurrent use. A Conn follows net.Conn
-// rules (one reader and one writer at a time; QUIC conns serialise writes
-// internally so concurrent Write calls are safe).
+// QUIC: the listener uses quic-go's early listener and accepts 0-RTT unless
+// QUICOptions.Refuse0RTT is set (replay policy: docs/0rtt.md). The client
+// dials with 0-RTT when its session cache holds a ticket; if the server
+// rejects the early data, the conn re-sends it over the 1-RTT connection
+// without the caller noticing and reports Info.Rejected0RTT. Closing a QUIC
+// conn ends the stream, waits (bounded) until the peer has read everything,
+// then closes the QUIC connection.
 //
-// transport imports neither broker nor client.
+// Concurrency and ownership: a Listener is safe for concurrent use; it owns
+// its goroutines (an accept loop, plus per-connection handshake goroutines
+// for mqtts and quic) and Close stops and waits for them. Conns that were
+// accepted belong to the caller and outlive the Listener. A Conn follows
+// net.Conn rules; Write is safe for concurrent use on every transport
+// (ws and quic serialise writes internally). A client QUIC conn runs one
+// goroutine until its handshake ends; Close waits for it.
+//
+// transport imports neither broker nor client; from iotq only internal
+// packages (tests use internal/certs).
 package transport

@@ -2,72 +2,206 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
-	"strconv"
 	"sync"
+	"time"
 )
 
 // Listen starts a listener for the URL raw. Port 0 picks a free port; the
-// Endpoint method returns the real one.
+// Endpoint method returns the real one. An empty host listens on all
+// interfaces. The caller must Close the Listener; conns already accepted
+// stay open and belong to the caller.
 func Listen(raw string, opts ListenOptions) (Listener, error) {
 	ep, err := ParseURL(raw)
 	if err != nil {
 		return nil, err
 	}
-	switch ep.Scheme {
-	case SchemeTCP:
-		l, err := net.Listen("tcp", ep.Address())
-		if err != nil {
-			return nil, fmt.Errorf("listen %s: %w", ep, err)
-		}
-		return newStreamListener(ep, l), nil
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return nil, fmt.Errorf("listen %s: transport %q not implemented yet", ep, ep.Scheme)
+	log := opts.Logger.With("component", "transport", "listener", ep.String())
+	needTLS := ep.Scheme == SchemeTLS || ep.Scheme == SchemeWSS || ep.Scheme == SchemeQUIC
+	if needTLS && (opts.TLSConfig == nil || (len(opts.TLSConfig.Certificates) == 0 && opts.TLSConfig.GetCertificate == nil && opts.TLSConfig.GetConfigForClient == nil)) {
+		return nil, fmt.Errorf("listen %s: %w (give a certificate and key, or let the broker generate them in its state directory)", ep, ErrTLSConfigRequired)
+	}
+	var l Listener
+	switch ep.Scheme {
+	case SchemeTCP, SchemeTLS:
+		var nl net.Listener
+		nl, err = net.Listen("tcp", ep.Address())
+		if err == nil {
+			var cfg *tls.Config
+			if ep.Scheme == SchemeTLS {
+				cfg = opts.TLSConfig.Clone()
+			}
+			l = newStreamListener(ep, nl, cfg, opts.QUIC.withDefaults().HandshakeIdleTimeout, log)
+		}
+	case SchemeWS, SchemeWSS:
+		l, err = listenWS(ep, opts, log)
+	case SchemeQUIC:
+		l, err = listenQUIC(ep, opts, log)
+	default:
+		err = fmt.Errorf("transport %q not supported", ep.Scheme)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", ep, err)
+	}
+	log.Debug("listening", "addr", l.Addr().String())
+	return l, nil
 }
 
-// streamListener adapts a net.Listener (TCP, TLS) to Listener.
-type streamListener struct {
-	ep   Endpoint
-	l    net.Listener
+// boundEndpoint returns ep with the port (and, if empty, the host) of addr.
+func boundEndpoint(ep Endpoint, addr net.Addr) Endpoint {
+	var ip net.IP
+	switch a := addr.(type) {
+	case *net.TCPAddr:
+		ip, ep.Port = a.IP, a.Port
+	case *net.UDPAddr:
+		ip, ep.Port = a.IP, a.Port
+	}
+	if ep.Host == "" && ip != nil {
+		ep.Host = ip.String()
+	}
+	return ep
+}
+
+// acceptQueue hands accepted conns from a producer goroutine to Accept
+// calls. A conn is either taken by Accept or closed when the queue closes:
+// none is lost or leaked.
+type acceptQueue struct {
+	ch   chan net.Conn
+	done chan struct{}
 	once sync.Once
 }
 
-func newStreamListener(ep Endpoint, l net.Listener) *streamListener {
-	if ta, ok := l.Addr().(*net.TCPAddr); ok {
-		ep.Port = ta.Port
-		if ep.Host == "" {
-			ep.Host = ta.IP.String()
-		}
-	}
-	return &streamListener{ep: ep, l: l}
+func newAcceptQueue() *acceptQueue {
+	return &acceptQueue{ch: make(chan net.Conn), done: make(chan struct{})}
 }
 
-func (s *streamListener) Accept(ctx context.Context) (net.Conn, error) {
-	type res struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		c, err := s.l.Accept()
-		ch <- res{c, err}
-	}()
+// put offers c to an Accept call; it closes c and returns false if the
+// queue was closed first.
+func (q *acceptQueue) put(c net.Conn) bool {
 	select {
-	case r := <-ch:
-		return r.c, r.err
-	case <-ctx.Done():
-		// The pending Accept returns when the listener closes.
-		return nil, ctx.Err()
+	case q.ch <- c:
+		return true
+	case <-q.done:
+		c.Close()
+		return false
 	}
 }
+
+// get waits for a conn, ctx or the queue's close.
+func (q *acceptQueue) get(ctx context.Context) (net.Conn, error) {
+	select {
+	case c := <-q.ch:
+		return c, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-q.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (q *acceptQueue) close() { q.once.Do(func() { close(q.done) }) }
+
+// streamListener adapts a TCP listener to Listener, for mqtt and (with a
+// TLS config) mqtts. One goroutine accepts; with TLS, one goroutine per
+// connection runs the handshake (bounded by the handshake timeout), so a
+// slow or broken client never delays others and Accept returns conns whose
+// handshake succeeded. Close stops all of them and waits.
+type streamListener struct {
+	ep        Endpoint
+	l         net.Listener
+	tlsConf   *tls.Config // nil: plain TCP
+	hsTimeout time.Duration
+	log       *slog.Logger
+	q         *acceptQueue
+	ctx       context.Context // cancelled by Close
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+
+	once sync.Once
+	err  error
+}
+
+func newStreamListener(ep Endpoint, l net.Listener, tlsConf *tls.Config, hsTimeout time.Duration, log *slog.Logger) *streamListener {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &streamListener{
+		ep: boundEndpoint(ep, l.Addr()), l: l, tlsConf: tlsConf, hsTimeout: hsTimeout,
+		log: log, q: newAcceptQueue(), ctx: ctx, cancel: cancel,
+	}
+	s.wg.Add(1)
+	go s.loop()
+	return s
+}
+
+func (s *streamListener) loop() {
+	defer s.wg.Done()
+	backoff := 5 * time.Millisecond
+	for {
+		c, err := s.l.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			// Temporary failures (EMFILE and the like): log, keep serving.
+			s.log.Warn("accept failed", "err", err, "retry_in", backoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-s.q.done:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		if s.tlsConf != nil {
+			s.wg.Add(1)
+			go s.handshake(c)
+			continue
+		}
+		if !s.q.put(c) {
+			return
+		}
+	}
+}
+
+// handshake runs the server TLS handshake of c and queues it.
+func (s *streamListener) handshake(c net.Conn) {
+	defer s.wg.Done()
+	tc := tls.Server(c, s.tlsConf)
+	ctx, cancel := context.WithTimeout(s.ctx, s.hsTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		s.log.Debug("tls handshake failed", "remote", c.RemoteAddr().String(), "err", err)
+		c.Close()
+		return
+	}
+	s.q.put(tc)
+}
+
+// Accept returns the next TCP conn, or TLS conn with its handshake done.
+func (s *streamListener) Accept(ctx context.Context) (net.Conn, error) { return s.q.get(ctx) }
 
 func (s *streamListener) Addr() net.Addr     { return s.l.Addr() }
 func (s *streamListener) Endpoint() Endpoint { return s.ep }
-func (s *streamListener) Close() error {
-	var err error
-	s.once.Do(func() { err = s.l.Close() })
-	return err
-}
 
-var _ = strconv.Itoa
+func (s *streamListener) Close() error {
+	s.once.Do(func() {
+		s.q.close()
+		s.cancel()
+		s.err = s.l.Close()
+		s.wg.Wait()
+	})
+	return s.err
+}

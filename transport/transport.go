@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -53,11 +54,11 @@ func (e Endpoint) Address() string { return net.JoinHostPort(e.Host, fmt.Sprint(
 
 // String returns the canonical URL.
 func (e Endpoint) String() string {
-	s := string(e.Scheme) + "://" + e.Address()
+	u := url.URL{Scheme: string(e.Scheme), Host: e.Address()}
 	if e.Scheme == SchemeWS || e.Scheme == SchemeWSS {
-		s += e.Path
+		u.Path = e.Path
 	}
-	return s
+	return u.String()
 }
 
 // ParseURL parses a transport URL such as "quic://127.0.0.1:14567" and fills
@@ -77,10 +78,13 @@ func ParseURL(raw string) (Endpoint, error) {
 	default:
 		return Endpoint{}, fmt.Errorf("transport URL %q: unknown scheme %q (want mqtt, mqtts, ws, wss or quic)", raw, u.Scheme)
 	}
+	if u.Opaque != "" {
+		return Endpoint{}, fmt.Errorf("transport URL %q: want %s://HOST[:PORT]", raw, s)
+	}
 	ep := Endpoint{Scheme: s, Host: u.Hostname(), Port: DefaultPort(s), Path: u.Path}
 	if p := u.Port(); p != "" {
-		var port int
-		if _, err := fmt.Sscan(p, &port); err != nil || port < 0 || port > 65535 {
+		port, err := strconv.Atoi(p)
+		if err != nil || port < 0 || port > 65535 {
 			return Endpoint{}, fmt.Errorf("transport URL %q: bad port %q (want 0-65535)", raw, p)
 		}
 		ep.Port = port
@@ -96,6 +100,8 @@ func ParseURL(raw string) (Endpoint, error) {
 type QUICOptions struct {
 	// HandshakeIdleTimeout bounds the handshake. Default 20s, enough for a
 	// 600 ms one-way satellite link with loss (quic-go's own default is 5s).
+	// Listeners also use it to bound server-side TLS handshakes (mqtts) and
+	// the wait for a QUIC connection's first stream.
 	HandshakeIdleTimeout time.Duration
 	// MaxIdleTimeout closes a silent connection. Default 120s.
 	MaxIdleTimeout time.Duration
@@ -105,8 +111,43 @@ type QUICOptions struct {
 	// full handshake). By default 0-RTT is accepted: see docs/0rtt.md for the
 	// replay policy.
 	Refuse0RTT bool
-	// Disable0RTT makes a dialer never attempt 0-RTT.
+	// Disable0RTT makes a dialer never attempt 0-RTT (it still resumes
+	// sessions from DialOptions.SessionCache).
 	Disable0RTT bool
+	// CloseTimeout bounds how long Close of a QUIC conn waits for the peer
+	// to read what was written (see Conn). Default: 1s + 4 x smoothed RTT,
+	// at most 15s.
+	CloseTimeout time.Duration
+}
+
+// Defaults of QUICOptions.
+const (
+	DefaultHandshakeIdleTimeout = 20 * time.Second
+	DefaultMaxIdleTimeout       = 120 * time.Second
+	maxCloseTimeout             = 15 * time.Second
+)
+
+// ALPN is the TLS application protocol of MQTT over QUIC.
+const ALPN = "mqtt"
+
+// WebSocket subprotocols: clients offer WSSubprotocol; listeners accept it
+// and the legacy "mqttv3.1".
+const (
+	WSSubprotocol       = "mqtt"
+	WSSubprotocolLegacy = "mqttv3.1"
+)
+
+func (q QUICOptions) withDefaults() QUICOptions {
+	if q.HandshakeIdleTimeout <= 0 {
+		q.HandshakeIdleTimeout = DefaultHandshakeIdleTimeout
+	}
+	if q.MaxIdleTimeout <= 0 {
+		q.MaxIdleTimeout = DefaultMaxIdleTimeout
+	}
+	if q.KeepAlivePeriod < 0 {
+		q.KeepAlivePeriod = 0
+	}
+	return q
 }
 
 // DialOptions configure Dial.
@@ -114,8 +155,10 @@ type DialOptions struct {
 	// TLSConfig for mqtts, wss and quic. nil means system roots. ServerName
 	// defaults to the URL host. NextProtos is set by the transport for QUIC.
 	TLSConfig *tls.Config
-	// SessionCache, if set, is used for TLS and QUIC session resumption.
-	// Use separate caches for QUIC and TLS over TCP.
+	// SessionCache, if set, is used for TLS and QUIC session resumption
+	// (and QUIC 0-RTT). Dial keys entries by scheme and address, so one
+	// cache (for example one FileSessionCache) can serve every transport.
+	// It overrides TLSConfig.ClientSessionCache.
 	SessionCache tls.ClientSessionCache
 	QUIC         QUICOptions
 	Logger       *slog.Logger // nil: discard
@@ -123,7 +166,10 @@ type DialOptions struct {
 
 // ListenOptions configure Listen.
 type ListenOptions struct {
-	// TLSConfig with the server certificate, required for mqtts, wss, quic.
+	// TLSConfig with the server certificate, required for mqtts, wss, quic
+	// (see internal/certs). For quic, NextProtos is replaced by ALPN.
+	// Install persistent ticket keys (SetSessionTicketKeys) for resumption
+	// and 0-RTT across restarts.
 	TLSConfig *tls.Config
 	QUIC      QUICOptions
 	Logger    *slog.Logger // nil: discard
@@ -143,6 +189,12 @@ type Listener interface {
 }
 
 // Info describes an established client connection.
+//
+// Timings: DialStart is when Dial began. TransportReady is when the conn
+// could first carry application data: TCP connected (mqtt), TLS handshake
+// done (mqtts), WebSocket upgrade done (ws, wss), and for QUIC when Dial
+// returned: at once with 0-RTT, else after the handshake. HandshakeDone is
+// when the TLS or QUIC handshake completed (zero for mqtt and ws).
 type Info struct {
 	Scheme          Scheme
 	DialStart       time.Time // when Dial began
@@ -157,8 +209,13 @@ type Info struct {
 // Conn is a client connection with connection facts.
 type Conn interface {
 	net.Conn
-	// Info returns connection facts. For QUIC, Used0RTT is only final after
-	// the handshake completed; call after the first response was read.
+	// Info returns connection facts. For every transport except QUIC they
+	// are final when Dial returns. For QUIC, Info waits until the handshake
+	// has completed (at most the handshake idle timeout, or until the conn
+	// closes), so Used0RTT, Rejected0RTT, TLSResumed and HandshakeDone are
+	// final; Rejected0RTT also becomes true later if a stream operation
+	// fell back. With 0-RTT, calling Info right after Dial therefore costs
+	// one round trip; call it after the first response was read.
 	Info() Info
 	// QUICStats returns QUIC path statistics; ok is false for other
 	// transports.

@@ -1,0 +1,192 @@
+package transport
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// prefixedCache keys another cache by transport and address, so tickets of
+// QUIC and of TLS over TCP, or of two brokers on one host, never mix.
+type prefixedCache struct {
+	prefix string
+	c      tls.ClientSessionCache
+}
+
+func (p prefixedCache) Get(key string) (*tls.ClientSessionState, bool) {
+	return p.c.Get(p.prefix + key)
+}
+func (p prefixedCache) Put(key string, cs *tls.ClientSessionState) { p.c.Put(p.prefix+key, cs) }
+
+// fileCacheMaxEntries bounds the file; the oldest entries go first.
+const fileCacheMaxEntries = 256
+
+// FileSessionCache is a tls.ClientSessionCache that keeps session tickets
+// in a file, so a new process resumes the TLS session (and with QUIC sends
+// 0-RTT data) where the last one left off. Every Put rewrites the file at
+// once (temporary file + rename, mode 0600: it holds resumption secrets),
+// merged with what other processes wrote meanwhile. A missing, unreadable or
+// corrupt file or entry is a cache miss, never an error. Safe for concurrent
+// use.
+type FileSessionCache struct {
+	path string
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	entries map[string]fileCacheEntry
+}
+
+// fileCacheEntry is one stored ticket: the ticket as sent by the server
+// and the state from tls.SessionState.Bytes (which keeps quic-go's
+// transport parameters in its Extra field).
+type fileCacheEntry struct {
+	Ticket []byte    `json:"ticket"`
+	State  []byte    `json:"state"`
+	Saved  time.Time `json:"saved"`
+}
+
+type fileCacheFile struct {
+	Version int                       `json:"version"`
+	Entries map[string]fileCacheEntry `json:"entries"`
+}
+
+// NewFileSessionCache opens the cache stored at path (created on the first
+// Put). logger may be nil. It fails only if the directory of path cannot be
+// created.
+func NewFileSessionCache(path string, logger *slog.Logger) (*FileSessionCache, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if path == "" {
+		return nil, errors.New("session cache: empty file name")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("session cache %s: %w", path, err)
+	}
+	c := &FileSessionCache{path: path, log: logger.With("component", "sessioncache", "file", path)}
+	c.entries = c.load()
+	return c, nil
+}
+
+// load reads the file; any problem yields an empty map.
+func (c *FileSessionCache) load() map[string]fileCacheEntry {
+	b, err := os.ReadFile(c.path)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			c.log.Warn("session cache unreadable; starting empty", "err", err)
+		}
+		return map[string]fileCacheEntry{}
+	}
+	var f fileCacheFile
+	if err := json.Unmarshal(b, &f); err != nil || f.Version != 1 || f.Entries == nil {
+		c.log.Warn("session cache corrupt; starting empty", "err", err)
+		return map[string]fileCacheEntry{}
+	}
+	return f.Entries
+}
+
+// Get returns the stored session for key, or a miss.
+func (c *FileSessionCache) Get(key string) (*tls.ClientSessionState, bool) {
+	c.mu.Lock()
+	e, ok := c.entries[key]
+	c.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	st, err := tls.ParseSessionState(e.State)
+	if err != nil {
+		c.log.Debug("session cache entry unusable", "key", key, "err", err)
+		return nil, false
+	}
+	cs, err := tls.NewResumptionState(e.Ticket, st)
+	if err != nil {
+		c.log.Debug("session cache entry unusable", "key", key, "err", err)
+		return nil, false
+	}
+	return cs, true
+}
+
+// Put stores (or, with cs nil, removes) the session for key and writes the
+// file.
+func (c *FileSessionCache) Put(key string, cs *tls.ClientSessionState) {
+	var e fileCacheEntry
+	if cs != nil {
+		ticket, st, err := cs.ResumptionState()
+		if err != nil || st == nil {
+			c.log.Debug("session not resumable; not stored", "key", key, "err", err)
+			return
+		}
+		b, err := st.Bytes()
+		if err != nil {
+			c.log.Debug("session not storable", "key", key, "err", err)
+			return
+		}
+		e = fileCacheEntry{Ticket: ticket, State: b, Saved: time.Now().UTC()}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// Merge with what other processes saved since we loaded.
+	merged := c.load()
+	for k, v := range c.entries {
+		if old, ok := merged[k]; !ok || v.Saved.After(old.Saved) {
+			merged[k] = v
+		}
+	}
+	if cs == nil {
+		delete(merged, key)
+	} else {
+		merged[key] = e
+	}
+	for len(merged) > fileCacheMaxEntries {
+		oldest := ""
+		for k, v := range merged {
+			if oldest == "" || v.Saved.Before(merged[oldest].Saved) {
+				oldest = k
+			}
+		}
+		delete(merged, oldest)
+	}
+	c.entries = merged
+	if err := c.writeLocked(); err != nil {
+		c.log.Warn("session cache not saved; the next process will do a full handshake", "err", err)
+	}
+}
+
+// writeLocked writes entries to the file. c.mu must be held.
+func (c *FileSessionCache) writeLocked() error {
+	b, err := json.Marshal(fileCacheFile{Version: 1, Entries: c.entries})
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(c.path), "."+filepath.Base(c.path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), c.path)
+}
+
+// Len returns the number of stored sessions.
+func (c *FileSessionCache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}
