@@ -169,8 +169,8 @@ func (l *quicListener) closeSocket() {
 // the handshake may still be running: the stream already carries the
 // client's early data.
 func (l *quicListener) Accept(ctx context.Context) (net.Conn, error) { return l.q.get(ctx) }
-func (l *quicListener) Addr() net.Addr                              { return l.udp.LocalAddr() }
-func (l *quicListener) Endpoint() Endpoint                          { return l.ep }
+func (l *quicListener) Addr() net.Addr                               { return l.udp.LocalAddr() }
+func (l *quicListener) Endpoint() Endpoint                           { return l.ep }
 
 // Close stops accepting: handshakes in flight are refused, connections not
 // yet handed out are closed. Conns already accepted keep working; the UDP

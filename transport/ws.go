@@ -205,8 +205,8 @@ func listenWS(ep Endpoint, opts ListenOptions, log *slog.Logger) (Listener, erro
 
 // Accept returns the next upgraded WebSocket conn.
 func (l *wsListener) Accept(ctx context.Context) (net.Conn, error) { return l.q.get(ctx) }
-func (l *wsListener) Addr() net.Addr                              { return l.nl.Addr() }
-func (l *wsListener) Endpoint() Endpoint                          { return l.ep }
+func (l *wsListener) Addr() net.Addr                               { return l.nl.Addr() }
+func (l *wsListener) Endpoint() Endpoint                           { return l.ep }
 
 func (l *wsListener) Close() error {
 	l.once.Do(func() {
