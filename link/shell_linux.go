@@ -69,8 +69,8 @@ func Shell(ctx context.Context, cfg ShellConfig, argv []string) (ShellResult, er
 		opts.CaptureDir = capDir
 	}
 	topo := Topology{
-		Nodes: []Node{{Name: "shell", CongestionControl: cfg.CongestionControl}, {Name: "host", Host: true}},
-		Links: []Link{{Name: "shell", A: "shell", B: "host", AtoB: cfg.Up, BtoA: cfg.Down}},
+		Nodes: []Node{{Name: "host", Host: true}, {Name: "shell", CongestionControl: cfg.CongestionControl}},
+		Links: []Link{{Name: "shell", A: "host", B: "shell", AtoB: cfg.Down, BtoA: cfg.Up}},
 	}
 	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	n, err := Up(setupCtx, topo, opts)
