@@ -1,0 +1,20 @@
+// Package report turns a lab results directory into statistics, figures
+// (PNG and SVG, drawn with gonum.org/v1/plot), one self-contained HTML page,
+// a Markdown summary and machine-readable tables (tables.csv,
+// summary.json).
+//
+// It reads only the result files described in docs/records.md
+// (manifest.json, cells.csv, messages.csv, connections.csv, links.csv,
+// cpu.csv, completions.csv and cells/CELL/pub.pcap); it never imports lab,
+// broker or link. Every file is optional: a missing or unreadable file
+// skips the tables and figures that need it and leaves a note in the
+// report. A directory holding none of the files is rejected with
+// ErrNotResults.
+//
+// Output is deterministic: rows are sorted, the bootstrap uses a fixed
+// seed, no absolute path or wall-clock time is written, so the same input
+// always gives byte-identical Markdown, CSV and JSON.
+//
+// Generate runs on the calling goroutine and starts none; concurrent calls
+// with different output directories are safe.
+package report

@@ -1,0 +1,629 @@
+package report
+
+import (
+	"context"
+	"fmt"
+	"image/color"
+	"math"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/iotq/iotq/report/stats"
+)
+
+var (
+	colTCP   = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
+	colQUIC  = color.RGBA{R: 0xd6, G: 0x5f, B: 0x00, A: 0xff}
+	colBound = color.RGBA{R: 0x55, G: 0x55, B: 0x55, A: 0xff}
+	palette  = []color.RGBA{{0x2c, 0xa0, 0x2c, 0xff}, {0x94, 0x67, 0xbd, 0xff}, {0x8c, 0x56, 0x4b, 0xff}, {0xe3, 0x77, 0xc2, 0xff}}
+)
+
+// transportColor gives TCP blue and QUIC orange; other transports take the
+// palette in order of appearance.
+func transportColor(tr string, others []string) color.Color {
+	if isQUIC(tr) {
+		return colQUIC
+	}
+	for i, o := range others {
+		if o == tr && i > 0 {
+			return palette[(i-1)%len(palette)]
+		}
+	}
+	return colTCP
+}
+
+const (
+	figW = 16 * vg.Centimeter
+	figH = 10 * vg.Centimeter
+)
+
+// drawFigures draws every figure the data allows into dir as PNG and SVG.
+func drawFigures(ctx context.Context, s *Summary, dir string) ([]Figure, error) {
+	var figs []Figure
+	save := func(p *plot.Plot, f Figure) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		for _, ext := range []string{".svg", ".png"} {
+			if err := p.Save(figW, figH, filepath.Join(dir, f.Name+ext)); err != nil {
+				return fmt.Errorf("figure %s%s: %w", f.Name, ext, err)
+			}
+		}
+		figs = append(figs, f)
+		return nil
+	}
+	for _, prof := range profiles(s.Cells) {
+		for _, kind := range []string{KindPeriodic, KindA, KindB} {
+			cs := selectCells(s.Cells, prof, kind)
+			if len(cs) == 0 {
+				continue
+			}
+			var err error
+			switch kind {
+			case KindPeriodic:
+				err = periodicFigures(cs, prof, save)
+			case KindA:
+				err = completionFigures(cs, s.Xi, prof, save)
+			case KindB:
+				err = startupFigures(cs, prof, save)
+			}
+			if err != nil {
+				return figs, err
+			}
+		}
+	}
+	return figs, nil
+}
+
+func profiles(cs []*CellResult) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, c := range cs { // already sorted by experiment, profile rank
+		if !seen[c.Profile] {
+			seen[c.Profile] = true
+			out = append(out, c.Profile)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if rank(out[i]) != rank(out[j]) {
+			return rank(out[i]) < rank(out[j])
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
+func selectCells(cs []*CellResult, prof, kind string) []*CellResult {
+	var out []*CellResult
+	for _, c := range cs {
+		if c.Profile == prof && c.Kind == kind {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func slug(s string) string {
+	b := []byte(s)
+	for i, ch := range b {
+		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '-') {
+			b[i] = '-'
+		}
+	}
+	if len(b) == 0 {
+		return "none"
+	}
+	return string(b)
+}
+
+func transports(cs []*CellResult) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, c := range cs {
+		if !seen[c.Transport] {
+			seen[c.Transport] = true
+			out = append(out, c.Transport)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if isQUIC(out[i]) != isQUIC(out[j]) {
+			return !isQUIC(out[i])
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
+func losses(cs []*CellResult) []float64 {
+	var out []float64
+	seen := map[float64]bool{}
+	for _, c := range cs {
+		if !seen[c.LossPct] {
+			seen[c.LossPct] = true
+			out = append(out, c.LossPct)
+		}
+	}
+	sort.Float64s(out)
+	return out
+}
+
+func minQoS(cs []*CellResult) int {
+	q := math.MaxInt
+	for _, c := range cs {
+		q = min(q, c.QoS)
+	}
+	return q
+}
+
+func newPlot(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = x
+	p.Y.Label.Text = y
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+func addLine(p *plot.Plot, name string, xys plotter.XYs, col color.Color, dashes []vg.Length, glyph draw.GlyphDrawer) error {
+	if len(xys) == 0 {
+		return nil
+	}
+	l, pts, err := plotter.NewLinePoints(xys)
+	if err != nil {
+		return fmt.Errorf("line %s: %w", name, err)
+	}
+	l.Color = col
+	l.Width = vg.Points(1.5)
+	l.Dashes = dashes
+	pts.Color = col
+	if glyph != nil {
+		pts.Shape = glyph
+	}
+	pts.Radius = vg.Points(3)
+	p.Add(l, pts)
+	p.Legend.Add(name, l, pts)
+	return nil
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// lineByLoss plots value(c) against loss, one line per transport, for the
+// cells that pass keep; bound adds the dashed lower-bound line.
+func lineByLoss(p *plot.Plot, cs []*CellResult, keep func(*CellResult) bool, value func(*CellResult) float64, label func(tr string) string, bound func(*CellResult) float64) (int, error) {
+	trs := transports(cs)
+	n := 0
+	for _, tr := range trs {
+		var xys plotter.XYs
+		for _, c := range cs {
+			if c.Transport == tr && keep(c) && finite(value(c)) {
+				xys = append(xys, plotter.XY{X: c.LossPct, Y: value(c)})
+			}
+		}
+		sort.SliceStable(xys, func(i, j int) bool { return xys[i].X < xys[j].X })
+		if err := addLine(p, label(tr), xys, transportColor(tr, trs), nil, nil); err != nil {
+			return n, err
+		}
+		n += len(xys)
+	}
+	if bound != nil {
+		var xys plotter.XYs
+		seen := map[float64]bool{}
+		for _, c := range cs {
+			if keep(c) && finite(bound(c)) && !seen[c.LossPct] {
+				seen[c.LossPct] = true
+				xys = append(xys, plotter.XY{X: c.LossPct, Y: bound(c)})
+			}
+		}
+		sort.SliceStable(xys, func(i, j int) bool { return xys[i].X < xys[j].X })
+		if err := addLine(p, "physical lower bound", xys, colBound, []vg.Length{vg.Points(4), vg.Points(3)}, draw.PlusGlyph{}); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func periodicFigures(cs []*CellResult, prof string, save func(*plot.Plot, Figure) error) error {
+	q0 := minQoS(cs)
+	keep := func(c *CellResult) bool { return c.QoS == q0 && c.DelayMs.N > 0 }
+	qlabel := "QoS " + strconv.Itoa(q0)
+	name := slug(prof)
+
+	p := newPlot(fmt.Sprintf("Mean one-way delay vs loss: %s (%s)", prof, qlabel), "loss (%)", "mean one-way delay (ms)")
+	n, err := lineByLoss(p, cs, keep, func(c *CellResult) float64 { return c.DelayMs.Mean }, func(tr string) string { return tr },
+		func(c *CellResult) float64 { return c.DelayBoundMs })
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		if err := save(p, Figure{Name: "delay-mean-" + name, Title: "Mean delay vs loss, " + prof,
+			Caption: "Mean one-way delay per transport (" + qlabel + "); dashed: physical lower bound (propagation + serialization)."}); err != nil {
+			return err
+		}
+	}
+
+	// box plots, whiskers at the 5th and 95th percentiles
+	var groups []boxGroup
+	for _, c := range cs {
+		if keep(c) {
+			groups = append(groups, boxGroup{label: loss(c.LossPct) + "%", transport: c.Transport,
+				box: stats.BoxPercentile(c.delays, 5, 95), bound: c.DelayBoundMs})
+		}
+	}
+	if len(groups) > 0 {
+		p := newPlot(fmt.Sprintf("One-way delay: %s (%s)", prof, qlabel), "loss", "one-way delay (ms)")
+		if err := addBoxes(p, groups); err != nil {
+			return err
+		}
+		if err := save(p, Figure{Name: "delay-box-" + name, Title: "Delay distribution, " + prof,
+			Caption: "Box: 25th, 50th, 75th percentiles; whiskers: 5th and 95th percentiles; points: values outside; triangles: physical lower bound."}); err != nil {
+			return err
+		}
+	}
+
+	// RSD bars
+	if err := rsdBars(cs, keep, prof, qlabel, save); err != nil {
+		return err
+	}
+
+	// QoS comparison: one line per transport and QoS
+	qos := map[int]bool{}
+	for _, c := range cs {
+		qos[c.QoS] = true
+	}
+	if len(qos) > 1 {
+		p := newPlot("Mean one-way delay by QoS: "+prof, "loss (%)", "mean one-way delay (ms)")
+		trs := transports(cs)
+		var qs []int
+		for q := range qos {
+			qs = append(qs, q)
+		}
+		sort.Ints(qs)
+		glyphs := []draw.GlyphDrawer{draw.CircleGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}, draw.CrossGlyph{}}
+		dashes := [][]vg.Length{nil, {vg.Points(6), vg.Points(2)}, {vg.Points(2), vg.Points(2)}, {vg.Points(8), vg.Points(2), vg.Points(2), vg.Points(2)}}
+		for qi, q := range qs {
+			for _, tr := range trs {
+				var xys plotter.XYs
+				for _, c := range cs {
+					if c.QoS == q && c.Transport == tr && c.DelayMs.N > 0 {
+						xys = append(xys, plotter.XY{X: c.LossPct, Y: c.DelayMs.Mean})
+					}
+				}
+				if err := addLine(p, fmt.Sprintf("%s QoS %d", tr, q), xys, transportColor(tr, trs), dashes[qi%len(dashes)], glyphs[qi%len(glyphs)]); err != nil {
+					return err
+				}
+			}
+		}
+		var bxys plotter.XYs
+		seen := map[float64]bool{}
+		for _, c := range cs {
+			if c.QoS == q0 && finite(c.DelayBoundMs) && !seen[c.LossPct] {
+				seen[c.LossPct] = true
+				bxys = append(bxys, plotter.XY{X: c.LossPct, Y: c.DelayBoundMs})
+			}
+		}
+		sort.SliceStable(bxys, func(i, j int) bool { return bxys[i].X < bxys[j].X })
+		if err := addLine(p, "physical lower bound", bxys, colBound, []vg.Length{vg.Points(4), vg.Points(3)}, draw.PlusGlyph{}); err != nil {
+			return err
+		}
+		if err := save(p, Figure{Name: "qos-" + name, Title: "QoS comparison, " + prof,
+			Caption: "Mean one-way delay per transport and QoS level; dashed grey: physical lower bound."}); err != nil {
+			return err
+		}
+	}
+
+	// packets per second
+	hasPPS := false
+	for _, c := range cs {
+		if keep(c) && finite(c.PacketsPerSecond) {
+			hasPPS = true
+		}
+	}
+	if hasPPS {
+		p := newPlot(fmt.Sprintf("Packets per second on the publisher's link: %s (%s)", prof, qlabel), "loss (%)", "packets per second (both directions)")
+		if _, err := lineByLoss(p, cs, keep, func(c *CellResult) float64 { return c.PacketsPerSecond }, func(tr string) string { return tr }, nil); err != nil {
+			return err
+		}
+		if err := save(p, Figure{Name: "pps-" + name, Title: "Packets per second, " + prof,
+			Caption: "IP packets per second sent and received by the publisher's link (emulator counters), over the cell's window."}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func rsdBars(cs []*CellResult, keep func(*CellResult) bool, prof, qlabel string, save func(*plot.Plot, Figure) error) error {
+	ls := losses(cs)
+	trs := transports(cs)
+	p := newPlot(fmt.Sprintf("RSD of the one-way delay: %s (%s)", prof, qlabel), "loss", "RSD (%)")
+	w := vg.Points(float64(200 / max(1, len(ls)*len(trs))))
+	w = min(w, vg.Points(24))
+	drawn := 0
+	for i, tr := range trs {
+		vals := make(plotter.Values, len(ls))
+		for j, l := range ls {
+			for _, c := range cs {
+				if c.Transport == tr && c.LossPct == l && keep(c) && finite(c.DelayMs.RSD) {
+					vals[j] = c.DelayMs.RSD * 100
+					drawn++
+				}
+			}
+		}
+		b, err := plotter.NewBarChart(vals, w)
+		if err != nil {
+			return fmt.Errorf("rsd bars: %w", err)
+		}
+		b.Color = transportColor(tr, trs)
+		b.LineStyle.Width = 0
+		b.Offset = vg.Length(float64(i)-float64(len(trs)-1)/2) * w
+		p.Add(b)
+		p.Legend.Add(tr, b)
+	}
+	if drawn == 0 {
+		return nil
+	}
+	labels := make([]string, len(ls))
+	for i, l := range ls {
+		labels[i] = loss(l) + "%"
+	}
+	p.NominalX(labels...)
+	return save(p, Figure{Name: "rsd-" + slug(prof), Title: "RSD of the delay, " + prof,
+		Caption: "Relative standard deviation (sample SD / mean) of the one-way delay per loss rate and transport."})
+}
+
+func completionFigures(cs []*CellResult, xi []*XiResult, prof string, save func(*plot.Plot, Figure) error) error {
+	var groups []boxGroup
+	for _, c := range cs {
+		if len(c.completion) == 0 {
+			continue
+		}
+		vals := make([]float64, 0, len(c.completion))
+		for _, r := range sortedReps(c.completion) {
+			vals = append(vals, c.completion[r])
+		}
+		groups = append(groups, boxGroup{label: loss(c.LossPct) + "%", transport: c.Transport, box: stats.BoxTukey(vals), bound: c.completionBound()})
+	}
+	if len(groups) == 0 {
+		return nil
+	}
+	p := newPlot("Completion time (pattern A): "+prof, "loss", "completion time T (s)")
+	if err := addBoxes(p, groups); err != nil {
+		return err
+	}
+	if err := save(p, Figure{Name: "completion-box-" + slug(prof), Title: "Completion time, " + prof,
+		Caption: "Box: quartiles and median; whiskers: most extreme values within 1.5 IQR; points: outliers; triangles: lower bound (messages x one-way path delay)."}); err != nil {
+		return err
+	}
+	// xi
+	var pts plotter.XYs
+	var ivs []interval
+	var reps plotter.XYs
+	for _, x := range xi {
+		if x.Profile != prof || !finite(x.OfMeans.Estimate) {
+			continue
+		}
+		pts = append(pts, plotter.XY{X: x.LossPct, Y: x.OfMeans.Estimate})
+		if finite(x.OfMeans.Lo) && finite(x.OfMeans.Hi) {
+			ivs = append(ivs, interval{x: x.LossPct, lo: x.OfMeans.Lo, hi: x.OfMeans.Hi})
+		}
+		for _, r := range x.perRep {
+			reps = append(reps, plotter.XY{X: x.LossPct, Y: r})
+		}
+	}
+	if len(pts) == 0 {
+		return nil
+	}
+	sort.SliceStable(pts, func(i, j int) bool { return pts[i].X < pts[j].X })
+	p = newPlot("Completion ratio xi = T_QUIC / T_TCP: "+prof, "loss (%)", "xi")
+	if len(reps) > 0 {
+		sc, err := plotter.NewScatter(reps)
+		if err != nil {
+			return err
+		}
+		sc.Color = color.RGBA{0x99, 0x99, 0x99, 0xff}
+		sc.Shape = draw.RingGlyph{}
+		sc.Radius = vg.Points(2)
+		p.Add(sc)
+		p.Legend.Add("per repetition", sc)
+	}
+	if err := addLine(p, "of the means", pts, colQUIC, nil, nil); err != nil {
+		return err
+	}
+	p.Add(&intervals{ivs: ivs, col: colQUIC})
+	lo, hi := pts[0].X, pts[len(pts)-1].X
+	if lo == hi {
+		lo, hi = lo-0.5, hi+0.5
+	}
+	if err := addLine(p, "xi = 1 (equal)", plotter.XYs{{X: lo, Y: 1}, {X: hi, Y: 1}}, colBound, []vg.Length{vg.Points(4), vg.Points(3)}, draw.PlusGlyph{}); err != nil {
+		return err
+	}
+	return save(p, Figure{Name: "xi-" + slug(prof), Title: "Completion ratio xi, " + prof,
+		Caption: "xi of the means with its 95 % bootstrap confidence interval (bars), per-repetition ratios (rings); below 1 QUIC completes sooner."})
+}
+
+func (c *CellResult) completionBound() float64 {
+	if !finite(c.DelayBoundMs) || len(c.completion) == 0 || c.Published == 0 {
+		return math.NaN()
+	}
+	perRep := float64(c.Published) / float64(len(c.completion))
+	return perRep * c.DelayBoundMs / 1000
+}
+
+func startupFigures(cs []*CellResult, prof string, save func(*plot.Plot, Figure) error) error {
+	var groups []boxGroup
+	for _, c := range cs {
+		if len(c.startup) == 0 {
+			continue
+		}
+		groups = append(groups, boxGroup{label: loss(c.LossPct) + "%", transport: c.Transport,
+			box: stats.BoxPercentile(c.startup, 5, 95), bound: c.StartupBoundMs})
+	}
+	if len(groups) == 0 {
+		return nil
+	}
+	p := newPlot("Startup latency (pattern B): "+prof, "loss", "startup latency (ms)")
+	if err := addBoxes(p, groups); err != nil {
+		return err
+	}
+	return save(p, Figure{Name: "startup-box-" + slug(prof), Title: "Startup latency, " + prof,
+		Caption: "Second connection's dial start to delivery at the subscriber. Box: quartiles and median; whiskers: 5th and 95th percentiles; points: values outside; triangles: lower bound (handshake RTTs + one-way path delay)."})
+}
+
+// boxGroup is one box of a box plot: a category label and a transport.
+type boxGroup struct {
+	label, transport string
+	box              stats.Box
+	bound            float64
+}
+
+// addBoxes lays the boxes out by category (loss), side by side per
+// transport, with a lower-bound marker per box.
+func addBoxes(p *plot.Plot, groups []boxGroup) error {
+	var cats []string
+	catIdx := map[string]int{}
+	var trs []string
+	trSeen := map[string]bool{}
+	for _, g := range groups {
+		if _, ok := catIdx[g.label]; !ok {
+			catIdx[g.label] = len(cats)
+			cats = append(cats, g.label)
+		}
+		if !trSeen[g.transport] {
+			trSeen[g.transport] = true
+			trs = append(trs, g.transport)
+		}
+	}
+	sort.SliceStable(trs, func(i, j int) bool {
+		if isQUIC(trs[i]) != isQUIC(trs[j]) {
+			return !isQUIC(trs[i])
+		}
+		return trs[i] < trs[j]
+	})
+	trIdx := map[string]int{}
+	for i, t := range trs {
+		trIdx[t] = i
+	}
+	width := 0.7 / float64(len(trs))
+	legend := map[string]bool{}
+	var bounds plotter.XYs
+	for _, g := range groups {
+		x := float64(catIdx[g.label]) + (float64(trIdx[g.transport])-float64(len(trs)-1)/2)*width
+		b := &boxes{x: x, width: width * 0.8, b: g.box, col: transportColor(g.transport, trs)}
+		p.Add(b)
+		if !legend[g.transport] {
+			legend[g.transport] = true
+			p.Legend.Add(g.transport, b)
+		}
+		if finite(g.bound) {
+			bounds = append(bounds, plotter.XY{X: x, Y: g.bound})
+		}
+	}
+	if len(bounds) > 0 {
+		sc, err := plotter.NewScatter(bounds)
+		if err != nil {
+			return err
+		}
+		sc.Shape = draw.TriangleGlyph{}
+		sc.Color = colBound
+		sc.Radius = vg.Points(3)
+		p.Add(sc)
+		p.Legend.Add("physical lower bound", sc)
+	}
+	p.NominalX(cats...)
+	p.X.Min, p.X.Max = -0.6, float64(len(cats))-0.4
+	return nil
+}
+
+// boxes draws one box from precomputed statistics; its x and width are in
+// data units.
+type boxes struct {
+	x, width float64
+	b        stats.Box
+	col      color.Color
+}
+
+func (bx *boxes) Plot(c draw.Canvas, plt *plot.Plot) {
+	trX, trY := plt.Transforms(&c)
+	if !finite(bx.b.Q1) {
+		return
+	}
+	x0, x1, xm := trX(bx.x-bx.width/2), trX(bx.x+bx.width/2), trX(bx.x)
+	q1, q3, med := trY(bx.b.Q1), trY(bx.b.Q3), trY(bx.b.Median)
+	lo, hi := trY(bx.b.Low), trY(bx.b.High)
+	r, g, b, _ := bx.col.RGBA()
+	fill := color.RGBA{R: uint8(r >> 8), G: uint8(g >> 8), B: uint8(b >> 8), A: 0x55}
+	poly := []vg.Point{{X: x0, Y: q1}, {X: x0, Y: q3}, {X: x1, Y: q3}, {X: x1, Y: q1}}
+	c.FillPolygon(fill, c.ClipPolygonY(poly))
+	ls := draw.LineStyle{Color: bx.col, Width: vg.Points(1)}
+	c.StrokeLines(ls, c.ClipLinesY(append(poly, vg.Point{X: x0, Y: q1}))...)
+	c.StrokeLines(draw.LineStyle{Color: bx.col, Width: vg.Points(2)}, c.ClipLinesY([]vg.Point{{X: x0, Y: med}, {X: x1, Y: med}})...)
+	capW := (x1 - x0) / 4
+	c.StrokeLines(ls, c.ClipLinesY(
+		[]vg.Point{{X: xm, Y: q3}, {X: xm, Y: hi}}, []vg.Point{{X: xm - capW, Y: hi}, {X: xm + capW, Y: hi}},
+		[]vg.Point{{X: xm, Y: q1}, {X: xm, Y: lo}}, []vg.Point{{X: xm - capW, Y: lo}, {X: xm + capW, Y: lo}})...)
+	gs := draw.GlyphStyle{Color: bx.col, Radius: vg.Points(2), Shape: draw.CircleGlyph{}}
+	for _, o := range bx.b.Outliers {
+		y := trY(o)
+		if c.ContainsY(y) {
+			c.DrawGlyphNoClip(gs, vg.Point{X: xm, Y: y})
+		}
+	}
+}
+
+func (bx *boxes) DataRange() (xmin, xmax, ymin, ymax float64) {
+	ymin, ymax = bx.b.Low, bx.b.High
+	for _, o := range bx.b.Outliers {
+		ymin, ymax = math.Min(ymin, o), math.Max(ymax, o)
+	}
+	if !finite(ymin) {
+		ymin, ymax = 0, 0
+	}
+	return bx.x - bx.width/2, bx.x + bx.width/2, ymin, ymax
+}
+
+// Thumbnail draws the legend entry.
+func (bx *boxes) Thumbnail(c *draw.Canvas) {
+	r, g, b, _ := bx.col.RGBA()
+	pts := []vg.Point{{X: c.Min.X, Y: c.Min.Y}, {X: c.Min.X, Y: c.Max.Y}, {X: c.Max.X, Y: c.Max.Y}, {X: c.Max.X, Y: c.Min.Y}}
+	c.FillPolygon(color.RGBA{R: uint8(r >> 8), G: uint8(g >> 8), B: uint8(b >> 8), A: 0x55}, pts)
+	c.StrokeLines(draw.LineStyle{Color: bx.col, Width: vg.Points(1)}, append(pts, pts[0]))
+}
+
+// interval is a vertical confidence interval at x.
+type interval struct{ x, lo, hi float64 }
+
+type intervals struct {
+	ivs []interval
+	col color.Color
+}
+
+func (iv *intervals) Plot(c draw.Canvas, plt *plot.Plot) {
+	trX, trY := plt.Transforms(&c)
+	ls := draw.LineStyle{Color: iv.col, Width: vg.Points(1)}
+	for _, i := range iv.ivs {
+		x, lo, hi := trX(i.x), trY(i.lo), trY(i.hi)
+		capW := vg.Points(4)
+		c.StrokeLines(ls, c.ClipLinesY([]vg.Point{{X: x, Y: lo}, {X: x, Y: hi}},
+			[]vg.Point{{X: x - capW, Y: lo}, {X: x + capW, Y: lo}}, []vg.Point{{X: x - capW, Y: hi}, {X: x + capW, Y: hi}})...)
+	}
+}
+
+func (iv *intervals) DataRange() (xmin, xmax, ymin, ymax float64) {
+	xmin, ymin = math.Inf(1), math.Inf(1)
+	xmax, ymax = math.Inf(-1), math.Inf(-1)
+	for _, i := range iv.ivs {
+		xmin, xmax = math.Min(xmin, i.x), math.Max(xmax, i.x)
+		ymin, ymax = math.Min(ymin, i.lo), math.Max(ymax, i.hi)
+	}
+	if len(iv.ivs) == 0 {
+		return 0, 0, 1, 1
+	}
+	return
+}

@@ -1,0 +1,130 @@
+package report
+
+import (
+	"github.com/iotq/iotq/report/energy"
+	"github.com/iotq/iotq/report/stats"
+)
+
+// Pattern kinds, normalised from the pattern column.
+const (
+	KindPeriodic = "periodic"
+	KindA        = "A" // stop-and-wait
+	KindB        = "B" // reconnect
+)
+
+// Link holds the parameters of the publisher's and the subscriber's link
+// that the lower bounds use.
+type Link struct {
+	PubDelayNs int64   `json:"pub_delay_ns"`
+	SubDelayNs int64   `json:"sub_delay_ns"`
+	PubRateBps float64 `json:"pub_rate_bps"`
+	SubRateBps float64 `json:"sub_rate_bps"`
+	// Source says where the values came from (cells.csv, cell.json,
+	// profile defaults).
+	Source string `json:"source"`
+}
+
+// CellResult holds every statistic of one cell. Delays and latencies are
+// in milliseconds, completion times in seconds. NaN means "not available".
+type CellResult struct {
+	Cell       string  `json:"cell"`
+	Experiment string  `json:"experiment"`
+	Profile    string  `json:"profile"`
+	LossPct    float64 `json:"loss_pct"`
+	Transport  string  `json:"transport"`
+	QoS        int     `json:"qos"`
+	Pattern    string  `json:"pattern"`
+	Kind       string  `json:"kind"`
+	Size       int     `json:"size"`
+	Status     string  `json:"status"`
+	Error      string  `json:"error,omitempty"`
+	Link       Link    `json:"link"`
+
+	Published     int           `json:"published"`
+	Received      int           `json:"received"`
+	DeliveryRatio float64       `json:"delivery_ratio"`
+	DelayMs       stats.Summary `json:"delay_ms"`
+	DelayBoundMs  float64       `json:"delay_bound_ms"`
+
+	StartupMs      stats.Summary `json:"startup_ms"`
+	StartupBoundMs float64       `json:"startup_bound_ms"`
+	Resumed        int           `json:"resumed"`
+	ZeroRTT        int           `json:"used_0rtt"`
+
+	CompletionS stats.Summary `json:"completion_s"`
+
+	Packets          int64   `json:"packets"`
+	Bytes            int64   `json:"bytes"`
+	Drops            int64   `json:"drops"`
+	WindowS          float64 `json:"window_s"`
+	PacketsPerSecond float64 `json:"packets_per_second"`
+	BytesPerMessage  float64 `json:"bytes_per_delivered_message"`
+
+	Energy *CellEnergy `json:"energy,omitempty"`
+
+	delays     []float64
+	startup    []float64
+	completion map[int]float64
+	windows    []window
+	upBytes    int64
+	downBytes  int64
+	cpuNs      int64
+	hasCPU     bool
+	hasLinks   bool
+}
+
+type window struct{ start, end int64 }
+
+// CellEnergy is the energy estimate of the publisher in one cell.
+type CellEnergy struct {
+	Technology  string           `json:"technology"`
+	RadioSource string           `json:"radio_source"`
+	Radio       energy.Breakdown `json:"radio"`
+	CPUSeconds  float64          `json:"cpu_s"`
+	CPUJ        float64          `json:"cpu_j"`
+	TotalJ      float64          `json:"total_j"`
+	PerMessageJ float64          `json:"per_delivered_message_j"`
+	MeanW       float64          `json:"mean_w"`
+	MeasuredJ   float64          `json:"measured_j"`
+	MeasuredW   float64          `json:"measured_mean_w"`
+}
+
+// XiResult compares the completion times of the QUIC cell and the TCP cell
+// of one configuration (pattern A).
+type XiResult struct {
+	Experiment string         `json:"experiment"`
+	Profile    string         `json:"profile"`
+	LossPct    float64        `json:"loss_pct"`
+	QoS        int            `json:"qos"`
+	Size       int            `json:"size"`
+	TCPCell    string         `json:"tcp_cell"`
+	QUICCell   string         `json:"quic_cell"`
+	TCP        string         `json:"tcp_transport"`
+	Pairs      int            `json:"pairs"`
+	PerRep     stats.Summary  `json:"per_repetition"`
+	OfMeans    stats.Interval `json:"of_means"`
+	perRep     []float64
+}
+
+// Summary is everything the report computed; summary.json holds it.
+type Summary struct {
+	Source       string                  `json:"source"`
+	Manifest     map[string]string       `json:"manifest"`
+	Files        []string                `json:"files_read"`
+	Notes        []string                `json:"notes"`
+	Cells        []*CellResult           `json:"cells"`
+	Xi           []*XiResult             `json:"xi"`
+	EnergyModels map[string]energy.Model `json:"energy_models"`
+	CPUWatts     float64                 `json:"cpu_active_w"`
+	PowerLog     string                  `json:"power_log,omitempty"`
+	Figures      []Figure                `json:"figures"`
+	Percentiles  string                  `json:"percentile_method"`
+}
+
+// Figure is one drawn figure; its files are figures/NAME.png and
+// figures/NAME.svg under the output directory.
+type Figure struct {
+	Name    string `json:"name"`
+	Title   string `json:"title"`
+	Caption string `json:"caption"`
+}
