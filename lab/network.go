@@ -66,8 +66,8 @@ type LinkCounter struct {
 type Network interface {
 	// Command returns a command that runs in node's namespace.
 	Command(ctx context.Context, node, name string, args ...string) *exec.Cmd
-	// Addr is the address (no port) other nodes use to reach node.
-	Addr(node string) string
+	// Addr is the address (no port) that node from uses to reach node.
+	Addr(node, from string) string
 	// Counters returns the cumulative counters of every link direction.
 	Counters() ([]LinkCounter, error)
 	// CongestionControl reports the TCP congestion control in effect in
@@ -132,7 +132,7 @@ type localNet struct{}
 func (localNet) Command(ctx context.Context, node, name string, args ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, name, args...)
 }
-func (localNet) Addr(string) string               { return "127.0.0.1" }
+func (localNet) Addr(string, string) string       { return "127.0.0.1" }
 func (localNet) Counters() ([]LinkCounter, error) { return nil, nil }
 func (localNet) CongestionControl(string) string  { return hostCongestionControl() }
 func (localNet) Close() error                     { return nil }

@@ -4,19 +4,305 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/iotq/iotq/lab"
 )
 
-// labCommand is a placeholder until the lab subcommand lands.
+// labCommand wires `iotq lab run|list|show|merge` to package lab.
 func (a *app) labCommand() *Command {
 	return &Command{
 		Name:      "lab",
-		UsageLine: "iotq lab [flags]",
-		Short:     "lab (not implemented yet)",
-		Long:      "Not implemented yet.",
+		UsageLine: "iotq lab run SCENARIO|FILE [flags] | list | show SCENARIO|FILE [--scale S] | merge OUT DIR...",
+		Short:     "run experiment campaigns end to end (scenarios, cells, results directory)",
+		Long: `Lab runs the experiments of experiments.md end to end: for each cell it builds the
+topology with the link emulator (one network namespace per node), starts "iotq broker",
+"iotq sub" and "iotq pub" as separate processes in their namespaces, drives the traffic
+pattern, and collects the records into a results directory (docs/records.md, docs/lab.md).
+
+  iotq lab list                      built-in scenarios and their cell counts
+  iotq lab show SCENARIO [--scale S] the resolved scenario (YAML) and every cell
+  iotq lab run SCENARIO [flags]      run a campaign
+  iotq lab merge OUT DIR...          join shard directories into OUT
+
+SCENARIO is a built-in name (smoke, e1, e2, e3, e3a, e3b, e4, e4b, e5, e6) or a YAML file.
+
+Flags of "lab run" (also "lab show" takes --scale and the overrides):
+  --out DIR          results directory (default results/SCENARIO-SCALE); must be new or, with
+                     --resume, hold the same campaign
+  --scale S          smoke, reduced or full (default full): changes message counts, intervals and
+                     repetitions only, never link parameters
+  --resume           complete the campaign in --out; finished cells are not run again
+  --retry-failed     with --resume, run failed cells again
+  --shard i/n        run every n-th cell starting with the i-th (1 <= i <= n); join with merge
+  --iotq PATH        the iotq binary to run as broker, pub and sub (default: this binary)
+  --fabric F         link (namespaces and emulated links; root) or local (loopback, no
+                     emulation, no root; for trying things out) (default link)
+  --no-pcap          do not capture the publisher's link end (DIR/cells/CELL/pub.pcap)
+  --profiles LIST, --losses LIST, --transports LIST, --qos LIST
+                     replace the scenario's lists (comma separated, e.g. --losses 0,2,5)
+  --check            validate the scenario, print the number of cells and exit
+  --log-level L      debug, info, warn or error for the log on stderr (default warn)
+
+Ctrl-C stops after abandoning the running cell; the directory stays consistent and
+"--resume" completes it. Exit status 1 if a cell failed.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
 			return func(ctx context.Context, args []string) error {
-				return errors.New("not implemented yet")
+				if len(args) == 0 {
+					return usageErrorf("missing subcommand: run, list, show or merge")
+				}
+				switch args[0] {
+				case "run":
+					return a.labRun(ctx, args[1:])
+				case "list":
+					return a.labList()
+				case "show":
+					return a.labShow(args[1:])
+				case "merge":
+					if len(args) < 3 {
+						return usageErrorf("merge needs OUT and at least one shard DIR")
+					}
+					if err := lab.Merge(args[1], args[2:]); err != nil {
+						return err
+					}
+					fmt.Fprintf(a.stdout, "merged %d directories into %s\n", len(args)-2, args[1])
+					return nil
+				default:
+					return usageErrorf("unknown subcommand %q: want run, list, show or merge", args[0])
+				}
 			}
 		},
 	}
+}
+
+// labSelect holds the flags that choose and reshape a scenario.
+type labSelect struct {
+	scale                              string
+	profiles, losses, transports, qoss string
+}
+
+func (s *labSelect) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.scale, "scale", "full", "smoke, reduced or full")
+	fs.StringVar(&s.profiles, "profiles", "", "replace the profiles (comma separated)")
+	fs.StringVar(&s.losses, "losses", "", "replace the losses in percent (comma separated)")
+	fs.StringVar(&s.transports, "transports", "", "replace the transports: mqtts, quic")
+	fs.StringVar(&s.qoss, "qos", "", "replace the QoS levels (comma separated)")
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// resolve loads the scenario, applies overrides and the scale.
+func (s *labSelect) resolve(name string) ([]lab.Spec, error) {
+	specs, err := lab.Resolve(name)
+	if err != nil {
+		return nil, err
+	}
+	var out []lab.Spec
+	for _, sp := range specs {
+		if s.profiles != "" {
+			sp.Profiles = splitList(s.profiles)
+		}
+		if s.transports != "" {
+			sp.Transports = splitList(s.transports)
+		}
+		if s.losses != "" {
+			sp.Losses = nil
+			for _, f := range splitList(s.losses) {
+				p, err := lab.ParsePercent(f)
+				if err != nil {
+					return nil, usageErrorf("--losses: %v", err)
+				}
+				sp.Losses = append(sp.Losses, p)
+			}
+		}
+		if s.qoss != "" {
+			sp.QoS = nil
+			for _, f := range splitList(s.qoss) {
+				q, err := strconv.Atoi(f)
+				if err != nil {
+					return nil, usageErrorf("--qos %q: want numbers 0, 1 or 2", f)
+				}
+				sp.QoS = append(sp.QoS, q)
+			}
+		}
+		sc, err := sp.Scaled(s.scale)
+		if err != nil {
+			return nil, usageErrorf("--scale: %v", err)
+		}
+		if err := sc.Validate(); err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", name, err)
+		}
+		out = append(out, sc)
+	}
+	return out, nil
+}
+
+func (a *app) labList() error {
+	for _, n := range lab.BuiltinNames() {
+		specs, _ := lab.Builtin(n)
+		cells, err := lab.Cells(specs)
+		if err != nil {
+			return err
+		}
+		var desc []string
+		for _, s := range specs {
+			desc = append(desc, s.Experiment+": "+s.Description)
+		}
+		fmt.Fprintf(a.stdout, "%-6s %4d cells  %s\n", n, len(cells), strings.Join(desc, "; "))
+	}
+	return nil
+}
+
+func (a *app) labShow(args []string) error {
+	fs := flag.NewFlagSet("lab show", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var sel labSelect
+	sel.register(fs)
+	name, rest := splitScenarioArg(args)
+	if err := fs.Parse(rest); err != nil {
+		return usageErrorf("lab show: %v", err)
+	}
+	if name == "" && fs.NArg() > 0 {
+		name = fs.Arg(0)
+	}
+	if name == "" {
+		return usageErrorf("lab show needs a scenario: a built-in name or a YAML file")
+	}
+	specs, err := sel.resolve(name)
+	if err != nil {
+		return err
+	}
+	y, err := lab.MarshalSpecs(specs)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "# scenario %s at scale %s\n%s", name, sel.scale, y)
+	cells, err := lab.Cells(specs)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "# %d cells\n", len(cells))
+	fmt.Fprintf(a.stdout, "# %-60s %-9s %-7s %-10s %-10s %-8s %-4s %5s %8s %5s\n", "cell", "profile", "loss%", "pub_delay", "sub_delay", "rate", "qos", "msgs", "interval", "reps")
+	for _, c := range cells {
+		fmt.Fprintf(a.stdout, "  %-60s %-9s %-7s %-10s %-10s %-8s %-4d %5d %8s %5d\n", c.ID, c.Profile, strconv.FormatFloat(c.LossPct, 'f', -1, 64),
+			c.PubLink.Delay(), c.SubLink.Delay(), lab.Rate(c.PubLink.RateBps), c.QoS, c.Messages, c.Interval(), c.Repetitions)
+	}
+	return nil
+}
+
+// splitScenarioArg lets the scenario come before the flags
+// ("lab run smoke --scale smoke").
+func splitScenarioArg(args []string) (string, []string) {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return args[0], args[1:]
+	}
+	return "", args
+}
+
+func (a *app) labRun(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("lab run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var sel labSelect
+	sel.register(fs)
+	out := fs.String("out", "", "results directory")
+	resume := fs.Bool("resume", false, "complete the campaign in --out")
+	retry := fs.Bool("retry-failed", false, "with --resume, rerun failed cells")
+	shard := fs.String("shard", "", "i/n")
+	iotq := fs.String("iotq", "", "iotq binary for the nodes")
+	fabric := fs.String("fabric", "link", "link or local")
+	noPcap := fs.Bool("no-pcap", false, "no capture")
+	check := fs.Bool("check", false, "validate and exit")
+	logLevel := fs.String("log-level", "warn", "debug, info, warn, error")
+	name, rest := splitScenarioArg(args)
+	if err := fs.Parse(rest); err != nil {
+		return usageErrorf("lab run: %v", err)
+	}
+	if name == "" && fs.NArg() > 0 {
+		name = fs.Arg(0)
+	} else if fs.NArg() > 0 {
+		return usageErrorf("lab run: unexpected arguments %v (flags go after the scenario)", fs.Args())
+	}
+	if name == "" {
+		return usageErrorf("lab run needs a scenario: a built-in name (iotq lab list) or a YAML file")
+	}
+	specs, err := sel.resolve(name)
+	if err != nil {
+		return err
+	}
+	cells, err := lab.Cells(specs)
+	if err != nil {
+		return err
+	}
+	si, sn := 0, 1
+	if *shard != "" {
+		if si, sn, err = lab.ParseShard(*shard); err != nil {
+			return usageErrorf("--shard: %v", err)
+		}
+	}
+	if *check {
+		fmt.Fprintf(a.stdout, "scenario %s at scale %s: %d cells, %d in shard %d/%d\n", name, sel.scale, len(cells), len(lab.Shard(cells, si, sn)), si+1, sn)
+		return nil
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return usageErrorf("--log-level %q: want debug, info, warn or error", *logLevel)
+	}
+	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	var fab lab.Fabric
+	switch *fabric {
+	case "link":
+		lf := lab.LinkFabric{Logger: logger}
+		if err := lf.Preflight(); err != nil {
+			return fmt.Errorf("the link fabric cannot run here: %w (or try --fabric local: loopback, no emulation)", err)
+		}
+		fab = lf
+	case "local":
+		fab = lab.LocalFabric{}
+	default:
+		return usageErrorf("--fabric %q: want link or local", *fabric)
+	}
+	dir := *out
+	if dir == "" {
+		base := strings.TrimSuffix(name, ".yaml")
+		base = strings.Map(func(r rune) rune {
+			if r == '/' || r == '\\' || r == ' ' {
+				return '_'
+			}
+			return r
+		}, base)
+		dir = "results/" + base + "-" + sel.scale
+		if sn > 1 {
+			dir += fmt.Sprintf("-shard%dof%d", si+1, sn)
+		}
+	}
+	runner, err := lab.NewProcRunner(lab.ProcOptions{IOTQ: *iotq, Fabric: fab, NoPcap: *noPcap, Logger: logger})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stderr, "lab: %s at scale %s: %d cells (shard %d/%d) into %s\n", name, sel.scale, len(lab.Shard(cells, si, sn)), si+1, sn, dir)
+	res, err := lab.Run(ctx, specs, lab.Options{Dir: dir, Resume: *resume, RetryFailed: *retry, Shard: si, Shards: sn,
+		Scenario: name, Scale: sel.scale, Runner: runner, Fabric: fab.Name(), Progress: a.stderr, Logger: logger})
+	if err != nil {
+		if res.Interrupted || errors.Is(err, context.Canceled) {
+			return &exitError{code: 130, msg: fmt.Sprintf("interrupted: %d cells done this run; complete it with: iotq lab run %s --out %s --scale %s --resume", res.Ran, name, dir, sel.scale)}
+		}
+		return err
+	}
+	fmt.Fprintf(a.stdout, "%s\n", dir)
+	if res.Failed > 0 {
+		return &exitError{code: exitFailure, msg: fmt.Sprintf("%d of %d cells failed (see %s/cells.csv); rerun them with --resume --retry-failed", res.Failed, res.InShard, dir)}
+	}
+	return nil
 }

@@ -1,0 +1,684 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/iotq/iotq/transport"
+)
+
+// ProcOptions configure a ProcRunner. Zero values are defaults.
+type ProcOptions struct {
+	// IOTQ is the iotq binary run as broker, pub and sub. Empty means the
+	// running executable.
+	IOTQ string
+	// Fabric builds each cell's network. Required.
+	Fabric Fabric
+	// ReadyTimeout bounds the wait for a broker's or subscriber's ready
+	// file. 0 means 30s.
+	ReadyTimeout time.Duration
+	// StallTimeout fails a stop-and-wait repetition that gets no receipt
+	// for this long (plus 20 path round trips). 0 means 30s.
+	StallTimeout time.Duration
+	// NoPcap skips the capture of the publisher's link end.
+	NoPcap bool
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// ProcRunner is the real CellRunner: each node is an iotq child process
+// in its namespace. RunCell must not be called concurrently (cells run one
+// at a time).
+type ProcRunner struct {
+	opts ProcOptions
+	log  *slog.Logger
+}
+
+// NewProcRunner checks the options and the iotq binary.
+func NewProcRunner(opts ProcOptions) (*ProcRunner, error) {
+	if opts.Fabric == nil {
+		return nil, errors.New("lab: ProcOptions.Fabric is required")
+	}
+	if opts.IOTQ == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("lab: find the iotq binary (give --iotq PATH): %w", err)
+		}
+		opts.IOTQ = exe
+	}
+	abs, err := filepath.Abs(opts.IOTQ)
+	if err != nil {
+		return nil, fmt.Errorf("lab: iotq binary %s: %w", opts.IOTQ, err)
+	}
+	opts.IOTQ = abs
+	if st, err := os.Stat(abs); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+		return nil, fmt.Errorf("lab: iotq binary %s is not an executable file: build it (go build -o bin/iotq ./cmd/iotq) and pass --iotq", abs)
+	}
+	if opts.ReadyTimeout <= 0 {
+		opts.ReadyTimeout = 30 * time.Second
+	}
+	if opts.StallTimeout <= 0 {
+		opts.StallTimeout = 30 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &ProcRunner{opts: opts, log: log}, nil
+}
+
+// brokerReady is the broker's ready file.
+type brokerReady struct {
+	Listeners []string `json:"listeners"`
+	CAFile    string   `json:"ca_file"`
+	PID       int      `json:"pid"`
+}
+
+// cellRun is the state of one running cell.
+type cellRun struct {
+	r       *ProcRunner
+	c       Cell
+	dir     string
+	net     Network
+	w       *cellWriters
+	port    int    // broker port of the cell's transport
+	ca      string // CA file of the broker
+	lastCnt map[string]LinkCounter
+	sum     CellSummary
+}
+
+// RunCell builds the cell's network, starts the broker and runs every
+// repetition. A repetition that fails is recorded (its records are kept)
+// and the next one runs; the cell fails when no repetition succeeded or
+// the broker failed.
+func (r *ProcRunner) RunCell(ctx context.Context, c Cell, dir string) (sum CellSummary, err error) {
+	pcap := ""
+	if !r.opts.NoPcap {
+		pcap = filepath.Join(dir, "pub.pcap")
+	}
+	topo := BuildTopology(c, pcap)
+	n, err := r.opts.Fabric.Up(ctx, topo)
+	if err != nil {
+		return sum, fmt.Errorf("build network: %w", err)
+	}
+	defer func() {
+		if cerr := n.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("tear down network: %w", cerr)
+		}
+	}()
+	w, err := openCellWriters(dir)
+	if err != nil {
+		return sum, err
+	}
+	defer func() {
+		if cerr := w.close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	cr := &cellRun{r: r, c: c, dir: dir, net: n, w: w, lastCnt: map[string]LinkCounter{}}
+	if err := cr.writeNetInfo(); err != nil {
+		return sum, err
+	}
+	broker, err := cr.startBroker(ctx)
+	if err != nil {
+		return sum, err
+	}
+	defer func() {
+		broker.stop(5 * time.Second)
+		cr.cpuRow(0, broker)
+	}()
+	var errs []error
+	for rep := 1; rep <= c.Repetitions; rep++ {
+		if ctx.Err() != nil {
+			return cr.sum, ctx.Err()
+		}
+		if broker.exited() {
+			return cr.sum, fmt.Errorf("broker died before repetition %d: %w", rep, broker.failure())
+		}
+		rerr := cr.runRep(ctx, rep)
+		if cerr := cr.linkRows(rep); cerr != nil && rerr == nil {
+			rerr = cerr
+		}
+		if rerr != nil {
+			if ctx.Err() != nil {
+				return cr.sum, ctx.Err()
+			}
+			r.log.Warn("repetition failed", "cell", c.ID, "rep", rep, "err", rerr)
+			errs = append(errs, fmt.Errorf("rep %d: %w", rep, rerr))
+			continue
+		}
+		cr.sum.RepsOK++
+	}
+	if cr.sum.RepsOK == 0 && len(errs) > 0 {
+		return cr.sum, errors.Join(errs...)
+	}
+	if len(errs) > 0 {
+		r.log.Warn("cell completed with failed repetitions", "cell", c.ID, "failed", len(errs))
+		if err := os.WriteFile(filepath.Join(dir, "rep-errors.txt"), []byte(errors.Join(errs...).Error()+"\n"), 0o644); err != nil {
+			return cr.sum, err
+		}
+	}
+	return cr.sum, nil
+}
+
+// writeNetInfo records the node addresses and congestion control.
+func (cr *cellRun) writeNetInfo() error {
+	info := map[string]any{}
+	nodes := map[string]map[string]string{}
+	for _, node := range BuildTopology(cr.c, "").Nodes {
+		nodes[node] = map[string]string{
+			"tcp_congestion":   cr.net.CongestionControl(node),
+			"broker_addr_from": cr.net.Addr(NodeBroker, node),
+		}
+	}
+	info["nodes"] = nodes
+	info["fabric"] = cr.r.opts.Fabric.Name()
+	info["cell"] = cr.c
+	b, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return fmt.Errorf("network info: %w", err)
+	}
+	return os.WriteFile(filepath.Join(cr.dir, "network.json"), append(b, '\n'), 0o644)
+}
+
+// freePort asks the kernel for a free port on loopback (local fabric).
+func freePort(network string) (int, error) {
+	switch network {
+	case "udp":
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		defer c.Close()
+		return c.LocalAddr().(*net.UDPAddr).Port, nil
+	default:
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port, nil
+	}
+}
+
+func (cr *cellRun) startBroker(ctx context.Context) (*child, error) {
+	scheme := cr.c.Transport
+	port := transport.DefaultPort(transport.Scheme(scheme))
+	host := "0.0.0.0"
+	if cr.r.opts.Fabric.Name() == "local" {
+		host = "127.0.0.1"
+		network := "tcp"
+		if scheme == TransportQUIC {
+			network = "udp"
+		}
+		p, err := freePort(network)
+		if err != nil {
+			return nil, fmt.Errorf("pick a broker port: %w", err)
+		}
+		port = p
+	}
+	ready := filepath.Join(cr.dir, "broker.ready.json")
+	args := []string{"broker",
+		"--listen", fmt.Sprintf("%s://%s:%d", scheme, host, port),
+		"--state-dir", filepath.Join(cr.dir, "broker-state"),
+		"--ready-file", ready,
+		"--log-format", "json",
+	}
+	b, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodeBroker, "broker", cr.dir, "broker", args, spawnOpts{})
+	if err != nil {
+		return nil, err
+	}
+	data, err := waitReadyFile(ctx, ready, b, cr.r.opts.ReadyTimeout, func(b []byte) bool {
+		var br brokerReady
+		return json.Unmarshal(b, &br) == nil && len(br.Listeners) > 0
+	})
+	if err != nil {
+		b.stop(3 * time.Second)
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	var br brokerReady
+	_ = json.Unmarshal(data, &br)
+	cr.ca = br.CAFile
+	cr.port = port
+	for _, l := range br.Listeners {
+		ep, err := transport.ParseURL(l)
+		if err == nil && string(ep.Scheme) == scheme && ep.Port != 0 {
+			cr.port = ep.Port
+		}
+	}
+	if cr.ca == "" {
+		b.stop(3 * time.Second)
+		return nil, errors.New("broker: ready file names no ca_file")
+	}
+	return b, nil
+}
+
+// url is the broker URL as seen from node.
+func (cr *cellRun) url(from string) string {
+	return fmt.Sprintf("%s://%s", cr.c.Transport, net.JoinHostPort(cr.net.Addr(NodeBroker, from), strconv.Itoa(cr.port)))
+}
+
+// timing helpers
+func (cr *cellRun) rtt() time.Duration { return cr.c.PathRTT() }
+
+func (cr *cellRun) grace() time.Duration {
+	return time.Duration(cr.c.GraceNs) + 4*cr.rtt()
+}
+
+// handshakeAllowance covers connection setup on a lossy, slow link.
+func (cr *cellRun) handshakeAllowance() time.Duration {
+	return 30*time.Second + 20*cr.rtt()
+}
+
+func (cr *cellRun) subArgs(rep int, topic, recFile, readyFile string, n int, notify bool, timeout time.Duration) []string {
+	args := []string{"sub", "--url", cr.url(NodeSub), "--ca", cr.ca, "-t", topic, "-q", strconv.Itoa(cr.c.QoS),
+		"-n", strconv.Itoa(n), "--timeout", timeout.String(), "--records", recFile, "--stats", "json",
+		"--ready-file", readyFile, "--client-id", fmt.Sprintf("lab-sub-%d", rep)}
+	if notify {
+		args = append(args, "--notify", "stdout")
+	}
+	return args
+}
+
+func (cr *cellRun) pubArgs(node, clientID, topic, recFile string, n int, interval time.Duration, extra ...string) []string {
+	args := []string{"pub", "--url", cr.url(node), "--ca", cr.ca, "-t", topic, "-q", strconv.Itoa(cr.c.QoS),
+		"--size", strconv.Itoa(cr.c.Size), "-n", strconv.Itoa(n), "--interval", interval.String(),
+		"--records", recFile, "--stats", "json", "--client-id", clientID}
+	return append(args, extra...)
+}
+
+// startSub starts the subscriber and waits for its ready file.
+func (cr *cellRun) startSub(ctx context.Context, rep int, repDir, topic string, n int, timeout time.Duration, o spawnOpts) (*child, error) {
+	ready := filepath.Join(repDir, "sub.ready")
+	args := cr.subArgs(rep, topic, filepath.Join(repDir, "sub.csv"), ready, n, o.onLine != nil, timeout)
+	s, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodeSub, "sub", repDir, "sub", args, o)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := waitReadyFile(ctx, ready, s, cr.r.opts.ReadyTimeout+cr.handshakeAllowance(), func([]byte) bool { return true }); err != nil {
+		s.stop(3 * time.Second)
+		return nil, fmt.Errorf("subscriber: %w", err)
+	}
+	return s, nil
+}
+
+// runRep runs one repetition of the cell's pattern and writes its records.
+func (cr *cellRun) runRep(ctx context.Context, rep int) error {
+	repDir := filepath.Join(cr.dir, fmt.Sprintf("rep-%d", rep))
+	if err := os.MkdirAll(repDir, 0o755); err != nil {
+		return err
+	}
+	base := fmt.Sprintf("lab/%d", rep)
+	switch cr.c.Pattern {
+	case PatternStopAndWait:
+		return cr.repStopAndWait(ctx, rep, repDir, base)
+	case PatternReconnect:
+		return cr.repReconnect(ctx, rep, repDir, base)
+	default:
+		return cr.repPeriodic(ctx, rep, repDir, base)
+	}
+}
+
+// background starts the other publishers of a shared medium: periodic
+// publishing at the cell's interval, on topics the subscriber ignores.
+func (cr *cellRun) background(ctx context.Context, rep int, repDir, base string, d time.Duration) ([]*child, error) {
+	var out []*child
+	for i := 2; i <= cr.c.Publishers; i++ {
+		node := pubName(i)
+		n := int(d/cr.c.Interval()) + 10
+		args := cr.pubArgs(node, fmt.Sprintf("lab-%s-%d", node, rep), fmt.Sprintf("%s/bg/%d", base, i),
+			filepath.Join(repDir, node+".csv"), n, cr.c.Interval())
+		p, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, node, "pub-background", repDir, node, args, spawnOpts{})
+		if err != nil {
+			for _, c := range out {
+				c.stop(3 * time.Second)
+			}
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func (cr *cellRun) stopAll(rep int, cs []*child) {
+	for _, c := range cs {
+		c.stop(3 * time.Second)
+		cr.cpuRow(rep, c)
+	}
+}
+
+func (cr *cellRun) repPeriodic(ctx context.Context, rep int, repDir, base string) error {
+	topic := base + "/m"
+	sendTime := time.Duration(cr.c.Messages) * cr.c.Interval()
+	deadline := sendTime + cr.handshakeAllowance() + cr.grace()
+	sub, err := cr.startSub(ctx, rep, repDir, topic, cr.c.Messages, deadline+10*time.Second, spawnOpts{})
+	if err != nil {
+		return err
+	}
+	bg, err := cr.background(ctx, rep, repDir, base, deadline)
+	if err != nil {
+		sub.stop(3 * time.Second)
+		return err
+	}
+	pub, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, "pub", repDir, "pub",
+		cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), topic, filepath.Join(repDir, "pub.csv"), cr.c.Messages, cr.c.Interval()), spawnOpts{})
+	if err != nil {
+		sub.stop(3 * time.Second)
+		cr.stopAll(rep, bg)
+		return err
+	}
+	var runErr error
+	if !pub.wait(ctx, deadline) {
+		runErr = fmt.Errorf("publisher did not finish within %s", deadline)
+	}
+	pub.stop(3 * time.Second)
+	if runErr == nil && pub.waitErr != nil {
+		runErr = pub.failure()
+	}
+	sub.wait(ctx, cr.grace())
+	sub.stop(5 * time.Second)
+	cr.stopAll(rep, bg)
+	cr.cpuRow(rep, pub)
+	cr.cpuRow(rep, sub)
+	if err := cr.collect(rep, repDir, []pubRun{{file: "pub.csv", stats: "pub.stdout", role: "pub", topic: topic}}, sub); err != nil {
+		return errors.Join(runErr, err)
+	}
+	return runErr
+}
+
+func (cr *cellRun) repStopAndWait(ctx context.Context, rep int, repDir, base string) error {
+	topic := base + "/m"
+	recv := make(chan int64, cr.c.Messages+16)
+	onLine := func(line string) {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == "recv" {
+			if seq, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				select {
+				case recv <- seq:
+				default:
+				}
+			}
+		}
+	}
+	stall := cr.r.opts.StallTimeout + 20*cr.rtt()
+	total := time.Duration(cr.c.Messages)*(stall) + cr.handshakeAllowance()
+	sub, err := cr.startSub(ctx, rep, repDir, topic, cr.c.Messages, total, spawnOpts{onLine: onLine})
+	if err != nil {
+		return err
+	}
+	bg, err := cr.background(ctx, rep, repDir, base, time.Duration(cr.c.Messages)*(cr.rtt()+50*time.Millisecond)+cr.handshakeAllowance())
+	if err != nil {
+		sub.stop(3 * time.Second)
+		return err
+	}
+	pub, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, "pub", repDir, "pub",
+		cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), topic, filepath.Join(repDir, "pub.csv"), cr.c.Messages, 0, "--gate", "stdin"),
+		spawnOpts{stdin: true})
+	if err != nil {
+		sub.stop(3 * time.Second)
+		cr.stopAll(rep, bg)
+		return err
+	}
+	runErr := cr.relay(ctx, pub, sub, recv, stall)
+	if runErr == nil {
+		if !pub.wait(ctx, cr.grace()+10*time.Second) {
+			runErr = errors.New("publisher did not exit after the last message")
+		}
+	}
+	pub.stop(3 * time.Second)
+	if runErr == nil && pub.waitErr != nil {
+		runErr = pub.failure()
+	}
+	sub.wait(ctx, cr.grace())
+	sub.stop(5 * time.Second)
+	cr.stopAll(rep, bg)
+	cr.cpuRow(rep, pub)
+	cr.cpuRow(rep, sub)
+	if err := cr.collect(rep, repDir, []pubRun{{file: "pub.csv", stats: "pub.stdout", role: "pub", topic: topic}}, sub); err != nil {
+		return errors.Join(runErr, err)
+	}
+	return runErr
+}
+
+// relay passes the subscriber's receipts to the publisher's gate, out of
+// band (a pipe on this host, never the emulated links): message i+1 is
+// released only after the subscriber reported message i.
+func (cr *cellRun) relay(ctx context.Context, pub, sub *child, recv <-chan int64, stall time.Duration) error {
+	got := map[int64]bool{}
+	timer := time.NewTimer(stall + cr.handshakeAllowance())
+	defer timer.Stop()
+	for len(got) < cr.c.Messages {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case seq := <-recv:
+			if got[seq] {
+				continue
+			}
+			got[seq] = true
+			if len(got) < cr.c.Messages {
+				if _, err := fmt.Fprintf(pub.stdin, "%d\n", seq); err != nil {
+					return fmt.Errorf("release the next message: %w", err)
+				}
+			}
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+			timer.Reset(stall)
+		case <-timer.C:
+			return fmt.Errorf("%w: %d of %d messages received, none for %s", ErrStalled, len(got), cr.c.Messages, stall)
+		case <-pub.done:
+			if len(got) < cr.c.Messages {
+				// Receipts may still be in flight; give them a moment.
+				t := time.NewTimer(cr.grace())
+				for len(got) < cr.c.Messages {
+					select {
+					case seq := <-recv:
+						got[seq] = true
+						continue
+					case <-t.C:
+					}
+					break
+				}
+				t.Stop()
+				if len(got) < cr.c.Messages {
+					if pub.waitErr != nil {
+						return pub.failure()
+					}
+					return fmt.Errorf("publisher exited after %d of %d receipts", len(got), cr.c.Messages)
+				}
+			}
+		case <-sub.done:
+			return sub.failure()
+		}
+	}
+	return nil
+}
+
+func (cr *cellRun) repReconnect(ctx context.Context, rep int, repDir, base string) error {
+	cache := filepath.Join(repDir, "session-cache")
+	deadline := cr.handshakeAllowance() + cr.grace()
+	sub, err := cr.startSub(ctx, rep, repDir, base+"/#", 2, 3*deadline, spawnOpts{})
+	if err != nil {
+		return err
+	}
+	bg, err := cr.background(ctx, rep, repDir, base, 2*deadline)
+	if err != nil {
+		sub.stop(3 * time.Second)
+		return err
+	}
+	runs := []pubRun{
+		{file: "pub.csv", stats: "pub.stdout", role: "pub", topic: base + "/1", base: "pub"},
+		{file: "pub-resume.csv", stats: "pub-resume.stdout", role: "pub-resume", topic: base + "/2", base: "pub-resume"},
+	}
+	var runErr error
+	for _, pr := range runs {
+		p, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, pr.role, repDir, pr.base,
+			cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), pr.topic, filepath.Join(repDir, pr.file), 1, 0, "--session-cache", cache), spawnOpts{})
+		if err != nil {
+			runErr = err
+			break
+		}
+		if !p.wait(ctx, deadline) {
+			runErr = fmt.Errorf("%s did not finish within %s", pr.role, deadline)
+		}
+		p.stop(3 * time.Second)
+		cr.cpuRow(rep, p)
+		if runErr == nil && p.waitErr != nil {
+			runErr = p.failure()
+		}
+		if runErr != nil {
+			break
+		}
+	}
+	sub.wait(ctx, cr.grace())
+	sub.stop(5 * time.Second)
+	cr.stopAll(rep, bg)
+	cr.cpuRow(rep, sub)
+	if err := cr.collect(rep, repDir, runs, sub); err != nil {
+		return errors.Join(runErr, err)
+	}
+	return runErr
+}
+
+// pubRun names the files of one measured publisher process.
+type pubRun struct {
+	file, stats, role, topic, base string
+}
+
+// collect turns a repetition's node records into the cell's records.
+func (cr *cellRun) collect(rep int, repDir string, runs []pubRun, sub *child) error {
+	subs, err := readSubRecords(filepath.Join(repDir, "sub.csv"))
+	if err != nil {
+		return err
+	}
+	first := firstReceipts(subs)
+	c := cr.c
+	repS := strconv.Itoa(rep)
+	var published, delivered int
+	var seqOffset int64
+	var startNs, endNs int64
+	var firstSubRecv int64
+	for _, s := range subs {
+		if firstSubRecv == 0 || s.RecvNs < firstSubRecv {
+			firstSubRecv = s.RecvNs
+		}
+	}
+	var errs []error
+	for _, pr := range runs {
+		pubs, err := readPubRecords(filepath.Join(repDir, pr.file))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var firstDelivery, maxSeq int64
+		for _, p := range pubs {
+			if !p.OK {
+				continue
+			}
+			published++
+			row := []string{c.ID, repS, "mqtt", c.Transport, strconv.Itoa(c.QoS), i64(p.Seq + seqOffset), strconv.Itoa(p.Size), i64(p.SendNs), "", "", NodePub, pr.topic}
+			if s, ok := first[receiptKey{pr.topic, p.Seq}]; ok {
+				delivered++
+				d := s.DelayNs
+				if d == 0 {
+					d = s.RecvNs - p.SendNs
+				}
+				row[8], row[9] = i64(s.RecvNs), i64(d)
+				if firstDelivery == 0 || s.RecvNs < firstDelivery {
+					firstDelivery = s.RecvNs
+				}
+				endNs = max(endNs, s.RecvNs)
+			}
+			if startNs == 0 || p.SendNs < startNs {
+				startNs = p.SendNs
+			}
+			maxSeq = max(maxSeq, p.Seq)
+			if err := cr.w.messages.Write(row); err != nil {
+				return err
+			}
+		}
+		seqOffset += maxSeq
+		if cs, ok := readStats(filepath.Join(repDir, pr.stats)); ok {
+			if err := cr.connRow(rep, pr.role, NodePub, cs, firstDelivery); err != nil {
+				return err
+			}
+		}
+	}
+	if cs, ok := readStats(filepath.Join(repDir, "sub.stdout")); ok {
+		if err := cr.connRow(rep, "sub", NodeSub, cs, firstSubRecv); err != nil {
+			return err
+		}
+	}
+	if c.Pattern == PatternStopAndWait {
+		comp := ""
+		if delivered == published && published == c.Messages && endNs > startNs {
+			comp = i64(endNs - startNs)
+		}
+		if err := cr.w.completions.Write([]string{c.ID, repS, c.Transport, nsOrEmpty(startNs), nsOrEmpty(endNs), comp,
+			strconv.Itoa(delivered), strconv.Itoa(published)}); err != nil {
+			return err
+		}
+	}
+	cr.sum.Published += published
+	cr.sum.Delivered += delivered
+	if c.QoS > 0 && delivered < published {
+		errs = append(errs, fmt.Errorf("QoS %d: %d of %d acknowledged messages never reached the subscriber", c.QoS, published-delivered, published))
+	}
+	if published == 0 {
+		errs = append(errs, errors.New("the publisher recorded no message"))
+	}
+	return errors.Join(errs...)
+}
+
+func (cr *cellRun) connRow(rep int, role, node string, cs connStats, firstDelivery int64) error {
+	tr := cs.Transport
+	if tr == "" {
+		tr = cr.c.Transport
+	}
+	return cr.w.connections.Write([]string{cr.c.ID, strconv.Itoa(rep), role, node, tr, nsOrEmpty(cs.DialStartNs),
+		nsOrEmpty(cs.TransportReadyNs), nsOrEmpty(cs.ConnackNs), nsOrEmpty(firstDelivery), b2s(cs.TLSResumed), b2s(cs.Used0RTT)})
+}
+
+func (cr *cellRun) cpuRow(rep int, c *child) {
+	if c == nil {
+		return
+	}
+	u, s, ok := c.rusage()
+	if !ok {
+		return
+	}
+	_ = cr.w.cpu.Write([]string{cr.c.ID, strconv.Itoa(rep), c.node, c.role, i64(u), i64(s)})
+}
+
+// linkRows writes the counters accumulated during rep (difference to the
+// previous snapshot).
+func (cr *cellRun) linkRows(rep int) error {
+	cnt, err := cr.net.Counters()
+	if err != nil {
+		return fmt.Errorf("link counters: %w", err)
+	}
+	for _, lc := range cnt {
+		k := lc.Link + "|" + lc.Direction
+		prev := cr.lastCnt[k]
+		cr.lastCnt[k] = lc
+		if err := cr.w.links.Write([]string{cr.c.ID, strconv.Itoa(rep), lc.Link, lc.Direction,
+			i64(lc.Packets - prev.Packets), i64(lc.Bytes - prev.Bytes), i64(lc.DropRandom - prev.DropRandom),
+			i64(lc.DropQueue - prev.DropQueue), i64(lc.DropRetries - prev.DropRetries), i64(lc.DropDown - prev.DropDown)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
