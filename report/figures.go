@@ -50,6 +50,14 @@ func drawFigures(ctx context.Context, s *Summary, dir string) ([]Figure, error) 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		// headroom above the data for the legend, a little below
+		if span := p.Y.Max - p.Y.Min; span > 0 {
+			p.Y.Max += 0.35 * span
+			p.Y.Min -= 0.05 * span
+		} else {
+			p.Y.Max++
+			p.Y.Min--
+		}
 		for _, ext := range []string{".svg", ".png"} {
 			if err := p.Save(figW, figH, filepath.Join(dir, f.Name+ext)); err != nil {
 				return fmt.Errorf("figure %s%s: %w", f.Name, ext, err)
@@ -374,6 +382,7 @@ func rsdBars(cs []*CellResult, keep func(*CellResult) bool, prof, qlabel string,
 		labels[i] = loss(l) + "%"
 	}
 	p.NominalX(labels...)
+	p.X.Min, p.X.Max = -0.6, float64(len(ls))-0.4
 	return save(p, Figure{Name: "rsd-" + slug(prof), Title: "RSD of the delay, " + prof,
 		Caption: "Relative standard deviation (sample SD / mean) of the one-way delay per loss rate and transport."})
 }
@@ -557,8 +566,7 @@ func (bx *boxes) Plot(c draw.Canvas, plt *plot.Plot) {
 	x0, x1, xm := trX(bx.x-bx.width/2), trX(bx.x+bx.width/2), trX(bx.x)
 	q1, q3, med := trY(bx.b.Q1), trY(bx.b.Q3), trY(bx.b.Median)
 	lo, hi := trY(bx.b.Low), trY(bx.b.High)
-	r, g, b, _ := bx.col.RGBA()
-	fill := color.RGBA{R: uint8(r >> 8), G: uint8(g >> 8), B: uint8(b >> 8), A: 0x55}
+	fill := translucent(bx.col)
 	poly := []vg.Point{{X: x0, Y: q1}, {X: x0, Y: q3}, {X: x1, Y: q3}, {X: x1, Y: q1}}
 	c.FillPolygon(fill, c.ClipPolygonY(poly))
 	ls := draw.LineStyle{Color: bx.col, Width: vg.Points(1)}
@@ -590,10 +598,16 @@ func (bx *boxes) DataRange() (xmin, xmax, ymin, ymax float64) {
 
 // Thumbnail draws the legend entry.
 func (bx *boxes) Thumbnail(c *draw.Canvas) {
-	r, g, b, _ := bx.col.RGBA()
 	pts := []vg.Point{{X: c.Min.X, Y: c.Min.Y}, {X: c.Min.X, Y: c.Max.Y}, {X: c.Max.X, Y: c.Max.Y}, {X: c.Max.X, Y: c.Min.Y}}
-	c.FillPolygon(color.RGBA{R: uint8(r >> 8), G: uint8(g >> 8), B: uint8(b >> 8), A: 0x55}, pts)
+	c.FillPolygon(translucent(bx.col), pts)
 	c.StrokeLines(draw.LineStyle{Color: bx.col, Width: vg.Points(1)}, append(pts, pts[0]))
+}
+
+// translucent returns col at one third opacity.
+func translucent(col color.Color) color.Color {
+	n := color.NRGBAModel.Convert(col).(color.NRGBA)
+	n.A = 0x55
+	return n
 }
 
 // interval is a vertical confidence interval at x.
