@@ -1,0 +1,163 @@
+package lab
+
+// A fake iotq for testing ProcRunner without root, network or the real
+// broker: when the test binary runs with IOTQ_LAB_FAKE=1 it acts as
+// "iotq broker|pub|sub" with the flags and files of the real contract,
+// and moves messages through files in a "bus" directory next to the
+// broker's CA file instead of MQTT.
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("IOTQ_LAB_FAKE") == "1" {
+		os.Exit(fakeMain(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+func fakeMain(args []string) int {
+	if len(args) == 0 {
+		return 2
+	}
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	var listen []string
+	fs.Func("listen", "", func(s string) error { listen = append(listen, s); return nil })
+	state := fs.String("state-dir", "", "")
+	ready := fs.String("ready-file", "", "")
+	fs.String("log-format", "", "")
+	fs.String("url", "", "")
+	ca := fs.String("ca", "", "")
+	topic := fs.String("t", "", "")
+	qos := fs.Int("q", 0, "")
+	size := fs.Int("size", 100, "")
+	n := fs.Int("n", 1, "")
+	interval := fs.Duration("interval", 0, "")
+	timeout := fs.Duration("timeout", time.Minute, "")
+	records := fs.String("records", "", "")
+	fs.String("stats", "", "")
+	cache := fs.String("session-cache", "", "")
+	gate := fs.String("gate", "", "")
+	notify := fs.String("notify", "", "")
+	fs.String("client-id", "", "")
+	if err := fs.Parse(args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	switch args[0] {
+	case "broker":
+		if os.Getenv("IOTQ_LAB_FAKE_BROKER_FAIL") == "1" {
+			fmt.Fprintln(os.Stderr, "fake broker: cannot listen")
+			return 1
+		}
+		os.MkdirAll(filepath.Join(*state, "bus"), 0o755)
+		caFile := filepath.Join(*state, "ca.pem")
+		os.WriteFile(caFile, []byte("fake"), 0o644)
+		b, _ := json.Marshal(map[string]any{"listeners": listen, "ca_file": caFile, "pid": os.Getpid()})
+		os.WriteFile(*ready+".tmp", b, 0o644)
+		os.Rename(*ready+".tmp", *ready)
+		<-sig
+		return 0
+	case "pub":
+		bus := filepath.Join(filepath.Dir(*ca), "bus")
+		dial := time.Now().UnixNano()
+		resumed := false
+		if *cache != "" {
+			if _, err := os.Stat(*cache); err == nil {
+				resumed = true
+			}
+			os.WriteFile(*cache, []byte("ticket"), 0o600)
+		}
+		rec, _ := os.Create(*records)
+		fmt.Fprintln(rec, "seq,size,send_ns,accepted_ns,ok,error")
+		in := bufio.NewScanner(os.Stdin)
+		for i := 1; i <= *n; i++ {
+			if *gate == "stdin" && i > 1 && !in.Scan() {
+				break
+			}
+			send := time.Now().UnixNano()
+			name := strings.ReplaceAll(*topic, "/", "_") + "-" + strconv.Itoa(i)
+			tmp := filepath.Join(bus, "."+name)
+			os.WriteFile(tmp, []byte(fmt.Sprintf("%s %d %d %d", *topic, i, send, *size)), 0o644)
+			os.Rename(tmp, filepath.Join(bus, name))
+			fmt.Fprintf(rec, "%d,%d,%d,%d,true,\n", i, *size, send, time.Now().UnixNano())
+			if *interval > 0 && i < *n {
+				time.Sleep(*interval)
+			}
+		}
+		rec.Close()
+		st, _ := json.Marshal(map[string]any{"connection": map[string]any{"transport": "fake", "used_0rtt": resumed, "tls_resumed": resumed,
+			"dial_start_ns": dial, "transport_ready_ns": dial + 1000, "connack_ns": dial + 2000}, "sent": *n})
+		fmt.Println(string(st))
+		return 0
+	case "sub":
+		bus := filepath.Join(filepath.Dir(*ca), "bus")
+		dial := time.Now().UnixNano()
+		rec, _ := os.Create(*records)
+		w := bufio.NewWriter(rec)
+		fmt.Fprintln(w, "seq,size,send_ns,recv_ns,delay_ns,topic,qos,duplicate")
+		os.WriteFile(*ready, []byte("{}"), 0o644)
+		seen := map[string]bool{}
+		got := 0
+		end := time.After(*timeout)
+		var out io.Writer = os.Stdout
+	loop:
+		for got < *n {
+			select {
+			case <-sig:
+				break loop
+			case <-end:
+				break loop
+			case <-time.After(2 * time.Millisecond):
+			}
+			entries, _ := os.ReadDir(bus)
+			for _, e := range entries {
+				if strings.HasPrefix(e.Name(), ".") || seen[e.Name()] {
+					continue
+				}
+				b, err := os.ReadFile(filepath.Join(bus, e.Name()))
+				if err != nil {
+					continue
+				}
+				var tp string
+				var seq, send int64
+				var sz int
+				fmt.Sscanf(string(b), "%s %d %d %d", &tp, &seq, &send, &sz)
+				match := tp == *topic || (strings.HasSuffix(*topic, "/#") && strings.HasPrefix(tp, strings.TrimSuffix(*topic, "#")))
+				if !match {
+					continue
+				}
+				seen[e.Name()] = true
+				now := time.Now().UnixNano()
+				fmt.Fprintf(w, "%d,%d,%d,%d,%d,%s,%d,false\n", seq, sz, send, now, now-send, tp, *qos)
+				w.Flush()
+				got++
+				if *notify == "stdout" {
+					fmt.Fprintf(out, "recv %d\n", seq)
+				}
+			}
+		}
+		w.Flush()
+		rec.Close()
+		st, _ := json.Marshal(map[string]any{"connection": map[string]any{"transport": "fake", "dial_start_ns": dial,
+			"transport_ready_ns": dial + 1000, "connack_ns": dial + 2000}, "received": got})
+		fmt.Println(string(st))
+		return 0
+	}
+	return 2
+}

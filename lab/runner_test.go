@@ -1,0 +1,161 @@
+package lab
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeRunner returns a ProcRunner whose nodes are this test binary acting
+// as a fake iotq, on the local fabric.
+func fakeProcRunner(t *testing.T) *ProcRunner {
+	t.Helper()
+	t.Setenv("IOTQ_LAB_FAKE", "1")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewProcRunner(ProcOptions{IOTQ: exe, Fabric: LocalFabric{}, ReadyTimeout: 10 * time.Second, StallTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func fakeSpec(pattern string) Spec {
+	return Spec{Experiment: "fake", Profiles: []string{"ethernet"}, Transports: []string{TransportQUIC},
+		QoS: []int{1}, Patterns: []string{pattern}, Intervals: []Duration{ms(5)}, Messages: 6, Repetitions: 2, Grace: ms(300)}
+}
+
+func TestProcRunnerPatternsWithFakeNodes(t *testing.T) {
+	for _, pattern := range []string{PatternPeriodic, PatternStopAndWait, PatternReconnect} {
+		t.Run(pattern, func(t *testing.T) {
+			r := fakeProcRunner(t)
+			dir := t.TempDir()
+			res, err := Run(context.Background(), []Spec{fakeSpec(pattern)}, Options{Dir: dir, Runner: r})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, cells, _ := readCSV(filepath.Join(dir, FileCells))
+			if res.Failed != 0 || len(cells) != 1 {
+				t.Fatalf("result %+v, cells %v", res, cells)
+			}
+			want := 6 * 2
+			if pattern == PatternReconnect {
+				want = 2 * 2
+			}
+			_, msgs, _ := readCSV(filepath.Join(dir, FileMessages))
+			if len(msgs) != want {
+				t.Fatalf("%d message rows, want %d", len(msgs), want)
+			}
+			seqs := map[string]bool{}
+			for _, m := range msgs {
+				if m[8] == "" || m[9] == "" {
+					t.Fatalf("message not delivered: %v", m)
+				}
+				if d, _ := strconv.ParseInt(m[9], 10, 64); d <= 0 {
+					t.Fatalf("delay %v", m)
+				}
+				seqs[m[1]+"/"+m[5]] = true
+			}
+			if len(seqs) != want {
+				t.Fatalf("(rep, seq) not unique: %v", seqs)
+			}
+			_, conns, _ := readCSV(filepath.Join(dir, FileConnections))
+			_, cpu, _ := readCSV(filepath.Join(dir, FileCPU))
+			_, comp, _ := readCSV(filepath.Join(dir, FileCompletions))
+			roles := map[string]int{}
+			for _, c := range conns {
+				roles[c[2]]++
+				if c[5] == "" {
+					t.Fatalf("connection without dial start: %v", c)
+				}
+			}
+			cpuRoles := map[string]int{}
+			for _, c := range cpu {
+				cpuRoles[c[3]]++
+			}
+			if cpuRoles["broker"] != 1 || cpuRoles["sub"] != 2 {
+				t.Fatalf("cpu rows: %v", cpu)
+			}
+			switch pattern {
+			case PatternStopAndWait:
+				if len(comp) != 2 || comp[0][5] == "" || comp[0][6] != "6" {
+					t.Fatalf("completions: %v", comp)
+				}
+			case PatternReconnect:
+				if roles["pub-resume"] != 2 || roles["pub"] != 2 || cpuRoles["pub-resume"] != 2 {
+					t.Fatalf("connections: %v", conns)
+				}
+				for _, c := range conns {
+					if c[2] == "pub-resume" && (c[9] != "true" || c[8] == "") {
+						t.Fatalf("resumed connection row: %v", c)
+					}
+				}
+			default:
+				if len(comp) != 0 || roles["pub"] != 2 || roles["sub"] != 2 {
+					t.Fatalf("completions %v conns %v", comp, conns)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(dir, DirCells, cellsOf(t, dir)[0], "rep-1", "sub.csv")); err != nil {
+				t.Fatalf("raw files not kept: %v", err)
+			}
+		})
+	}
+}
+
+func cellsOf(t *testing.T, dir string) []string {
+	entries, err := os.ReadDir(filepath.Join(dir, DirCells))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func TestProcRunnerBrokerFailureFailsTheCellOnly(t *testing.T) {
+	r := fakeProcRunner(t)
+	t.Setenv("IOTQ_LAB_FAKE_BROKER_FAIL", "1")
+	dir := t.TempDir()
+	s := fakeSpec(PatternPeriodic)
+	s.Transports = []string{TransportTLS, TransportQUIC}
+	res, err := Run(context.Background(), []Spec{s}, Options{Dir: dir, Runner: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failed != 2 {
+		t.Fatalf("%+v", res)
+	}
+	_, cells, _ := readCSV(filepath.Join(dir, FileCells))
+	if !strings.Contains(cells[0][len(HeaderCells)-3], "cannot listen") {
+		t.Fatalf("error column does not carry the broker's stderr: %v", cells[0])
+	}
+}
+
+func TestProcRunnerCancelLeavesNoChildren(t *testing.T) {
+	r := fakeProcRunner(t)
+	s := fakeSpec(PatternPeriodic)
+	s.Intervals = []Duration{ms(200)}
+	s.Messages = 100
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	dir := t.TempDir()
+	start := time.Now()
+	res, err := Run(ctx, []Spec{s}, Options{Dir: dir, Runner: r})
+	if err == nil || !res.Interrupted {
+		t.Fatalf("not interrupted: %+v %v", res, err)
+	}
+	if time.Since(start) > 15*time.Second {
+		t.Fatalf("cancellation took %s", time.Since(start))
+	}
+	if _, ok, _ := readDone(filepath.Join(dir, DirCells, cellsOf(t, dir)[0])); ok {
+		t.Fatal("interrupted cell marked done")
+	}
+}
