@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -558,23 +559,28 @@ func linkCounters(ds *dataset, cells map[string]*CellResult) {
 		return
 	}
 	names := map[string]map[string]bool{}
+	pubDir := map[string]map[string]bool{} // links with a direction naming a publisher
 	for _, r := range t.rows {
-		id := t.str(r, "cell")
+		id, ln := t.str(r, "cell"), t.str(r, "link")
 		if names[id] == nil {
-			names[id] = map[string]bool{}
+			names[id], pubDir[id] = map[string]bool{}, map[string]bool{}
 		}
-		names[id][t.str(r, "link")] = true
+		names[id][ln] = true
+		if strings.Contains(strings.ToLower(t.str(r, "direction")), "pub") {
+			pubDir[id][ln] = true
+		}
 	}
+	// the publisher's link: named like "pub", else the only link whose
+	// directions name a publisher (a shared medium), else the only link
 	pubLink := func(id string) (string, bool) {
-		var all []string
-		for n := range names[id] {
-			all = append(all, n)
-		}
-		sort.Strings(all)
+		all := sortedKeys(names[id])
 		for _, n := range all {
 			if strings.Contains(strings.ToLower(n), "pub") {
 				return n, true
 			}
+		}
+		if d := sortedKeys(pubDir[id]); len(d) == 1 {
+			return d[0], true
 		}
 		if len(all) == 1 {
 			return all[0], true
@@ -761,6 +767,22 @@ func energyModels(ds *dataset, paramsFile string, cpuW float64) (map[string]ener
 	return models, profileTech, cpuW, nil
 }
 
+// brokerPorts are the default ports of the broker's listeners
+// (architecture.md); a packet to one of them is sent by the client.
+var brokerPorts = map[uint16]bool{1883: true, 8883: true, 8083: true, 8084: true, 14567: true}
+
+// publisherAddr finds the publisher's address in its link capture: the
+// source of the first packet sent to a broker port, else the source of the
+// first packet (the client opens the connection).
+func publisherAddr(pkts []pcap.Packet) netip.Addr {
+	for _, p := range pkts {
+		if brokerPorts[p.DstPort] && !brokerPorts[p.SrcPort] {
+			return p.Src
+		}
+	}
+	return pkts[0].Src
+}
+
 // estimateEnergy fills c.Energy for every cell with traffic.
 func estimateEnergy(ds *dataset, cells []*CellResult, models map[string]energy.Model, profileTech map[string]string, cpuW float64, plog energy.PowerLog) {
 	pcapErrs := 0
@@ -786,7 +808,7 @@ func estimateEnergy(ds *dataset, cells []*CellResult, models map[string]energy.M
 			pkts, err := pcap.ReadFile(path)
 			switch {
 			case err == nil && len(pkts) > 0:
-				src := pkts[0].Src // the publisher opens the connection: first packet is its own
+				src := publisherAddr(pkts)
 				ev := make([]energy.Event, len(pkts))
 				for i, p := range pkts {
 					ev[i] = energy.Event{TimeNs: p.TimeNs, Bytes: p.Len, Up: p.Src == src}

@@ -226,10 +226,10 @@ func writeFixture(t testing.TB, dir string) *fixture {
 				delivered = 2
 				last = dial2 + lat
 			}
-			linkF.row(c.id, rep, "pub", "up", up, upB, 0, 0, 0, 0)
-			linkF.row(c.id, rep, "pub", "down", down, downB, int(c.loss), 0, 0, 0)
-			linkF.row(c.id, rep, "sub", "up", down, downB, 0, 0, 0, 0)
-			linkF.row(c.id, rep, "sub", "down", up, upB, 0, 0, 0, 0)
+			linkF.row(c.id, rep, "pub", "pub->broker", up, upB, 0, 0, 0, 0)
+			linkF.row(c.id, rep, "pub", "broker->pub", down, downB, int(c.loss), 0, 0, 0)
+			linkF.row(c.id, rep, "sub", "broker->sub", down, downB, 0, 0, 0, 0)
+			linkF.row(c.id, rep, "sub", "sub->broker", up, upB, 0, 0, 0, 0)
 			cpuMul := int64(3)
 			if quic {
 				cpuMul = 5
@@ -278,7 +278,11 @@ func writePcap(t testing.TB, dir string, pkts []pktRec) {
 		if !p.up {
 			src, dst = broker, pub
 		}
-		if err := w.WritePacket(p.at, pcap.IPv4Packet(src, dst, 17, p.n)); err != nil {
+		sport, dport := uint16(40001), uint16(8883)
+		if !p.up {
+			sport, dport = dport, sport
+		}
+		if err := w.WritePacket(p.at, pcap.IPv4Packet(src, dst, 17, sport, dport, p.n)); err != nil {
 			t.Fatal(err)
 		}
 	}

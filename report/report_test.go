@@ -209,6 +209,14 @@ func TestMissingFilesAreTolerated(t *testing.T) {
 			if len(s.Cells) == 0 {
 				t.Error("no cells")
 			}
+			if missing == "cells.csv" {
+				for _, c := range s.Cells {
+					if c.Profile == "" || c.Experiment == "" || c.Pattern == "" || c.Link.Source != "profile defaults (experiments.md)" {
+						t.Errorf("cell %s: parameters not taken from its id: %+v", c.Cell, c)
+						break
+					}
+				}
+			}
 		})
 	}
 	t.Run("only a manifest", func(t *testing.T) {

@@ -37,6 +37,10 @@ type Packet struct {
 	Len int
 	// Src and Dst are the IP addresses, invalid when the packet is not IP.
 	Src, Dst netip.Addr
+	// Proto is the IP protocol (6 TCP, 17 UDP; IPv6 extension headers are
+	// not followed). SrcPort and DstPort are set for TCP and UDP.
+	Proto            uint8
+	SrcPort, DstPort uint16
 }
 
 // Reader reads packets one at a time.
@@ -111,27 +115,41 @@ func (rd *Reader) Next() (Packet, error) {
 		}
 		data = data[14:]
 	}
-	p.Src, p.Dst = ipAddrs(data)
+	parseIP(&p, data)
 	return p, nil
 }
 
-func ipAddrs(b []byte) (src, dst netip.Addr) {
+func parseIP(p *Packet, b []byte) {
 	if len(b) < 1 {
 		return
 	}
+	var l4 []byte
 	switch b[0] >> 4 {
 	case 4:
-		if len(b) >= 20 {
-			src = netip.AddrFrom4([4]byte(b[12:16]))
-			dst = netip.AddrFrom4([4]byte(b[16:20]))
+		if len(b) < 20 {
+			return
+		}
+		p.Src = netip.AddrFrom4([4]byte(b[12:16]))
+		p.Dst = netip.AddrFrom4([4]byte(b[16:20]))
+		p.Proto = b[9]
+		ihl := int(b[0]&0x0f) * 4
+		frag := binary.BigEndian.Uint16(b[6:8]) & 0x1fff
+		if ihl >= 20 && len(b) >= ihl && frag == 0 {
+			l4 = b[ihl:]
 		}
 	case 6:
-		if len(b) >= 40 {
-			src = netip.AddrFrom16([16]byte(b[8:24]))
-			dst = netip.AddrFrom16([16]byte(b[24:40]))
+		if len(b) < 40 {
+			return
 		}
+		p.Src = netip.AddrFrom16([16]byte(b[8:24]))
+		p.Dst = netip.AddrFrom16([16]byte(b[24:40]))
+		p.Proto = b[6]
+		l4 = b[40:]
 	}
-	return
+	if (p.Proto == 6 || p.Proto == 17) && len(l4) >= 4 {
+		p.SrcPort = binary.BigEndian.Uint16(l4[0:2])
+		p.DstPort = binary.BigEndian.Uint16(l4[2:4])
+	}
 }
 
 // ReadFile reads every packet of a pcap file.
@@ -199,11 +217,11 @@ func (pw *Writer) WritePacket(timeNs int64, data []byte) error {
 	return pw.err
 }
 
-// IPv4Packet builds a minimal IPv4 packet of total length n (at least 20)
-// from src to dst with protocol proto (17 UDP, 6 TCP); the payload is zero.
-// It exists for tests and fixtures.
-func IPv4Packet(src, dst netip.Addr, proto byte, n int) []byte {
-	n = max(n, 20)
+// IPv4Packet builds a minimal IPv4 packet of total length n (at least 28)
+// from src to dst with protocol proto (17 UDP, 6 TCP) and the given ports;
+// the rest of the payload is zero. It exists for tests and fixtures.
+func IPv4Packet(src, dst netip.Addr, proto byte, sport, dport uint16, n int) []byte {
+	n = max(n, 28)
 	b := make([]byte, n)
 	b[0] = 0x45
 	binary.BigEndian.PutUint16(b[2:], uint16(n))
@@ -212,5 +230,7 @@ func IPv4Packet(src, dst netip.Addr, proto byte, n int) []byte {
 	s, d := src.As4(), dst.As4()
 	copy(b[12:16], s[:])
 	copy(b[16:20], d[:])
+	binary.BigEndian.PutUint16(b[20:], sport)
+	binary.BigEndian.PutUint16(b[22:], dport)
 	return b
 }

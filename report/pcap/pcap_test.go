@@ -15,10 +15,10 @@ func TestReadBackKnownPacketList(t *testing.T) {
 	a := netip.MustParseAddr("10.7.0.2")
 	b := netip.MustParseAddr("10.7.0.1")
 	want := []Packet{
-		{TimeNs: 1_700_000_000_000_000_000, Len: 60, Src: a, Dst: b},
-		{TimeNs: 1_700_000_000_025_000_123, Len: 60, Src: b, Dst: a},
-		{TimeNs: 1_700_000_001_000_000_999, Len: 1350, Src: a, Dst: b},
-		{TimeNs: 1_700_000_002_500_000_000, Len: 20, Src: b, Dst: a},
+		{TimeNs: 1_700_000_000_000_000_000, Len: 60, Src: a, Dst: b, Proto: 17, SrcPort: 40000, DstPort: 14567},
+		{TimeNs: 1_700_000_000_025_000_123, Len: 60, Src: b, Dst: a, Proto: 17, SrcPort: 14567, DstPort: 40000},
+		{TimeNs: 1_700_000_001_000_000_999, Len: 1350, Src: a, Dst: b, Proto: 17, SrcPort: 40000, DstPort: 14567},
+		{TimeNs: 1_700_000_002_500_000_000, Len: 28, Src: b, Dst: a, Proto: 17, SrcPort: 14567, DstPort: 40000},
 	}
 	path := filepath.Join(t.TempDir(), "pub.pcap")
 	f, err := os.Create(path)
@@ -30,7 +30,7 @@ func TestReadBackKnownPacketList(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range want {
-		if err := w.WritePacket(p.TimeNs, IPv4Packet(p.Src, p.Dst, 17, p.Len)); err != nil {
+		if err := w.WritePacket(p.TimeNs, IPv4Packet(p.Src, p.Dst, 17, p.SrcPort, p.DstPort, p.Len)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -60,10 +60,10 @@ func TestBigEndianMicrosecondFile(t *testing.T) {
 	rec := make([]byte, 16)
 	binary.BigEndian.PutUint32(rec[0:], 10)
 	binary.BigEndian.PutUint32(rec[4:], 250) // microseconds
-	binary.BigEndian.PutUint32(rec[8:], 20)
+	binary.BigEndian.PutUint32(rec[8:], 28)
 	binary.BigEndian.PutUint32(rec[12:], 1500) // truncated capture
 	buf.Write(rec)
-	buf.Write(IPv4Packet(netip.MustParseAddr("1.2.3.4"), netip.MustParseAddr("5.6.7.8"), 6, 20))
+	buf.Write(IPv4Packet(netip.MustParseAddr("1.2.3.4"), netip.MustParseAddr("5.6.7.8"), 6, 51000, 8883, 28))
 	rd, err := NewReader(&buf)
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +72,8 @@ func TestBigEndianMicrosecondFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.TimeNs != 10_000_250_000 || p.Len != 1500 || p.Src.String() != "1.2.3.4" || p.Dst.String() != "5.6.7.8" {
+	if p.TimeNs != 10_000_250_000 || p.Len != 1500 || p.Src.String() != "1.2.3.4" || p.Dst.String() != "5.6.7.8" ||
+		p.Proto != 6 || p.SrcPort != 51000 || p.DstPort != 8883 {
 		t.Errorf("packet = %+v", p)
 	}
 	if _, err := rd.Next(); !errors.Is(err, io.EOF) {
@@ -89,7 +90,7 @@ func TestBadInput(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	w, _ := NewWriter(&buf)
-	_ = w.WritePacket(1, IPv4Packet(netip.MustParseAddr("1.1.1.1"), netip.MustParseAddr("2.2.2.2"), 17, 100))
+	_ = w.WritePacket(1, IPv4Packet(netip.MustParseAddr("1.1.1.1"), netip.MustParseAddr("2.2.2.2"), 17, 1, 2, 100))
 	cut := buf.Bytes()[:buf.Len()-10]
 	rd, err := NewReader(bytes.NewReader(cut))
 	if err != nil {
@@ -103,7 +104,7 @@ func TestBadInput(t *testing.T) {
 func FuzzReader(f *testing.F) {
 	var buf bytes.Buffer
 	w, _ := NewWriter(&buf)
-	_ = w.WritePacket(5, IPv4Packet(netip.MustParseAddr("1.1.1.1"), netip.MustParseAddr("2.2.2.2"), 17, 40))
+	_ = w.WritePacket(5, IPv4Packet(netip.MustParseAddr("1.1.1.1"), netip.MustParseAddr("2.2.2.2"), 17, 1, 2, 40))
 	f.Add(buf.Bytes())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rd, err := NewReader(bytes.NewReader(b))
