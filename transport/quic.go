@@ -658,7 +658,7 @@ func StatsOf(c net.Conn) (QUICStats, bool) {
 	switch q := c.(type) {
 	case *quicConn:
 		return quicStats(q.conn), true
-	case Conn:
+	case interface{ QUICStats() (QUICStats, bool) }: // Conn and wrappers
 		return q.QUICStats()
 	}
 	return QUICStats{}, false
