@@ -120,12 +120,23 @@ func ParseACL(name string, r io.Reader) (*ACL, error) {
 	return acl, nil
 }
 
+// stripComment removes a comment: a line starting with '#', or " # text"
+// after the rule. A '#' that is a topic wildcard ("topic read #",
+// "a/#") stays.
 func stripComment(s string) string {
-	if i := strings.IndexByte(s, '#'); i >= 0 && (i == 0 || s[i-1] == ' ' || s[i-1] == '\t') {
-		return s[:i]
+	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, "#") {
+		return ""
+	}
+	for i := 1; i+1 < len(s); i++ {
+		if s[i] == '#' && isSpace(s[i-1]) && isSpace(s[i+1]) {
+			return s[:i]
+		}
 	}
 	return s
 }
+
+func isSpace(b byte) bool { return b == ' ' || b == '\t' }
 
 // validFilter checks an MQTT topic filter: '#' only as the last level, '+'
 // only as a whole level, no NUL.

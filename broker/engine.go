@@ -26,6 +26,9 @@ type engine interface {
 	close() error
 	// stats returns a snapshot of the engine's counters.
 	stats() engineStats
+	// subscriptions returns the number of subscriptions of the connected
+	// client id (0 if it is not connected).
+	subscriptions(clientID string) int
 }
 
 // engineConfig is what every engine needs.

@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"net"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/storage"
 	"github.com/mochi-mqtt/server/v2/hooks/storage/bolt"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"go.etcd.io/bbolt"
@@ -60,7 +62,7 @@ func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
 		bo := *bbolt.DefaultOptions
 		bo.Timeout = 2 * time.Second
 		bo.NoSync = !cfg.fsync
-		if err := srv.AddHook(new(bolt.Hook), &bolt.Options{Path: cfg.storePath, Bucket: "iotq", Options: &bo}); err != nil {
+		if err := srv.AddHook(&storeHook{Hook: new(bolt.Hook)}, &bolt.Options{Path: cfg.storePath, Bucket: "iotq", Options: &bo}); err != nil {
 			return nil, fmt.Errorf("broker: open store %s: %w (is another broker using this state directory?)", cfg.storePath, err)
 		}
 	}
@@ -153,6 +155,36 @@ func (e *mochiEngine) stats() engineStats {
 		messagesDropped:  atomic.LoadInt64(&i.MessagesDropped),
 		inflightDropped:  atomic.LoadInt64(&i.InflightDropped),
 	}
+}
+
+func (e *mochiEngine) subscriptions(id string) int {
+	cl, ok := e.srv.Clients.Get(id)
+	if !ok || cl.Closed() {
+		return 0
+	}
+	return cl.State.Subscriptions.Len()
+}
+
+// storeHook is mochi's bolt storage hook with one fix: mochi v2.7.9's
+// storage hooks do not save the packet identifier of in-flight messages, so
+// after a restart every restored message of a client has identifier 0 and
+// they overwrite each other (all but one are lost). The identifier is the
+// last ':'-separated part of the stored key ("IFM_CLIENT:ID"), so it is
+// restored from there.
+type storeHook struct {
+	*bolt.Hook
+}
+
+func (h *storeHook) StoredInflightMessages() ([]storage.Message, error) {
+	v, err := h.Hook.StoredInflightMessages()
+	for i := range v {
+		if j := strings.LastIndexByte(v[i].ID, ':'); j >= 0 {
+			if id, perr := strconv.ParseUint(v[i].ID[j+1:], 10, 16); perr == nil {
+				v[i].PacketID = uint16(id)
+			}
+		}
+	}
+	return v, err
 }
 
 // authHook adapts an authorizer to mochi. mochi denies everything without an
@@ -273,11 +305,15 @@ func (h *flowHook) OnSessionEstablished(cl *mqtt.Client, pk packets.Packet) {
 
 func (h *flowHook) OnDisconnect(cl *mqtt.Client, err error, expire bool) {
 	h.mu.Lock()
-	if f, ok := h.clients[cl.ID]; ok && f.cl == cl {
+	f, ok := h.clients[cl.ID]
+	registered := ok && f.cl == cl
+	if registered {
 		delete(h.clients, cl.ID)
 	}
 	h.mu.Unlock()
-	h.obs.sessionClosed(cl.Net.Listener)
+	if registered {
+		h.obs.sessionClosed(cl.Net.Listener)
+	}
 	if err != nil && errors.Is(err, packets.ErrMalformedPacket) {
 		h.obs.dropped(dropPacketMalformed, 0)
 	}
@@ -297,8 +333,16 @@ func (h *flowHook) OnPublishDropped(cl *mqtt.Client, pk packets.Packet) {
 	h.drop(dropQueueFull, cl.ID, pk.TopicName, pk.FixedHeader.Qos)
 }
 
+// OnQosDropped is called by mochi for real expiries (twice: once with the
+// message, once with a bare packet carrying only the id) and also when a
+// session ends or is taken over (not a loss: the client chose a clean
+// session, or the new connection inherited the messages). Only the bare
+// expiry notification, which comes from the expiry sweep alone, counts.
 func (h *flowHook) OnQosDropped(cl *mqtt.Client, pk packets.Packet) {
-	h.drop(dropExpired, cl.ID, pk.TopicName, pk.FixedHeader.Qos)
+	if pk.FixedHeader.Type != 0 || cl.IsTakenOver() {
+		return
+	}
+	h.drop(dropExpired, cl.ID, "", 1)
 }
 
 func (h *flowHook) OnPacketIDExhausted(cl *mqtt.Client, pk packets.Packet) {

@@ -345,6 +345,11 @@ func (s *Server) Addrs() []net.Addr {
 	return out
 }
 
+// Subscriptions returns the number of subscriptions of the connected client
+// with this client identifier (0 if it is not connected). Tests use it to
+// wait until an external subscriber is ready.
+func (s *Server) Subscriptions(clientID string) int { return s.eng.subscriptions(clientID) }
+
 // Options returns the effective options (defaults filled in).
 func (s *Server) Options() Options { return s.opts }
 

@@ -1,0 +1,342 @@
+package broker_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	pahov3 "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/iotq/iotq/broker"
+	"github.com/iotq/iotq/internal/testutil"
+)
+
+func TestPersistentSessionSurvivesRestart(t *testing.T) {
+	state := t.TempDir()
+	opts := broker.Options{StateDir: state}
+	srv := testutil.StartBroker(t, opts)
+	u := testutil.Endpoint(t, srv, "mqtt")
+	box := newInbox()
+	persistent := func(o *pahov3.ClientOptions) {
+		o.SetCleanSession(false).SetDefaultPublishHandler(box.v3Handler())
+	}
+	sub := v3Client(t, srv, u, "sleepy", persistent)
+	wait(t, sub.Subscribe("p/t", 1, box.v3Handler()), "subscribe")
+	sub.Disconnect(100)
+
+	pub := v3Client(t, srv, u, "pub", nil)
+	for i := range 5 {
+		wait(t, pub.Publish("p/t", 1, false, fmt.Sprintf("m%d", i)), "publish")
+	}
+	wait(t, pub.Publish("p/retained", 1, true, "kept"), "publish retained")
+	pub.Disconnect(100)
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	srv2 := testutil.StartBroker(t, opts)
+	u2 := testutil.Endpoint(t, srv2, "mqtt")
+	v3Client(t, srv2, u2, "sleepy", persistent)
+	got := box.waitN(t, 5, 10*time.Second)
+	seen := map[string]bool{}
+	for _, m := range got {
+		seen[m.payload] = true
+	}
+	for i := range 5 {
+		if !seen[fmt.Sprintf("m%d", i)] {
+			t.Errorf("m%d lost across restart; got %v", i, got)
+		}
+	}
+	box2 := newInbox()
+	late := v3Client(t, srv2, u2, "late", nil)
+	wait(t, late.Subscribe("p/retained", 1, box2.v3Handler()), "subscribe")
+	if g := box2.waitN(t, 1, 10*time.Second); g[0].payload != "kept" {
+		t.Fatalf("retained after restart: %+v", g)
+	}
+}
+
+func TestAuthAndACL(t *testing.T) {
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "passwd")
+	for _, up := range [][2]string{{"alice", "wonder"}, {"bob", "builder"}} {
+		if err := broker.SetPassword(pw, up[0], []byte(up[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acl := filepath.Join(dir, "acl")
+	if err := os.WriteFile(acl, []byte("user alice\ntopic write sensors/#\ntopic read alice/#\nuser bob\ntopic read sensors/#\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	no := false
+	srv := testutil.StartBroker(t, broker.Options{Auth: broker.AuthOptions{PasswordFile: pw, ACLFile: acl, AllowAnonymous: &no}})
+	u := testutil.Endpoint(t, srv, "mqtt")
+
+	refused := func(name, user, pass string) {
+		t.Run(name+" is refused", func(t *testing.T) {
+			o := pahov3.NewClientOptions().AddBroker("tcp://" + strings.TrimPrefix(u, "mqtt://")).SetClientID(name).
+				SetUsername(user).SetPassword(pass).SetAutoReconnect(false).SetConnectTimeout(5 * time.Second)
+			c := pahov3.NewClient(o)
+			tok := c.Connect()
+			tok.WaitTimeout(10 * time.Second)
+			if tok.Error() == nil {
+				c.Disconnect(0)
+				t.Fatal("connected")
+			}
+		})
+	}
+	refused("anonymous", "", "")
+	refused("wrong password", "alice", "nope")
+	refused("unknown user", "mallory", "x")
+
+	creds := func(u, p string) func(*pahov3.ClientOptions) {
+		return func(o *pahov3.ClientOptions) { o.SetUsername(u).SetPassword(p) }
+	}
+	bobBox, aliceBox := newInbox(), newInbox()
+	bob := v3Client(t, srv, u, "bob", creds("bob", "builder"))
+	wait(t, bob.Subscribe("sensors/#", 1, bobBox.v3Handler()), "bob subscribe")
+	wait(t, bob.Subscribe("alice/#", 1, bobBox.v3Handler()), "bob subscribe alice/#")
+	alice := v3Client(t, srv, u, "alice", creds("alice", "wonder"))
+	wait(t, alice.Subscribe("alice/#", 1, aliceBox.v3Handler()), "alice subscribe")
+
+	// Denied QoS 0 publishes are dropped silently (MQTT 3.1.1); QoS 1
+	// denied writes disconnect a 3.1.1 client, so use QoS 0 for the denial.
+	wait(t, alice.Publish("alice/inbox", 0, false, "denied-write"), "alice publish to her read-only topic")
+	wait(t, bob.Publish("alice/x", 0, false, "bob-denied"), "bob publish denied")
+	wait(t, alice.Publish("sensors/t1", 1, false, "21.5"), "alice publish")
+	got := bobBox.waitN(t, 1, 10*time.Second)
+	time.Sleep(200 * time.Millisecond) // give denied messages time to (wrongly) arrive
+	if got = bobBox.waitN(t, 1, time.Second); len(got) != 1 || got[0].payload != "21.5" {
+		t.Fatalf("bob got %v, want only 21.5", got)
+	}
+	if n := aliceBox.len(); n != 0 {
+		t.Fatalf("alice received %d messages on a topic nobody may write", n)
+	}
+}
+
+func TestBadInputDoesNotHurtOthers(t *testing.T) {
+	srv := testutil.StartBroker(t, broker.Options{Flow: broker.FlowOptions{MaxPacketSize: 64 << 10}})
+	u := testutil.Endpoint(t, srv, "mqtt")
+	addr := strings.TrimPrefix(u, "mqtt://")
+	box := newInbox()
+	sub := v3Client(t, srv, u, "good-sub", nil)
+	wait(t, sub.Subscribe("ok", 0, box.v3Handler()), "subscribe")
+	pub := v3Client(t, srv, u, "good-pub", nil)
+
+	connect := []byte{0x10, 0x10, 0, 4, 'M', 'Q', 'T', 'T', 4, 2, 0, 30, 0, 4, 'e', 'v', 'i', 'l'}
+	cases := []struct {
+		name string
+		data []byte
+	}{
+		{"garbage instead of CONNECT", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")},
+		{"malformed remaining length", []byte{0x10, 0xff, 0xff, 0xff, 0xff, 0xff}},
+		{"oversized CONNECT", append([]byte{0x10, 0x80, 0x80, 0x80, 0x01}, bytes.Repeat([]byte{0}, 100)...)},
+		{"oversized PUBLISH after CONNECT", append(append([]byte{}, connect...), 0x30, 0x80, 0x80, 0x40, 0, 1, 'x')},
+		{"second CONNECT", append(append([]byte{}, connect...), connect...)},
+		{"bad protocol name", []byte{0x10, 0x10, 0, 4, 'M', 'Q', 'X', 'X', 4, 2, 0, 30, 0, 4, 'e', 'v', 'i', 'l'}},
+	}
+	for _, c := range cases {
+		t.Run(c.name+" closes only that connection", func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := conn.Write(c.data); err != nil {
+				t.Fatal(err)
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(testutil.Scale(5 * time.Second)))
+			_, err = io.ReadAll(conn) // reads CONNACK (if any) until the broker closes
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatalf("broker kept the connection open after %s", c.name)
+			}
+			payload := "still-" + c.name
+			n := box.len()
+			wait(t, pub.Publish("ok", 0, false, payload), "publish")
+			got := box.waitN(t, n+1, 5*time.Second)
+			if got[len(got)-1].payload != payload {
+				t.Fatalf("good client got %+v", got[len(got)-1])
+			}
+		})
+	}
+}
+
+func TestGracefulShutdown(t *testing.T) {
+	srv := testutil.StartBroker(t, broker.Options{})
+	u := testutil.Endpoint(t, srv, "mqtt")
+	reason := make(chan byte, 1)
+	conn := dial(t, srv, u)
+	c := paho.NewClient(paho.ClientConfig{ClientID: "v5", Conn: &lockedConn{Conn: conn},
+		OnServerDisconnect: func(d *paho.Disconnect) { reason <- d.ReasonCode }})
+	if _, err := c.Connect(ctxT(t), &paho.Connect{ClientID: "v5", KeepAlive: 30, CleanStart: true}); err != nil {
+		t.Fatal(err)
+	}
+	v3 := v3Client(t, srv, u, "v3", nil)
+	start := time.Now()
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > testutil.Scale(3*time.Second) {
+		t.Errorf("Close took %v", d)
+	}
+	select {
+	case r := <-reason:
+		if r != 0x8B {
+			t.Errorf("DISCONNECT reason %#x, want 0x8B server shutting down", r)
+		}
+	case <-time.After(testutil.Scale(5 * time.Second)):
+		t.Error("MQTT 5 client got no DISCONNECT")
+	}
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if v3.IsConnectionOpen() {
+			return notYet("v3 client still connected")
+		}
+		return nil
+	})
+	if _, err := net.DialTimeout("tcp", strings.TrimPrefix(u, "mqtt://"), time.Second); err == nil {
+		t.Error("listener still accepts after Close")
+	}
+	if err := srv.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if err := srv.Start(context.Background()); err == nil {
+		t.Error("Start after Close succeeded")
+	}
+}
+
+func TestStartContextCancelCloses(t *testing.T) {
+	srv, err := broker.New(broker.Options{Listen: []string{"mqtt://127.0.0.1:0"}, Logger: testutil.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	addr := srv.Addrs()[0].String()
+	cancel()
+	testutil.Eventually(t, 5*time.Second, func() error {
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return notYet("still accepting")
+		}
+		return nil
+	})
+	_ = srv.Close()
+}
+
+func TestReadyFileMetricsAndHealth(t *testing.T) {
+	dir := t.TempDir()
+	rf := filepath.Join(dir, "ready.json")
+	srv := testutil.StartBroker(t, broker.Options{ReadyFile: rf, Metrics: "127.0.0.1:0"})
+	b, err := os.ReadFile(rf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), srv.Endpoints()[0]) || !strings.Contains(string(b), fmt.Sprintf(`"pid": %d`, os.Getpid())) {
+		t.Fatalf("ready file: %s", b)
+	}
+	u := testutil.Endpoint(t, srv, "mqtt")
+	box := newInbox()
+	sub := v3Client(t, srv, u, "msub", nil)
+	wait(t, sub.Subscribe("m", 1, box.v3Handler()), "subscribe")
+	pub := v3Client(t, srv, u, "mpub", nil)
+	for range 3 {
+		wait(t, pub.Publish("m", 1, false, "x"), "publish")
+	}
+	box.waitN(t, 3, 5*time.Second)
+	base := "http://" + srv.MetricsAddr().String()
+	get := func(path string) string {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %s %s", path, resp.Status, b)
+		}
+		return string(b)
+	}
+	if h := get("/healthz"); h != "ok\n" {
+		t.Fatalf("healthz %q", h)
+	}
+	m := get("/metrics")
+	for _, want := range []string{
+		`iotq_broker_messages_received_total{qos="1"} 3`,
+		`iotq_broker_messages_sent_total{qos="1"} 3`,
+		`iotq_broker_connections_open{transport="mqtt"} 2`,
+		`iotq_broker_messages_dropped_total{qos="0",reason="queue_full"} 0`,
+		`iotq_broker_clients_connected 2`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+func TestMosquittoClients(t *testing.T) {
+	if _, err := exec.LookPath("mosquitto_pub"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("mosquitto_pub not installed (CI=true): run scripts/setup.sh")
+		}
+		t.Skip("mosquitto_pub not installed")
+	}
+	srv, schemes := startMatrixBroker(t, broker.Options{})
+	for i, scheme := range schemes {
+		if scheme != "mqtt" && scheme != "mqtts" {
+			continue
+		}
+		t.Run(scheme, func(t *testing.T) {
+			host, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.Endpoints()[i], scheme+"://"))
+			args := []string{"-h", host, "-p", port}
+			if scheme == "mqtts" {
+				args = append(args, "--cafile", srv.CAFile())
+			}
+			for _, v := range []string{"mqttv311", "mqttv5"} {
+				ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(15*time.Second))
+				defer cancel()
+				topic := "mosq/" + scheme + "/" + v
+				sub := exec.CommandContext(ctx, "mosquitto_sub", append(args, "-V", v, "-t", topic, "-C", "3", "-q", "1", "-i", "msub-"+v)...)
+				var out bytes.Buffer
+				sub.Stdout, sub.Stderr = &out, &out
+				if err := sub.Start(); err != nil {
+					t.Fatal(err)
+				}
+				testutil.Eventually(t, 5*time.Second, func() error {
+					if st := subscribed(srv, "msub-"+v); !st {
+						return notYet("mosquitto_sub not subscribed")
+					}
+					return nil
+				})
+				for q := range 3 {
+					pub := exec.CommandContext(ctx, "mosquitto_pub", append(args, "-V", v, "-t", topic, "-q", fmt.Sprint(q), "-m", fmt.Sprintf("hello-%d", q))...)
+					if b, err := pub.CombinedOutput(); err != nil {
+						t.Fatalf("mosquitto_pub: %v: %s", err, b)
+					}
+				}
+				if err := sub.Wait(); err != nil {
+					t.Fatalf("mosquitto_sub: %v: %s", err, out.String())
+				}
+				if got := out.String(); got != "hello-0\nhello-1\nhello-2\n" {
+					t.Fatalf("%s: mosquitto_sub printed %q", v, got)
+				}
+			}
+		})
+	}
+}
+
+// subscribed reports whether client id is connected with a subscription.
+func subscribed(srv *broker.Server, id string) bool {
+	return srv.Subscriptions(id) > 0
+}
