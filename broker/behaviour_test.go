@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	pahov3 "github.com/eclipse/paho.mqtt.golang"
 	"github.com/eclipse/paho.golang/paho"
+	pahov3 "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/iotq/iotq/broker"
 	"github.com/iotq/iotq/internal/testutil"
