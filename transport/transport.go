@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -78,10 +79,13 @@ func ParseURL(raw string) (Endpoint, error) {
 	default:
 		return Endpoint{}, fmt.Errorf("transport URL %q: unknown scheme %q (want mqtt, mqtts, ws, wss or quic)", raw, u.Scheme)
 	}
-	if u.Opaque != "" {
+	if u.Opaque != "" || (u.Host == "" && !strings.Contains(raw, "://")) {
 		return Endpoint{}, fmt.Errorf("transport URL %q: want %s://HOST[:PORT]", raw, s)
 	}
 	ep := Endpoint{Scheme: s, Host: u.Hostname(), Port: DefaultPort(s), Path: u.Path}
+	if !validHost(ep.Host) {
+		return Endpoint{}, fmt.Errorf("transport URL %q: bad host %q (want a DNS name or an IP address)", raw, ep.Host)
+	}
 	if p := u.Port(); p != "" {
 		port, err := strconv.Atoi(p)
 		if err != nil || port < 0 || port > 65535 {
@@ -89,10 +93,42 @@ func ParseURL(raw string) (Endpoint, error) {
 		}
 		ep.Port = port
 	}
-	if (s == SchemeWS || s == SchemeWSS) && ep.Path == "" {
-		ep.Path = "/mqtt"
+	switch {
+	case s == SchemeWS || s == SchemeWSS:
+		if ep.Path == "" {
+			ep.Path = "/mqtt"
+		}
+	case ep.Path == "/":
+		ep.Path = ""
+	case ep.Path != "":
+		return Endpoint{}, fmt.Errorf("transport URL %q: a path (%q) only applies to ws:// and wss://; remove it", raw, ep.Path)
 	}
 	return ep, nil
+}
+
+// validHost accepts "", DNS names (letters, digits, '-', '_', '.') and IP
+// addresses, IPv6 with an optional zone made of name characters.
+func validHost(h string) bool {
+	if h == "" {
+		return true
+	}
+	if len(h) > 253 {
+		return false
+	}
+	if a, err := netip.ParseAddr(h); err == nil {
+		return nameChars(a.Zone())
+	}
+	return !strings.Contains(h, ":") && nameChars(h)
+}
+
+func nameChars(s string) bool {
+	for _, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.'
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // QUICOptions tune QUIC for lossy, high-latency links. Zero values mean the
