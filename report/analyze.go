@@ -704,69 +704,6 @@ func xiPairs(cells []*CellResult, seed uint64, resamples int) []*XiResult {
 	return out
 }
 
-// energyModels resolves the models: built-in defaults, then the manifest's
-// "energy" object (the lab records its parameters there, in mW and ms),
-// then the user's file.
-func energyModels(ds *dataset, paramsFile string, cpuW float64) (map[string]energy.Model, map[string]string, float64, error) {
-	models := energy.Defaults()
-	profileTech := map[string]string{}
-	manifestCPU := 0.0
-	if e, ok := ds.manifest["energy"]; ok {
-		b, _ := json.Marshal(e)
-		var m struct {
-			CPUActiveMW float64 `json:"cpu_active_mw"`
-			Radio       map[string]struct {
-				PromotionMW   float64 `json:"promotion_mw"`
-				PromotionMS   float64 `json:"promotion_ms"`
-				ActiveBaseMW  float64 `json:"active_base_mw"`
-				UpMWPerMbps   float64 `json:"up_mw_per_mbps"`
-				DownMWPerMbps float64 `json:"down_mw_per_mbps"`
-				TailMW        float64 `json:"tail_mw"`
-				TailMS        float64 `json:"tail_ms"`
-				IdleMW        float64 `json:"idle_mw"`
-			} `json:"radio"`
-			ProfileRadio map[string]string `json:"profile_radio"`
-		}
-		if err := json.Unmarshal(b, &m); err == nil {
-			manifestCPU = m.CPUActiveMW / 1000
-			for tech, r := range m.Radio {
-				mod := energy.Model{Name: tech, PromotionW: r.PromotionMW / 1000, PromotionS: r.PromotionMS / 1000,
-					BaseW: r.ActiveBaseMW / 1000, UpWPerMbps: r.UpMWPerMbps / 1000, DownWPerMbps: r.DownMWPerMbps / 1000,
-					TailW: r.TailMW / 1000, TailS: r.TailMS / 1000, IdleW: r.IdleMW / 1000,
-					Source: "manifest.json (energy.radio." + tech + ")"}
-				if mod.Validate() == nil {
-					models[tech] = mod
-				}
-			}
-			for p, tech := range m.ProfileRadio {
-				profileTech[p] = tech
-			}
-		} else {
-			ds.note("manifest.json energy object not understood (%v): built-in energy parameters are used", err)
-		}
-	}
-	if paramsFile != "" {
-		user, err := energy.LoadModels(paramsFile)
-		if err != nil {
-			return nil, nil, 0, err
-		}
-		raw, _ := os.ReadFile(paramsFile)
-		var keys map[string]json.RawMessage
-		_ = json.Unmarshal(raw, &keys)
-		for tech := range keys {
-			models[tech] = user[tech]
-		}
-	}
-	switch {
-	case cpuW > 0:
-	case manifestCPU > 0:
-		cpuW = manifestCPU
-	default:
-		cpuW = 2
-	}
-	return models, profileTech, cpuW, nil
-}
-
 // brokerPorts are the default ports of the broker's listeners
 // (architecture.md); a packet to one of them is sent by the client.
 var brokerPorts = map[uint16]bool{1883: true, 8883: true, 8083: true, 8084: true, 14567: true}
@@ -784,12 +721,14 @@ func publisherAddr(pkts []pcap.Packet) netip.Addr {
 }
 
 // estimateEnergy fills c.Energy for every cell with traffic.
-func estimateEnergy(ds *dataset, cells []*CellResult, models map[string]energy.Model, profileTech map[string]string, cpuW float64, plog energy.PowerLog) {
+func estimateEnergy(ds *dataset, cells []*CellResult, ec *energyConfig, plog energy.PowerLog) {
 	pcapErrs := 0
 	for _, c := range cells {
 		if len(c.windows) == 0 && !c.hasLinks && !c.hasCPU {
 			continue
 		}
+		cfg := ec.forExp(c.Experiment)
+		models, profileTech, cpuW := cfg.models, cfg.profileTech, cfg.cpuW
 		e := &CellEnergy{MeasuredJ: nan(), MeasuredW: nan(), PerMessageJ: nan(), MeanW: nan()}
 		tech := profileTech[c.Profile]
 		if tech == "" {

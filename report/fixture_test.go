@@ -109,7 +109,16 @@ func writeFixture(t testing.TB, dir string) *fixture {
 
 	manifest := map[string]any{"iotq_version": "v0.0.0-test", "go_version": "go1.26.0", "quic_go_version": "v0.65.0",
 		"kernel": "6.1.0-test", "tcp_congestion": "cubic", "quic_congestion": "newreno", "seed": 1,
-		"loadavg": "0.10 0.20 0.30", "start_ns": fixT0, "out_dir": "/tmp/somewhere"}
+		"loadavg": "0.10 0.20 0.30", "start_ns": fixT0, "out_dir": "/tmp/somewhere",
+		"tool": map[string]any{"iotq_commit": "abc123"}, "host": map[string]any{"kernel": "6.1.0-test", "cpus": 2}}
+	var exps []any
+	for _, e := range []string{"E1", "E4", "E5"} {
+		exps = append(exps, map[string]any{"name": e, "seed": 1, "energy": map[string]any{
+			"cpu_active_mw": 2000,
+			"radio": map[string]any{"satellite": map[string]any{"active_base_mw": 25000, "idle_mw": 12000, "tail_ms": 500}},
+		}})
+	}
+	manifest["experiments"] = exps
 	b, _ := json.MarshalIndent(manifest, "", "  ")
 	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), b, 0o644); err != nil {
 		t.Fatal(err)

@@ -115,10 +115,12 @@ type Summary struct {
 	Cells        []*CellResult           `json:"cells"`
 	Xi           []*XiResult             `json:"xi"`
 	EnergyModels map[string]energy.Model `json:"energy_models"`
-	CPUWatts     float64                 `json:"cpu_active_w"`
-	PowerLog     string                  `json:"power_log,omitempty"`
-	Figures      []Figure                `json:"figures"`
-	Percentiles  string                  `json:"percentile_method"`
+	// CPUWatts is the processor's active power, keyed "" when all
+	// experiments share it, else by experiment.
+	CPUWatts    map[string]float64 `json:"cpu_active_w"`
+	PowerLog    string             `json:"power_log,omitempty"`
+	Figures     []Figure           `json:"figures"`
+	Percentiles string             `json:"percentile_method"`
 }
 
 // Figure is one drawn figure; its files are figures/NAME.png and

@@ -73,7 +73,7 @@ func Generate(ctx context.Context, opts Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	models, profileTech, cpuW, err := energyModels(ds, opts.EnergyParams, opts.CPUWatts)
+	ec, err := energyModels(ds, opts.EnergyParams, opts.CPUWatts)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +88,16 @@ func Generate(ctx context.Context, opts Options) (*Summary, error) {
 	if len(cells) == 0 {
 		ds.note("no cells found in any file: the report is empty")
 	}
-	estimateEnergy(ds, cells, models, profileTech, cpuW, plog)
+	estimateEnergy(ds, cells, ec, plog)
+	var exps []string
+	seenExp := map[string]bool{}
+	for _, c := range cells {
+		if !seenExp[c.Experiment] {
+			seenExp[c.Experiment] = true
+			exps = append(exps, c.Experiment)
+		}
+	}
+	models, cpu := ec.table(exps)
 	if plog != nil {
 		aligned := 0
 		for _, c := range cells {
@@ -107,7 +116,7 @@ func Generate(ctx context.Context, opts Options) (*Summary, error) {
 		Cells:        cells,
 		Xi:           xi,
 		EnergyModels: models,
-		CPUWatts:     cpuW,
+		CPUWatts:     cpu,
 		Percentiles:  "linear interpolation between closest ranks (Hyndman-Fan type 7)",
 	}
 	if opts.PowerLog != "" {

@@ -275,7 +275,7 @@ func TestPowerLogAndParameters(t *testing.T) {
 	params := filepath.Join(t.TempDir(), "e.json")
 	os.WriteFile(params, []byte(`{"wifi": {"tail_s": 0.5, "source": "test"}}`), 0o644)
 	s, _ := generate(t, dir, Options{NoFigures: true, PowerLog: plog, EnergyParams: params, CPUWatts: 3})
-	if s.CPUWatts != 3 || s.EnergyModels["wifi"].TailS != 0.5 || s.EnergyModels["wifi"].Source != "test" {
+	if s.CPUWatts[""] != 3 || s.EnergyModels["wifi"].TailS != 0.5 || s.EnergyModels["wifi"].Source != "test" {
 		t.Errorf("parameters not applied: cpu %v wifi %+v", s.CPUWatts, s.EnergyModels["wifi"])
 	}
 	for _, c := range s.Cells {
@@ -294,3 +294,34 @@ func TestPowerLogAndParameters(t *testing.T) {
 }
 
 func itoa64(v int64) string { return strings.TrimSpace(fmtInt(v)) }
+
+func TestManifestEnergyPerExperiment(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "r")
+	os.MkdirAll(dir, 0o755)
+	writeFixture(t, dir)
+	s, _ := generate(t, dir, Options{NoFigures: true})
+	if sat := s.EnergyModels["satellite"]; sat.BaseW != 25 || sat.IdleW != 12 || sat.TailS != 0.5 || s.CPUWatts[""] != 2 {
+		t.Errorf("manifest energy not applied: %+v cpu %v", sat, s.CPUWatts)
+	}
+	// one experiment with another CPU power: the table is keyed per experiment
+	b, _ := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	b = bytes.Replace(b, []byte(`"cpu_active_mw": 2000`), []byte(`"cpu_active_mw": 1500`), 1)
+	os.WriteFile(filepath.Join(dir, "manifest.json"), b, 0o644)
+	s, out := generate(t, dir, Options{NoFigures: true})
+	if s.CPUWatts["E1"] != 1.5 || s.CPUWatts["E4"] != 2 || s.EnergyModels["E4/wifi"].Name != "wifi" {
+		t.Errorf("per-experiment energy: cpu %v, models %v", s.CPUWatts, sortedKeys(s.EnergyModels))
+	}
+	for _, c := range s.Cells {
+		want := 1.5
+		if c.Experiment != "E1" {
+			want = 2
+		}
+		if c.Energy != nil && !approx(c.Energy.CPUJ, c.Energy.CPUSeconds*want) {
+			t.Errorf("%s: CPU energy %v J for %v s, want %v W", c.Cell, c.Energy.CPUJ, c.Energy.CPUSeconds, want)
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(out, FileMarkdown))
+	if !bytes.Contains(md, []byte("| E1/processor |")) {
+		t.Error("report.md lacks the per-experiment processor row")
+	}
+}

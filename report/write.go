@@ -110,8 +110,8 @@ func tables(s *Summary) []tab {
 	out = append(out, wt)
 
 	et := tab{id: "energy", title: "Energy estimate of the publisher",
-		intro: fmt.Sprintf("Radio energy from the power-state model driven by the packet timeline (source column); "+
-			"processor energy = CPU time x %s W. measured = external power log integrated over the cell's repetitions.", fmtF(s.CPUWatts, 3)),
+		intro: "Radio energy from the power-state model driven by the packet timeline (source column); " +
+			"processor energy = CPU time x active power (parameters below). measured = external power log integrated over the cell's repetitions.",
 		head: []string{"cell", "technology", "radio J", "promotion J", "active J", "tail J", "idle J", "CPU s", "CPU J", "total J",
 			"mJ/delivered msg", "mean W", "measured J", "measured W", "radio source"}}
 	for _, c := range s.Cells {
@@ -126,14 +126,20 @@ func tables(s *Summary) []tab {
 	out = append(out, et)
 
 	pt := tab{id: "energy-parameters", title: "Energy model parameters",
-		intro: "Powers in W, times in s, alpha in W per Mbit/s. Idle power = DRX (LTE) or beacon (WiFi) power x on time / period.",
+		intro: "Powers in W, times in s, alpha in W per Mbit/s. Built-in idle power (Huang et al. rows) = DRX (LTE) or beacon (WiFi) power x on time / period; the satellite defaults are placeholders to replace with a terminal's data sheet values.",
 		head:  []string{"technology", "promotion W", "promotion s", "base W (beta)", "alpha up", "alpha down", "tail W", "tail s", "idle W", "source"}}
 	for _, k := range sortedKeys(s.EnergyModels) {
 		m := s.EnergyModels[k]
 		pt.rows = append(pt.rows, []string{k, fmtF(m.PromotionW, 4), fmtF(m.PromotionS, 4), fmtF(m.BaseW, 5), fmtF(m.UpWPerMbps, 5),
 			fmtF(m.DownWPerMbps, 5), fmtF(m.TailW, 4), fmtF(m.TailS, 4), fmtF(m.IdleW, 5), m.Source})
 	}
-	pt.rows = append(pt.rows, []string{"processor", "", "", fmtF(s.CPUWatts, 3), "", "", "", "", "", "active power x CPU time (configurable: --cpu-watts)"})
+	for _, k := range sortedKeys(s.CPUWatts) {
+		name := "processor"
+		if k != "" {
+			name = k + "/processor"
+		}
+		pt.rows = append(pt.rows, []string{name, "", "", fmtF(s.CPUWatts[k], 3), "", "", "", "", "", "active power x CPU time (manifest or --cpu-watts; default 2 W)"})
+	}
 	out = append(out, pt)
 	return out
 }

@@ -1,0 +1,181 @@
+package report
+
+import (
+	"encoding/json"
+	"os"
+	"reflect"
+
+	"github.com/iotq/iotq/report/energy"
+)
+
+// expEnergy is the energy configuration of one experiment.
+type expEnergy struct {
+	models      map[string]energy.Model
+	profileTech map[string]string
+	cpuW        float64
+}
+
+// energyConfig holds the energy configuration per experiment; the entry ""
+// applies to experiments the manifest does not describe.
+type energyConfig struct {
+	byExp map[string]expEnergy
+}
+
+func (ec *energyConfig) forExp(exp string) expEnergy {
+	if e, ok := ec.byExp[exp]; ok {
+		return e
+	}
+	return ec.byExp[""]
+}
+
+// labEnergy is the lab's record of its energy parameters (manifest.json,
+// per experiment under experiments[].energy or once under energy), in mW
+// and ms.
+type labEnergy struct {
+	CPUActiveMW float64 `json:"cpu_active_mw"`
+	Radio       map[string]struct {
+		PromotionMW   float64 `json:"promotion_mw"`
+		PromotionMS   float64 `json:"promotion_ms"`
+		ActiveBaseMW  float64 `json:"active_base_mw"`
+		UpMWPerMbps   float64 `json:"up_mw_per_mbps"`
+		DownMWPerMbps float64 `json:"down_mw_per_mbps"`
+		TailMW        float64 `json:"tail_mw"`
+		TailMS        float64 `json:"tail_ms"`
+		IdleMW        float64 `json:"idle_mw"`
+	} `json:"radio"`
+	ProfileRadio map[string]string `json:"profile_radio"`
+}
+
+func (le *labEnergy) apply(base expEnergy) expEnergy {
+	out := expEnergy{models: map[string]energy.Model{}, profileTech: map[string]string{}, cpuW: base.cpuW}
+	for k, v := range base.models {
+		out.models[k] = v
+	}
+	for k, v := range base.profileTech {
+		out.profileTech[k] = v
+	}
+	if le.CPUActiveMW > 0 {
+		out.cpuW = le.CPUActiveMW / 1000
+	}
+	for tech, r := range le.Radio {
+		m := energy.Model{Name: tech, PromotionW: r.PromotionMW / 1000, PromotionS: r.PromotionMS / 1000,
+			BaseW: r.ActiveBaseMW / 1000, UpWPerMbps: r.UpMWPerMbps / 1000, DownWPerMbps: r.DownMWPerMbps / 1000,
+			TailW: r.TailMW / 1000, TailS: r.TailMS / 1000, IdleW: r.IdleMW / 1000,
+			Source: "manifest.json (lab's energy parameters)"}
+		if m.Validate() == nil {
+			out.models[tech] = m
+		}
+	}
+	for p, tech := range le.ProfileRadio {
+		out.profileTech[p] = tech
+	}
+	return out
+}
+
+func decodeLabEnergy(v any) (*labEnergy, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var le labEnergy
+	if err := json.Unmarshal(b, &le); err != nil {
+		return nil, err
+	}
+	return &le, nil
+}
+
+// energyModels resolves the energy configuration: built-in defaults, then
+// the manifest's records (top-level "energy", then each experiment's), then
+// the user's parameter file and CPU power, which win everywhere.
+func energyModels(ds *dataset, paramsFile string, cpuW float64) (*energyConfig, error) {
+	base := expEnergy{models: energy.Defaults(), profileTech: map[string]string{}, cpuW: 2}
+	if e, ok := ds.manifest["energy"]; ok {
+		if le, err := decodeLabEnergy(e); err == nil {
+			base = le.apply(base)
+		} else {
+			ds.note("manifest.json energy object not understood (%v): built-in energy parameters are used", err)
+		}
+	}
+	ec := &energyConfig{byExp: map[string]expEnergy{"": base}}
+	if exps, ok := ds.manifest["experiments"].([]any); ok {
+		for _, x := range exps {
+			m, ok := x.(map[string]any)
+			if !ok {
+				continue
+			}
+			name, _ := m["name"].(string)
+			e, ok := m["energy"]
+			if name == "" || !ok {
+				continue
+			}
+			le, err := decodeLabEnergy(e)
+			if err != nil {
+				ds.note("manifest.json experiments[%s].energy not understood (%v): built-in energy parameters are used", name, err)
+				continue
+			}
+			ec.byExp[name] = le.apply(base)
+		}
+	}
+	var user map[string]energy.Model
+	var userKeys map[string]json.RawMessage
+	if paramsFile != "" {
+		var err error
+		user, err = energy.LoadModels(paramsFile)
+		if err != nil {
+			return nil, err
+		}
+		raw, _ := os.ReadFile(paramsFile)
+		_ = json.Unmarshal(raw, &userKeys)
+	}
+	for k, e := range ec.byExp {
+		for tech := range userKeys {
+			e.models[tech] = user[tech]
+		}
+		if cpuW > 0 {
+			e.cpuW = cpuW
+		}
+		ec.byExp[k] = e
+	}
+	return ec, nil
+}
+
+// table returns the models to print: keyed by technology when every
+// experiment uses the same parameters, else by "EXPERIMENT/technology";
+// and the CPU power per key prefix ("" or the experiment).
+func (ec *energyConfig) table(exps []string) (map[string]energy.Model, map[string]float64) {
+	used := map[string]expEnergy{}
+	for _, x := range exps {
+		used[x] = ec.forExp(x)
+	}
+	if len(used) == 0 {
+		used[""] = ec.byExp[""]
+	}
+	var first *expEnergy
+	uniform := true
+	for _, k := range sortedKeys(used) {
+		e := used[k]
+		if first == nil {
+			first = &e
+			continue
+		}
+		if !reflect.DeepEqual(first.models, e.models) || first.cpuW != e.cpuW {
+			uniform = false
+		}
+	}
+	models := map[string]energy.Model{}
+	cpu := map[string]float64{}
+	if uniform {
+		for k, m := range first.models {
+			models[k] = m
+		}
+		cpu[""] = first.cpuW
+		return models, cpu
+	}
+	for x, e := range used {
+		for k, m := range e.models {
+			models[x+"/"+k] = m
+		}
+		cpu[x] = e.cpuW
+	}
+	return models, cpu
+}
