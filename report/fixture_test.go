@@ -115,7 +115,7 @@ func writeFixture(t testing.TB, dir string) *fixture {
 	for _, e := range []string{"E1", "E4", "E5"} {
 		exps = append(exps, map[string]any{"name": e, "seed": 1, "energy": map[string]any{
 			"cpu_active_mw": 2000,
-			"radio": map[string]any{"satellite": map[string]any{"active_base_mw": 25000, "idle_mw": 12000, "tail_ms": 500}},
+			"radio":         map[string]any{"satellite": map[string]any{"active_base_mw": 25000, "idle_mw": 12000, "tail_ms": 500}},
 		}})
 	}
 	manifest["experiments"] = exps
