@@ -273,6 +273,15 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 		out = append(out, c)
 	}
 	sortCells(out)
+	for _, c := range out {
+		if c.Status != "" && !strings.EqualFold(c.Status, "ok") && !strings.EqualFold(c.Status, "done") {
+			msg := c.Error
+			if msg == "" {
+				msg = "no error recorded"
+			}
+			ds.note("cell %s has status %s (%s): its numbers cover only the repetitions that produced records", c.Cell, c.Status, msg)
+		}
+	}
 	return out, xiPairs(out, seed, resamples)
 }
 

@@ -325,3 +325,18 @@ func TestManifestEnergyPerExperiment(t *testing.T) {
 		t.Error("report.md lacks the per-experiment processor row")
 	}
 }
+
+func TestFailedCellIsNoted(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "r")
+	os.MkdirAll(dir, 0o755)
+	writeFixture(t, dir)
+	p := filepath.Join(dir, "cells.csv")
+	b, _ := os.ReadFile(p)
+	lines := strings.Split(string(b), "\n")
+	lines[1] = strings.Replace(lines[1], ",done,", ",failed,broker did not start,", 1)
+	os.WriteFile(p, []byte(strings.Join(lines, "\n")), 0o644)
+	s, _ := generate(t, dir, Options{NoFigures: true})
+	if !strings.Contains(strings.Join(s.Notes, "\n"), "status failed (broker did not start)") {
+		t.Errorf("notes: %v", s.Notes)
+	}
+}
