@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -23,9 +24,10 @@ type RadioModel struct {
 	Source       string  `yaml:"source,omitempty" json:"source,omitempty"`
 }
 
-// EnergyModel holds the parameters of the energy estimate. The lab records
-// them in manifest.json (experiments[].energy); the report computes the
-// estimate from the link counters, the pcap and cpu.csv.
+// EnergyModel holds the parameters of the energy estimate. Scenario files
+// write watts and seconds; manifest.json (experiments[].energy) records
+// milliwatts and milliseconds (see MarshalJSON), as the report reads them.
+// The report computes the estimate from the pcap, links.csv and cpu.csv.
 type EnergyModel struct {
 	// CPUActiveW is the processor's active power: CPU energy = CPU time x
 	// this. Default 2 W.
@@ -124,4 +126,51 @@ func (e EnergyModel) validate() []error {
 		}
 	}
 	return errs
+}
+
+// energyJSON is how the manifest records the model: milliwatts and
+// milliseconds, the units the report reads (report/energyconf.go).
+type energyJSON struct {
+	CPUActiveMW  float64              `json:"cpu_active_mw"`
+	Radio        map[string]radioJSON `json:"radio"`
+	ProfileRadio map[string]string    `json:"profile_radio"`
+	PowerLog     string               `json:"power_log,omitempty"`
+}
+
+type radioJSON struct {
+	PromotionMW   float64 `json:"promotion_mw"`
+	PromotionMS   float64 `json:"promotion_ms"`
+	ActiveBaseMW  float64 `json:"active_base_mw"`
+	UpMWPerMbps   float64 `json:"up_mw_per_mbps"`
+	DownMWPerMbps float64 `json:"down_mw_per_mbps"`
+	TailMW        float64 `json:"tail_mw"`
+	TailMS        float64 `json:"tail_ms"`
+	IdleMW        float64 `json:"idle_mw"`
+	Source        string  `json:"source,omitempty"`
+}
+
+// MarshalJSON writes the model in milliwatts and milliseconds.
+func (e EnergyModel) MarshalJSON() ([]byte, error) {
+	out := energyJSON{CPUActiveMW: e.CPUActiveW * 1000, Radio: map[string]radioJSON{}, ProfileRadio: e.ProfileRadio, PowerLog: e.PowerLog}
+	for k, r := range e.Radio {
+		out.Radio[k] = radioJSON{PromotionMW: r.PromotionW * 1000, PromotionMS: r.PromotionS * 1000, ActiveBaseMW: r.BaseW * 1000,
+			UpMWPerMbps: r.UpWPerMbps * 1000, DownMWPerMbps: r.DownWPerMbps * 1000, TailMW: r.TailW * 1000, TailMS: r.TailS * 1000,
+			IdleMW: r.IdleW * 1000, Source: r.Source}
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (e *EnergyModel) UnmarshalJSON(b []byte) error {
+	var in energyJSON
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	*e = EnergyModel{CPUActiveW: in.CPUActiveMW / 1000, Radio: map[string]RadioModel{}, ProfileRadio: in.ProfileRadio, PowerLog: in.PowerLog}
+	for k, r := range in.Radio {
+		e.Radio[k] = RadioModel{PromotionW: r.PromotionMW / 1000, PromotionS: r.PromotionMS / 1000, BaseW: r.ActiveBaseMW / 1000,
+			UpWPerMbps: r.UpMWPerMbps / 1000, DownWPerMbps: r.DownMWPerMbps / 1000, TailW: r.TailMW / 1000, TailS: r.TailMS / 1000,
+			IdleW: r.IdleMW / 1000, Source: r.Source}
+	}
+	return nil
 }

@@ -68,6 +68,9 @@ func fakeMain(args []string) int {
 		os.MkdirAll(filepath.Join(*state, "bus"), 0o755)
 		caFile := filepath.Join(*state, "ca.pem")
 		os.WriteFile(caFile, []byte("fake"), 0o644)
+		for i, l := range listen {
+			listen[i] = strings.Replace(l, ":0", ":9", 1) // a real broker reports the port it got
+		}
 		b, _ := json.Marshal(map[string]any{"listeners": listen, "ca_file": caFile, "pid": os.Getpid()})
 		os.WriteFile(*ready+".tmp", b, 0o644)
 		os.Rename(*ready+".tmp", *ready)

@@ -190,41 +190,14 @@ func (cr *cellRun) writeNetInfo() error {
 	return os.WriteFile(filepath.Join(cr.dir, "network.json"), append(b, '\n'), 0o644)
 }
 
-// freePort asks the kernel for a free port on loopback (local fabric).
-func freePort(network string) (int, error) {
-	switch network {
-	case "udp":
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port, nil
-	default:
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		defer l.Close()
-		return l.Addr().(*net.TCPAddr).Port, nil
-	}
-}
-
 func (cr *cellRun) startBroker(ctx context.Context) (*child, error) {
 	scheme := cr.c.Transport
 	port := transport.DefaultPort(transport.Scheme(scheme))
 	host := "0.0.0.0"
 	if cr.r.opts.Fabric.Name() == "local" {
-		host = "127.0.0.1"
-		network := "tcp"
-		if scheme == TransportQUIC {
-			network = "udp"
-		}
-		p, err := freePort(network)
-		if err != nil {
-			return nil, fmt.Errorf("pick a broker port: %w", err)
-		}
-		port = p
+		// Every node shares the host: let the kernel pick free ports; the
+		// ready file tells which.
+		host, port = "127.0.0.1", 0
 	}
 	ready := filepath.Join(cr.dir, "broker.ready.json")
 	args := []string{"broker",
@@ -254,6 +227,10 @@ func (cr *cellRun) startBroker(ctx context.Context) (*child, error) {
 		if err == nil && string(ep.Scheme) == scheme && ep.Port != 0 {
 			cr.port = ep.Port
 		}
+	}
+	if cr.port == 0 {
+		b.stop(3 * time.Second)
+		return nil, fmt.Errorf("broker: ready file lists no %s listener with a port: %v", scheme, br.Listeners)
 	}
 	if cr.ca == "" {
 		b.stop(3 * time.Second)

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -287,5 +288,29 @@ func TestUnits(t *testing.T) {
 	}
 	if _, err := ParseDuration("-5ms"); err == nil {
 		t.Error("negative duration accepted")
+	}
+}
+
+func TestEnergyManifestUnits(t *testing.T) {
+	e := DefaultEnergy()
+	b, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	json.Unmarshal(b, &raw)
+	if raw["cpu_active_mw"].(float64) != 2000 {
+		t.Fatalf("cpu_active_mw: %s", b)
+	}
+	lte := raw["radio"].(map[string]any)["lte"].(map[string]any)
+	if lte["tail_ms"].(float64) != 11576 || lte["active_base_mw"].(float64) != 1288.04 {
+		t.Fatalf("lte: %v", lte)
+	}
+	var back EnergyModel
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if d := back.Radio["lte"].TailS - 11.576; d > 1e-9 || d < -1e-9 {
+		t.Fatalf("round trip: %+v", back.Radio["lte"])
 	}
 }
