@@ -314,3 +314,20 @@ func TestEnergyManifestUnits(t *testing.T) {
 		t.Fatalf("round trip: %+v", back.Radio["lte"])
 	}
 }
+
+func TestExampleScenarioFilesParse(t *testing.T) {
+	files, err := filepath.Glob("../scenarios/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example scenarios: %v", err)
+	}
+	for _, f := range files {
+		specs, err := LoadSpecs(f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if _, err := Cells(specs); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
