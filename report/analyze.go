@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/iotq/iotq/report/energy"
 	"github.com/iotq/iotq/report/pcap"
@@ -84,6 +86,9 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 			}
 			c.Pattern = t.str(r, "pattern")
 			c.Size = t.intv(r, "size", "payload", "payload_size")
+			c.IntervalNs, _ = t.durationNs(r, "interval_ns", "interval")
+			c.Publishers = t.intv(r, "publishers")
+			c.Retries = t.intv(r, "retries")
 			c.Status = t.str(r, "status")
 			c.Error = t.str(r, "error")
 			c.Link = linkFromRow(t, r)
@@ -311,6 +316,46 @@ func newCell(id string) *CellResult {
 	return c
 }
 
+// variant describes what, besides profile, loss, transport and QoS,
+// distinguishes a cell from the others of its experiment: payload size,
+// interval, publishers, retries and the subscriber link.
+func (c *CellResult) variant() string {
+	return fmt.Sprintf("%dB|%d|n%d|r%d|%d|%g", c.Size, c.IntervalNs, c.Publishers, c.Retries, c.Link.SubDelayNs, c.Link.SubRateBps)
+}
+
+// variantLabel is variant for people: only the parts that are set.
+func (c *CellResult) variantLabel() string {
+	var parts []string
+	if c.Size > 0 {
+		parts = append(parts, fmt.Sprintf("%dB", c.Size))
+	}
+	if c.IntervalNs > 0 {
+		parts = append(parts, "every "+time.Duration(c.IntervalNs).String())
+	}
+	if c.Publishers > 1 {
+		parts = append(parts, fmt.Sprintf("%d publishers", c.Publishers))
+	}
+	if c.Retries > 0 {
+		parts = append(parts, fmt.Sprintf("%d retries", c.Retries))
+	}
+	if c.Link.SubDelayNs > 0 {
+		parts = append(parts, fmt.Sprintf("sub link %s %s", time.Duration(c.Link.SubDelayNs), rateText(c.Link.SubRateBps)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func rateText(bps float64) string {
+	switch {
+	case bps <= 0:
+		return "unlimited"
+	case bps >= 1e9:
+		return strconv.FormatFloat(bps/1e9, 'g', -1, 64) + "Gbit/s"
+	case bps >= 1e6:
+		return strconv.FormatFloat(bps/1e6, 'g', -1, 64) + "Mbit/s"
+	}
+	return strconv.FormatFloat(bps/1e3, 'g', -1, 64) + "kbit/s"
+}
+
 func sortedReps(m map[int]float64) []int {
 	reps := make([]int, 0, len(m))
 	for r := range m {
@@ -347,6 +392,14 @@ func sortCells(cs []*CellResult) {
 			return a.QoS < b.QoS
 		case a.Size != b.Size:
 			return a.Size < b.Size
+		case a.IntervalNs != b.IntervalNs:
+			return a.IntervalNs < b.IntervalNs
+		case a.Publishers != b.Publishers:
+			return a.Publishers < b.Publishers
+		case a.Retries != b.Retries:
+			return a.Retries < b.Retries
+		case a.Link.SubDelayNs != b.Link.SubDelayNs:
+			return a.Link.SubDelayNs < b.Link.SubDelayNs
 		case isQUIC(a.Transport) != isQUIC(b.Transport):
 			return !isQUIC(a.Transport)
 		case a.Transport != b.Transport:
@@ -673,7 +726,7 @@ func xiPairs(cells []*CellResult, seed uint64, resamples int) []*XiResult {
 		if c.Kind != KindA || len(c.completion) == 0 {
 			continue
 		}
-		k := fmt.Sprintf("%s|%s|%g|%d|%d|%d|%d", c.Experiment, c.Profile, c.LossPct, c.QoS, c.Size, c.Link.PubDelayNs, c.Link.SubDelayNs)
+		k := fmt.Sprintf("%s|%s|%g|%d|%s", c.Experiment, c.Profile, c.LossPct, c.QoS, c.variant())
 		g := groups[k]
 		if g == nil {
 			g = &group{}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -68,21 +69,28 @@ func drawFigures(ctx context.Context, s *Summary, dir string) ([]Figure, error) 
 	}
 	for _, prof := range profiles(s.Cells) {
 		for _, kind := range []string{KindPeriodic, KindA, KindB} {
-			cs := selectCells(s.Cells, prof, kind)
-			if len(cs) == 0 {
-				continue
-			}
-			var err error
-			switch kind {
-			case KindPeriodic:
-				err = periodicFigures(cs, prof, save)
-			case KindA:
-				err = completionFigures(cs, s.Xi, prof, save)
-			case KindB:
-				err = startupFigures(cs, prof, save)
-			}
-			if err != nil {
-				return figs, err
+			all := selectCells(s.Cells, prof, kind)
+			groups, labels := splitVariants(all)
+			for i, cs := range groups {
+				// a profile with several variants (sizes, intervals, publishers,
+				// subscriber links) gets one figure per variant
+				name, title := prof, prof
+				if len(groups) > 1 {
+					name = prof + "-" + experimentOf(cs) + "-" + labels[i]
+					title = prof + ", " + experimentOf(cs) + " " + labels[i]
+				}
+				var err error
+				switch kind {
+				case KindPeriodic:
+					err = periodicFigures(cs, name, title, save)
+				case KindA:
+					err = completionFigures(cs, s.Xi, name, title, save)
+				case KindB:
+					err = startupFigures(cs, name, title, save)
+				}
+				if err != nil {
+					return figs, err
+				}
 			}
 		}
 	}
@@ -107,6 +115,33 @@ func profiles(cs []*CellResult) []string {
 	return out
 }
 
+// splitVariants groups cells by experiment and variant, in order of
+// appearance; labels name each group.
+func splitVariants(cs []*CellResult) ([][]*CellResult, []string) {
+	var groups [][]*CellResult
+	var labels []string
+	idx := map[string]int{}
+	for _, c := range cs {
+		k := c.Experiment + "|" + c.variant()
+		i, ok := idx[k]
+		if !ok {
+			i = len(groups)
+			idx[k] = i
+			groups = append(groups, nil)
+			labels = append(labels, c.variantLabel())
+		}
+		groups[i] = append(groups[i], c)
+	}
+	return groups, labels
+}
+
+func experimentOf(cs []*CellResult) string {
+	if len(cs) == 0 {
+		return ""
+	}
+	return cs[0].Experiment
+}
+
 func selectCells(cs []*CellResult, prof, kind string) []*CellResult {
 	var out []*CellResult
 	for _, c := range cs {
@@ -124,10 +159,11 @@ func slug(s string) string {
 			b[i] = '-'
 		}
 	}
-	if len(b) == 0 {
+	out := strings.Trim(strings.Join(strings.FieldsFunc(string(b), func(r rune) bool { return r == '-' }), "-"), "-")
+	if out == "" {
 		return "none"
 	}
-	return string(b)
+	return out
 }
 
 func transports(cs []*CellResult) []string {
@@ -238,11 +274,11 @@ func lineByLoss(p *plot.Plot, cs []*CellResult, keep func(*CellResult) bool, val
 	return n, nil
 }
 
-func periodicFigures(cs []*CellResult, prof string, save func(*plot.Plot, Figure) error) error {
+func periodicFigures(cs []*CellResult, fname, prof string, save func(*plot.Plot, Figure) error) error {
 	q0 := minQoS(cs)
 	keep := func(c *CellResult) bool { return c.QoS == q0 && c.DelayMs.N > 0 }
 	qlabel := "QoS " + strconv.Itoa(q0)
-	name := slug(prof)
+	name := slug(fname)
 
 	p := newPlot(fmt.Sprintf("Mean one-way delay vs loss: %s (%s)", prof, qlabel), "loss (%)", "mean one-way delay (ms)")
 	n, err := lineByLoss(p, cs, keep, func(c *CellResult) float64 { return c.DelayMs.Mean }, func(tr string) string { return tr },
@@ -277,7 +313,7 @@ func periodicFigures(cs []*CellResult, prof string, save func(*plot.Plot, Figure
 	}
 
 	// RSD bars
-	if err := rsdBars(cs, keep, prof, qlabel, save); err != nil {
+	if err := rsdBars(cs, keep, name, prof, qlabel, save); err != nil {
 		return err
 	}
 
@@ -347,7 +383,7 @@ func periodicFigures(cs []*CellResult, prof string, save func(*plot.Plot, Figure
 	return nil
 }
 
-func rsdBars(cs []*CellResult, keep func(*CellResult) bool, prof, qlabel string, save func(*plot.Plot, Figure) error) error {
+func rsdBars(cs []*CellResult, keep func(*CellResult) bool, name, prof, qlabel string, save func(*plot.Plot, Figure) error) error {
 	ls := losses(cs)
 	trs := transports(cs)
 	p := newPlot(fmt.Sprintf("RSD of the one-way delay: %s (%s)", prof, qlabel), "loss", "RSD (%)")
@@ -383,11 +419,15 @@ func rsdBars(cs []*CellResult, keep func(*CellResult) bool, prof, qlabel string,
 	}
 	p.NominalX(labels...)
 	p.X.Min, p.X.Max = -0.6, float64(len(ls))-0.4
-	return save(p, Figure{Name: "rsd-" + slug(prof), Title: "RSD of the delay, " + prof,
+	return save(p, Figure{Name: "rsd-" + name, Title: "RSD of the delay, " + prof,
 		Caption: "Relative standard deviation (sample SD / mean) of the one-way delay per loss rate and transport."})
 }
 
-func completionFigures(cs []*CellResult, xi []*XiResult, prof string, save func(*plot.Plot, Figure) error) error {
+func completionFigures(cs []*CellResult, xi []*XiResult, fname, prof string, save func(*plot.Plot, Figure) error) error {
+	inGroup := map[string]bool{}
+	for _, c := range cs {
+		inGroup[c.Cell] = true
+	}
 	var groups []boxGroup
 	for _, c := range cs {
 		if len(c.completion) == 0 {
@@ -406,7 +446,7 @@ func completionFigures(cs []*CellResult, xi []*XiResult, prof string, save func(
 	if err := addBoxes(p, groups); err != nil {
 		return err
 	}
-	if err := save(p, Figure{Name: "completion-box-" + slug(prof), Title: "Completion time, " + prof,
+	if err := save(p, Figure{Name: "completion-box-" + slug(fname), Title: "Completion time, " + prof,
 		Caption: "Box: quartiles and median; whiskers: most extreme values within 1.5 IQR; points: outliers; triangles: lower bound (messages x one-way path delay)."}); err != nil {
 		return err
 	}
@@ -415,7 +455,7 @@ func completionFigures(cs []*CellResult, xi []*XiResult, prof string, save func(
 	var ivs []interval
 	var reps plotter.XYs
 	for _, x := range xi {
-		if x.Profile != prof || !finite(x.OfMeans.Estimate) {
+		if !inGroup[x.QUICCell] || !finite(x.OfMeans.Estimate) {
 			continue
 		}
 		pts = append(pts, plotter.XY{X: x.LossPct, Y: x.OfMeans.Estimate})
@@ -453,7 +493,7 @@ func completionFigures(cs []*CellResult, xi []*XiResult, prof string, save func(
 	if err := addLine(p, "xi = 1 (equal)", plotter.XYs{{X: lo, Y: 1}, {X: hi, Y: 1}}, colBound, []vg.Length{vg.Points(4), vg.Points(3)}, draw.PlusGlyph{}); err != nil {
 		return err
 	}
-	return save(p, Figure{Name: "xi-" + slug(prof), Title: "Completion ratio xi, " + prof,
+	return save(p, Figure{Name: "xi-" + slug(fname), Title: "Completion ratio xi, " + prof,
 		Caption: "xi of the means with its 95 % bootstrap confidence interval (bars), per-repetition ratios (rings); below 1 QUIC completes sooner."})
 }
 
@@ -465,7 +505,7 @@ func (c *CellResult) completionBound() float64 {
 	return perRep * c.DelayBoundMs / 1000
 }
 
-func startupFigures(cs []*CellResult, prof string, save func(*plot.Plot, Figure) error) error {
+func startupFigures(cs []*CellResult, fname, prof string, save func(*plot.Plot, Figure) error) error {
 	var groups []boxGroup
 	for _, c := range cs {
 		if len(c.startup) == 0 {
@@ -481,7 +521,7 @@ func startupFigures(cs []*CellResult, prof string, save func(*plot.Plot, Figure)
 	if err := addBoxes(p, groups); err != nil {
 		return err
 	}
-	return save(p, Figure{Name: "startup-box-" + slug(prof), Title: "Startup latency, " + prof,
+	return save(p, Figure{Name: "startup-box-" + slug(fname), Title: "Startup latency, " + prof,
 		Caption: "Second connection's dial start to delivery at the subscriber. Box: quartiles and median; whiskers: 5th and 95th percentiles; points: values outside; triangles: lower bound (handshake RTTs + one-way path delay)."})
 }
 

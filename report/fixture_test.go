@@ -124,7 +124,7 @@ func writeFixture(t testing.TB, dir string) *fixture {
 		t.Fatal(err)
 	}
 	cellsF := newCSV(t, dir, "cells.csv", "cell", "experiment", "profile", "loss_pct", "transport", "qos", "pattern", "size",
-		"messages", "repetitions", "pub_delay_ns", "pub_rate_bps", "sub_delay_ns", "sub_rate_bps", "status", "error")
+		"interval_ns", "publishers", "messages", "repetitions", "pub_delay_ns", "pub_rate_bps", "sub_delay_ns", "sub_rate_bps", "status", "error")
 	msgF := newCSV(t, dir, "messages.csv", "cell", "rep", "protocol", "transport", "qos", "seq", "size", "send_ns", "recv_ns", "delay_ns")
 	connF := newCSV(t, dir, "connections.csv", "cell", "rep", "role", "node", "transport", "dial_start_ns", "transport_ready_ns",
 		"connack_ns", "first_delivery_ns", "resumed", "used_0rtt")
@@ -134,7 +134,11 @@ func writeFixture(t testing.TB, dir string) *fixture {
 
 	clock := fixT0
 	for _, c := range fx.cells {
-		cellsF.row(c.id, c.exp, c.profile, c.loss, c.transport, c.qos, c.pattern, c.size, c.messages, c.reps,
+		interval := 0
+		if c.pattern == "periodic" {
+			interval = 1_000_000_000
+		}
+		cellsF.row(c.id, c.exp, c.profile, c.loss, c.transport, c.qos, c.pattern, c.size, interval, 1, c.messages, c.reps,
 			c.pubDelay, int64(c.pubRate), c.subDelay, int64(c.subRate), "done", "")
 		quic := c.transport == "quic"
 		rtt := 2 * (c.pubDelay + c.subDelay)

@@ -36,6 +36,9 @@ type CellResult struct {
 	Pattern    string  `json:"pattern"`
 	Kind       string  `json:"kind"`
 	Size       int     `json:"size"`
+	IntervalNs int64   `json:"interval_ns"`
+	Publishers int     `json:"publishers"`
+	Retries    int     `json:"retries"`
 	Status     string  `json:"status"`
 	Error      string  `json:"error,omitempty"`
 	Link       Link    `json:"link"`

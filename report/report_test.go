@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -338,5 +339,27 @@ func TestFailedCellIsNoted(t *testing.T) {
 	s, _ := generate(t, dir, Options{NoFigures: true})
 	if !strings.Contains(strings.Join(s.Notes, "\n"), "status failed (broker did not start)") {
 		t.Errorf("notes: %v", s.Notes)
+	}
+}
+
+func TestFiguresPerVariant(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "r")
+	os.MkdirAll(dir, 0o755)
+	writeFixture(t, dir)
+	p := filepath.Join(dir, "cells.csv")
+	b, _ := os.ReadFile(p)
+	// the cellular E1 cells become wifi cells with 500 B payloads
+	re := regexp.MustCompile(`,cellular,([^,]*),([^,]*),([^,]*),periodic,100,`)
+	b = re.ReplaceAll(b, []byte(",wifi,$1,$2,$3,periodic,500,"))
+	os.WriteFile(p, b, 0o644)
+	s, _ := generate(t, dir, Options{})
+	names := map[string]bool{}
+	for _, f := range s.Figures {
+		names[f.Name] = true
+	}
+	for _, want := range []string{"delay-mean-wifi-E1-100B-every-1s", "delay-mean-wifi-E1-500B-every-1s", "completion-box-wifi", "xi-wifi"} {
+		if !names[want] {
+			t.Errorf("figure %s missing; have %v", want, sortedKeys(names))
+		}
 	}
 }

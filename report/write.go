@@ -216,7 +216,7 @@ func mdCell(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
 func tablesCSV(s *Summary) ([]byte, error) {
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
-	head := []string{"cell", "experiment", "profile", "loss_pct", "transport", "qos", "pattern", "size", "status",
+	head := []string{"cell", "experiment", "profile", "loss_pct", "transport", "qos", "pattern", "size", "interval_ns", "publishers", "retries", "status",
 		"published", "received", "delivery_ratio",
 		"delay_n", "delay_mean_ms", "delay_median_ms", "delay_p5_ms", "delay_p25_ms", "delay_p75_ms", "delay_p95_ms", "delay_sd_ms", "delay_rsd", "delay_bound_ms",
 		"startup_n", "startup_mean_ms", "startup_median_ms", "startup_p5_ms", "startup_p95_ms", "startup_rsd", "startup_bound_ms", "resumed", "used_0rtt",
@@ -229,7 +229,8 @@ func tablesCSV(s *Summary) ([]byte, error) {
 	g := func(v float64) string { return fmtF(v, 6) }
 	for _, c := range s.Cells {
 		row := []string{c.Cell, c.Experiment, c.Profile, loss(c.LossPct), c.Transport, strconv.Itoa(c.QoS), c.Pattern,
-			strconv.Itoa(c.Size), c.Status, strconv.Itoa(c.Published), strconv.Itoa(c.Received), g(c.DeliveryRatio),
+			strconv.Itoa(c.Size), strconv.FormatInt(c.IntervalNs, 10), strconv.Itoa(c.Publishers), strconv.Itoa(c.Retries),
+			c.Status, strconv.Itoa(c.Published), strconv.Itoa(c.Received), g(c.DeliveryRatio),
 			strconv.Itoa(c.DelayMs.N), g(c.DelayMs.Mean), g(c.DelayMs.Median), g(c.DelayMs.P5), g(c.DelayMs.P25), g(c.DelayMs.P75),
 			g(c.DelayMs.P95), g(c.DelayMs.SD), g(c.DelayMs.RSD), g(c.DelayBoundMs),
 			strconv.Itoa(c.StartupMs.N), g(c.StartupMs.Mean), g(c.StartupMs.Median), g(c.StartupMs.P5), g(c.StartupMs.P95),
