@@ -45,6 +45,7 @@ func dialEcho(t *testing.T, url string, cli *tls.Config, cacheFile string, q QUI
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer cache.Close() // as a process would before exiting
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := Dial(ctx, url, DialOptions{TLSConfig: cli, SessionCache: cache, QUIC: q})
@@ -347,5 +348,57 @@ func TestTLSResumptionAcrossProcesses(t *testing.T) {
 				t.Fatalf("second connection %+v, want TLSResumed", second)
 			}
 		})
+	}
+}
+
+// TestFileSessionCacheMergesProcesses: two cache objects on one file (two
+// processes talking to two brokers) both end up in the file; Close flushes.
+func TestFileSessionCacheMergesProcesses(t *testing.T) {
+	noLeak(t)
+	srv, cli := serverTLS(t, t.TempDir())
+	file := filepath.Join(t.TempDir(), "shared.json")
+	var urls []string
+	for range 2 {
+		l, err := Listen("mqtts://127.0.0.1:0", ListenOptions{TLSConfig: srv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		startEcho(t, l)
+		urls = append(urls, l.Endpoint().String())
+	}
+	a, err := NewFileSessionCache(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewFileSessionCache(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, cache := range []*FileSessionCache{a, b} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err := Dial(ctx, urls[i], DialOptions{TLSConfig: cli, SessionCache: cache})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		roundTrip(t, c, []byte("x")) // the ticket arrives with the reply
+		c.Close()
+		if err := cache.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cache.Close(); err != nil {
+			t.Fatal("second Close:", err)
+		}
+	}
+	fresh, err := NewFileSessionCache(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh.Len() != 2 {
+		t.Fatalf("file holds %d sessions, want 2 (one per process)", fresh.Len())
+	}
+	var nilCache *FileSessionCache
+	if nilCache.Close() != nil {
+		t.Fatal("nil Close")
 	}
 }

@@ -30,17 +30,26 @@ const fileCacheMaxEntries = 256
 
 // FileSessionCache is a tls.ClientSessionCache that keeps session tickets
 // in a file, so a new process resumes the TLS session (and with QUIC sends
-// 0-RTT data) where the last one left off. Every Put rewrites the file at
-// once (temporary file + rename, mode 0600: it holds resumption secrets),
-// merged with what other processes wrote meanwhile. A missing, unreadable or
-// corrupt file or entry is a cache miss, never an error. Safe for concurrent
-// use.
+// 0-RTT data) where the last one left off.
+//
+// Put stores in memory at once and writes the file right behind it from a
+// short-lived goroutine (temporary file + rename, mode 0600: it holds
+// resumption secrets; merged with what other processes wrote meanwhile), so
+// the file write never delays the connection that received the ticket. Call
+// Flush, or Close, before the process exits: both wait until the file is
+// written. A missing, unreadable or corrupt file or entry is a cache miss,
+// never an error. Safe for concurrent use.
 type FileSessionCache struct {
 	path string
 	log  *slog.Logger
 
 	mu      sync.Mutex
+	idle    *sync.Cond // signalled when writing becomes false; uses mu
 	entries map[string]fileCacheEntry
+	removed map[string]bool // deleted since the last write
+	dirty   bool            // entries changed since the last write
+	writing bool            // a writer goroutine runs
+	closed  bool            // after Close, Put writes synchronously
 }
 
 // fileCacheEntry is one stored ticket: the ticket as sent by the server
@@ -70,7 +79,8 @@ func NewFileSessionCache(path string, logger *slog.Logger) (*FileSessionCache, e
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("session cache %s: %w", path, err)
 	}
-	c := &FileSessionCache{path: path, log: logger.With("component", "sessioncache", "file", path)}
+	c := &FileSessionCache{path: path, log: logger.With("component", "sessioncache", "file", path), removed: map[string]bool{}}
+	c.idle = sync.NewCond(&c.mu)
 	c.entries = c.load()
 	return c, nil
 }
@@ -131,18 +141,61 @@ func (c *FileSessionCache) Put(key string, cs *tls.ClientSessionState) {
 		e = fileCacheEntry{Ticket: ticket, State: b, Saved: time.Now().UTC()}
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	if cs == nil {
+		delete(c.entries, key)
+		c.removed[key] = true
+	} else {
+		c.entries[key] = e
+		delete(c.removed, key)
+	}
+	c.dirty = true
+	if c.closed {
+		c.mu.Unlock()
+		c.writeOnce()
+		return
+	}
+	if !c.writing {
+		c.writing = true
+		go c.writer()
+	}
+	c.mu.Unlock()
+}
+
+// writer writes the file until no change is pending, then ends.
+func (c *FileSessionCache) writer() {
+	for c.writeOnce() {
+	}
+	c.mu.Lock()
+	c.writing = false
+	c.idle.Broadcast()
+	c.mu.Unlock()
+}
+
+// writeOnce writes pending changes; it returns false if there were none.
+func (c *FileSessionCache) writeOnce() bool {
+	c.mu.Lock()
+	if !c.dirty {
+		c.mu.Unlock()
+		return false
+	}
+	c.dirty = false
+	mine := make(map[string]fileCacheEntry, len(c.entries))
+	for k, v := range c.entries {
+		mine[k] = v
+	}
+	removed := c.removed
+	c.removed = map[string]bool{}
+	c.mu.Unlock()
+
 	// Merge with what other processes saved since we loaded.
 	merged := c.load()
-	for k, v := range c.entries {
-		if old, ok := merged[k]; !ok || v.Saved.After(old.Saved) {
+	for k := range removed {
+		delete(merged, k)
+	}
+	for k, v := range mine {
+		if old, ok := merged[k]; !ok || !old.Saved.After(v.Saved) {
 			merged[k] = v
 		}
-	}
-	if cs == nil {
-		delete(merged, key)
-	} else {
-		merged[key] = e
 	}
 	for len(merged) > fileCacheMaxEntries {
 		oldest := ""
@@ -153,15 +206,44 @@ func (c *FileSessionCache) Put(key string, cs *tls.ClientSessionState) {
 		}
 		delete(merged, oldest)
 	}
-	c.entries = merged
-	if err := c.writeLocked(); err != nil {
+	if err := c.write(merged); err != nil {
 		c.log.Warn("session cache not saved; the next process will do a full handshake", "err", err)
 	}
+	c.mu.Lock()
+	for k, v := range merged {
+		if cur, ok := c.entries[k]; !ok && !c.removed[k] || ok && v.Saved.After(cur.Saved) {
+			c.entries[k] = v
+		}
+	}
+	c.mu.Unlock()
+	return true
 }
 
-// writeLocked writes entries to the file. c.mu must be held.
-func (c *FileSessionCache) writeLocked() error {
-	b, err := json.Marshal(fileCacheFile{Version: 1, Entries: c.entries})
+// Flush waits until every Put so far is written to the file.
+func (c *FileSessionCache) Flush() {
+	c.mu.Lock()
+	for c.writing {
+		c.idle.Wait()
+	}
+	c.mu.Unlock()
+}
+
+// Close flushes; later Puts write synchronously. Idempotent, nil-safe.
+func (c *FileSessionCache) Close() error {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.Flush()
+	return nil
+}
+
+// write replaces the file with entries. Only one writer runs at a time
+// (writer goroutine, or Put after Close with no writer left).
+func (c *FileSessionCache) write(entries map[string]fileCacheEntry) error {
+	b, err := json.Marshal(fileCacheFile{Version: 1, Entries: entries})
 	if err != nil {
 		return err
 	}
