@@ -363,6 +363,29 @@ func periodicFigures(cs []*CellResult, fname, prof string, save func(*plot.Plot,
 		}
 	}
 
+	// energy per delivered message
+	hasEnergy := false
+	for _, c := range cs {
+		if keep(c) && c.Energy != nil && finite(c.Energy.PerMessageJ) && c.Energy.TotalJ > 0 {
+			hasEnergy = true
+		}
+	}
+	if hasEnergy {
+		p := newPlot(fmt.Sprintf("Publisher energy per delivered message: %s (%s)", prof, qlabel), "loss (%)", "energy per delivered message (mJ)")
+		if _, err := lineByLoss(p, cs, keep, func(c *CellResult) float64 {
+			if c.Energy == nil {
+				return math.NaN()
+			}
+			return c.Energy.PerMessageJ * 1000
+		}, func(tr string) string { return tr }, nil); err != nil {
+			return err
+		}
+		if err := save(p, Figure{Name: "energy-" + name, Title: "Energy per message, " + prof,
+			Caption: "Estimated publisher energy (radio power-state model + CPU time x active power) per delivered message; see the energy tables for the parts and parameters."}); err != nil {
+			return err
+		}
+	}
+
 	// packets per second
 	hasPPS := false
 	for _, c := range cs {
