@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -96,15 +97,35 @@ func skipOnLinkNameClash(t *testing.T, rows [][]string) {
 	}
 }
 
+// built is the iotq binary shared by the tests of this test binary
+// (removed by TestMain).
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
 // buildIOTQ builds the iotq binary and reports whether pub and sub are
 // implemented (until they land the end-to-end test is skipped, also in CI).
 func buildIOTQ(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "iotq")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/iotq/iotq/cmd/iotq")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build iotq: %v\n%s", err, out)
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "iotq-lab-test-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.dir = dir
+		built.bin = filepath.Join(dir, "iotq")
+		out, err := exec.Command("go", "build", "-o", built.bin, "github.com/iotq/iotq/cmd/iotq").CombinedOutput()
+		if err != nil {
+			built.err = fmt.Errorf("%w\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatalf("build iotq: %v", built.err)
 	}
+	bin := built.bin
 	for _, c := range []string{"pub", "sub", "broker"} {
 		out, _ := exec.Command(bin, "help", c).CombinedOutput()
 		if strings.Contains(strings.ToLower(string(out)), "not implemented") {
@@ -221,6 +242,65 @@ func TestSmokeCampaignEndToEnd(t *testing.T) {
 	for _, c := range cells {
 		if st, err := os.Stat(filepath.Join(dir, DirCells, c.ID, "pub.pcap")); err != nil || st.Size() <= 24 {
 			t.Errorf("cell %s: pub.pcap missing or empty: %v", c.ID, err)
+		}
+	}
+}
+
+// TestSmokeCampaignLocalFabric runs a small campaign with the real broker,
+// pub and sub on loopback (no emulation, no root): every pattern completes
+// with QoS 1 and every message arrives.
+func TestSmokeCampaignLocalFabric(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds iotq; skipped in -short mode")
+	}
+	bin := buildIOTQ(t)
+	r, err := NewProcRunner(ProcOptions{IOTQ: bin, Fabric: LocalFabric{}, NoPcap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var specs []Spec
+	for _, p := range []string{PatternPeriodic, PatternStopAndWait, PatternReconnect} {
+		s := fakeSpec(p)
+		s.Experiment = "local-" + p
+		s.Transports = []string{TransportTLS, TransportQUIC}
+		s.Messages, s.Repetitions = 5, 1
+		specs = append(specs, s)
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, specs, Options{Dir: dir, Runner: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, rows, _ := readCSV(filepath.Join(dir, FileCells))
+	ci := indexHeader(h)
+	for _, row := range rows {
+		if ci.get(row, "status") != StatusOK || ci.get(row, "published") != ci.get(row, "delivered") || ci.get(row, "published") == "0" {
+			t.Errorf("cell %s: %s published %s delivered %s: %s", ci.get(row, "cell"), ci.get(row, "status"),
+				ci.get(row, "published"), ci.get(row, "delivered"), ci.get(row, "error"))
+		}
+	}
+	if len(rows) != 6 || res.Failed != 0 {
+		t.Fatalf("%d cells, %+v", len(rows), res)
+	}
+	h, conns, _ := readCSV(filepath.Join(dir, FileConnections))
+	ci = indexHeader(h)
+	resumed := map[string]bool{}
+	for _, c := range conns {
+		if ci.get(c, "role") == "pub-resume" {
+			resumed[ci.get(c, "transport")] = ci.get(c, "used_0rtt") == "true" || ci.get(c, "resumed") == "true"
+			if ci.get(c, "first_delivery_ns") == "" || ci.get(c, "dial_start_ns") == "" {
+				t.Errorf("pattern B connection without timings: %v", c)
+			}
+		}
+	}
+	if len(resumed) != 2 {
+		t.Errorf("pattern B connections: %v", conns)
+	}
+	for tr, ok := range resumed {
+		if !ok {
+			t.Errorf("pattern B over %s: the second connection did not resume", tr)
 		}
 	}
 }

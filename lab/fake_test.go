@@ -26,7 +26,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv("IOTQ_LAB_FAKE") == "1" {
 		os.Exit(fakeMain(os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
 }
 
 func fakeMain(args []string) int {
