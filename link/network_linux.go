@@ -59,9 +59,14 @@ type Network struct {
 	rtOK  bool
 	rtErr error
 	rtSet chan struct{}
+	rtTid int           // the forwarding thread
+	stop  chan struct{} // closed by teardown: stops helper goroutines
 
 	writeErrs atomic.Uint64
 	ignored   atomic.Uint64
+
+	lateMu sync.Mutex // guards late
+	late   *histogram // how late the forwarder wrote packets
 }
 
 type nodeState struct {
@@ -180,6 +185,8 @@ func Up(ctx context.Context, topo Topology, opts Options) (*Network, error) {
 		nodes:  map[string]*nodeState{},
 		nets:   map[string]*subnet{},
 		rtSet:  make(chan struct{}),
+		stop:   make(chan struct{}),
+		late:   newHistogram(),
 	}
 	if err := n.build(ctx, topo); err != nil {
 		n.teardown()
@@ -441,6 +448,10 @@ func (n *Network) run() {
 	n.rtMu.Lock()
 	ok, rtErr := n.rtOK, n.rtErr
 	n.rtMu.Unlock()
+	if ok && n.opts.RealTimeProcess {
+		n.wg.Add(1)
+		go n.raiseThreads()
+	}
 	if ok {
 		n.log.Info("link up", "id", n.id, "seed", n.seed, "realtime", "SCHED_FIFO")
 	} else {
@@ -454,6 +465,7 @@ func (n *Network) forward() {
 	defer n.wg.Done()
 	runtime.LockOSThread() // never unlocked: a real-time thread dies with its goroutine
 	n.rtMu.Lock()
+	n.rtTid = unix.Gettid()
 	if n.opts.NoRealTime {
 		n.rtErr = errors.New("disabled by Options.NoRealTime")
 	} else if err := setRealTime(50); err != nil {
@@ -491,6 +503,13 @@ func (n *Network) forward() {
 			n.armed = 0
 		}
 		n.mu.Unlock()
+		if len(batch) > 0 {
+			n.lateMu.Lock()
+			for _, d := range batch {
+				n.late.record(now - d.at)
+			}
+			n.lateMu.Unlock()
+		}
 		for _, d := range batch {
 			pkt := (*d.buf)[:d.n]
 			if _, err := d.p.out.f.Write(pkt); err != nil {
@@ -561,8 +580,44 @@ func (n *Network) Close() error {
 	return n.closeErr
 }
 
+// raiseThreads keeps every thread of the process at SCHED_FIFO 40 until
+// the network closes, then returns the threads it raised to normal.
+func (n *Network) raiseThreads() {
+	defer n.wg.Done()
+	raised := map[int]bool{}
+	n.rtMu.Lock()
+	fwd := n.rtTid
+	n.rtMu.Unlock()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		for _, tid := range threadIDs() {
+			if tid == fwd || raised[tid] {
+				continue
+			}
+			if pol, err := threadPolicy(tid); err != nil || pol != unix.SCHED_NORMAL {
+				continue
+			}
+			if err := setThreadRealTime(tid, 40); err == nil {
+				raised[tid] = true
+			}
+		}
+		select {
+		case <-n.stop:
+			for tid := range raised {
+				_ = setThreadNormal(tid) // the thread may be gone
+			}
+			return
+		case <-tick.C:
+		}
+	}
+}
+
 func (n *Network) teardown() error {
 	n.closed.Store(true)
+	if n.stop != nil {
+		close(n.stop)
+	}
 	var errs []error
 	for _, e := range n.eps {
 		if err := e.f.Close(); err != nil {
@@ -772,6 +827,16 @@ func (n *Network) Stats() []LinkStats {
 		out = append(out, LinkStats{Link: p.link, From: p.from, To: p.to, DirStats: s})
 	}
 	return out
+}
+
+// Lateness summarises how late the forwarding thread woke for each packet
+// (time of the write minus the model's departure time). It is the
+// emulator's own timing error; the time a packet waits to be read from its
+// TUN device adds to it and is not included.
+func (n *Network) Lateness() DelaySummary {
+	n.lateMu.Lock()
+	defer n.lateMu.Unlock()
+	return n.late.summary()
 }
 
 // Ignored counts packets that were not forwarded because they were not

@@ -46,6 +46,7 @@ type DelaySummary struct {
 	P50  time.Duration `json:"p50_ns"`
 	P90  time.Duration `json:"p90_ns"`
 	P99  time.Duration `json:"p99_ns"`
+	P999 time.Duration `json:"p999_ns"`
 	Max  time.Duration `json:"max_ns"`
 }
 
@@ -71,6 +72,7 @@ func (h *histogram) summary() DelaySummary {
 		P50:  us(h.h.ValueAtQuantile(50)),
 		P90:  us(h.h.ValueAtQuantile(90)),
 		P99:  us(h.h.ValueAtQuantile(99)),
+		P999: us(h.h.ValueAtQuantile(99.9)),
 		Max:  us(h.h.Max()),
 	}
 }

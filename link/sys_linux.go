@@ -88,3 +88,41 @@ func pidAlive(pid int) bool {
 	err := unix.Kill(pid, 0)
 	return err == nil || errors.Is(err, unix.EPERM)
 }
+
+// setThreadRealTime gives thread tid SCHED_FIFO priority prio with
+// reset-on-fork, so processes and threads it creates start as normal tasks.
+func setThreadRealTime(tid int, prio uint32) error {
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: prio, Flags: unix.SCHED_FLAG_RESET_ON_FORK}
+	return unix.SchedSetAttr(tid, &attr, 0)
+}
+
+// setThreadNormal returns thread tid to SCHED_NORMAL.
+func setThreadNormal(tid int) error {
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}
+	return unix.SchedSetAttr(tid, &attr, 0)
+}
+
+// threadPolicy returns the scheduling policy of thread tid.
+func threadPolicy(tid int) (uint32, error) {
+	attr, err := unix.SchedGetAttr(tid, 0)
+	if err != nil {
+		return 0, err
+	}
+	return attr.Policy, nil
+}
+
+// threadIDs lists the threads of this process.
+func threadIDs() []int {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil
+	}
+	out := make([]int, 0, len(ents))
+	for _, e := range ents {
+		var tid int
+		if _, err := fmt.Sscan(e.Name(), &tid); err == nil {
+			out = append(out, tid)
+		}
+	}
+	return out
+}

@@ -68,6 +68,17 @@ type Options struct {
 	// NoRealTime skips the attempt to run the forwarding thread with
 	// SCHED_FIFO priority.
 	NoRealTime bool
+	// RealTimeProcess also raises every other thread of this process to
+	// SCHED_FIFO priority 40 (the forwarding thread has 50), as running
+	// the whole process under "chrt -f" would, but with reset-on-fork so
+	// child processes (nodes started with Command) stay normal. New threads
+	// are raised within a second. Close returns them to SCHED_NORMAL. Use
+	// it when this process is a dedicated emulator (a lab run): it keeps
+	// the reader goroutines from waiting behind CPU-bound processes, which
+	// is what makes the delay error small on a loaded machine. A CPU-bound
+	// goroutine in this process then competes at real-time priority (the
+	// kernel's RT throttling still leaves 5 % to others).
+	RealTimeProcess bool
 }
 
 // DefaultPrefix is the name prefix of Options.Prefix when empty.
