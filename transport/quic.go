@@ -201,7 +201,11 @@ func dialQUIC(ctx context.Context, ep Endpoint, opts DialOptions, start time.Tim
 	if err != nil {
 		return nil, err
 	}
-	udp, err := net.ListenUDP("udp", nil)
+	network := "udp6"
+	if raddr.IP.To4() != nil {
+		network = "udp4" // works where IPv6 is disabled, e.g. in a lab namespace
+	}
+	udp, err := net.ListenUDP(network, nil)
 	if err != nil {
 		return nil, err
 	}

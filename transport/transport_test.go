@@ -473,3 +473,30 @@ func FuzzParseURL(f *testing.F) {
 		}
 	})
 }
+
+func TestEchoIPv6Loopback(t *testing.T) {
+	if l, err := net.Listen("tcp", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	} else {
+		l.Close()
+	}
+	noLeak(t)
+	srvTLS, cliTLS := serverTLS(t, t.TempDir())
+	for _, s := range []Scheme{SchemeTLS, SchemeQUIC} {
+		t.Run(string(s), func(t *testing.T) {
+			l, err := Listen(string(s)+"://[::1]:0", ListenOptions{TLSConfig: srvTLS})
+			if err != nil {
+				t.Fatal(err)
+			}
+			startEcho(t, l)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c, err := Dial(ctx, l.Endpoint().String(), DialOptions{TLSConfig: cliTLS})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			roundTrip(t, c, []byte("over IPv6"))
+		})
+	}
+}
