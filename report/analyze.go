@@ -96,8 +96,9 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 	}
 	// messages: first receipt of each distinct (rep, seq)
 	type key struct {
-		rep int
-		seq int64
+		rep  int
+		node string // publisher node and topic: seq is unique per publisher run
+		seq  int64
 	}
 	type msg struct {
 		send, recv, delay int64
@@ -126,7 +127,7 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 				m = map[key]*msg{}
 				perCell[id] = m
 			}
-			k := key{rep, seq}
+			k := key{rep, t.str(r, "node") + "|" + t.str(r, "topic"), seq}
 			send, _ := t.int64v(r, "send_ns")
 			recv, ok := t.int64v(r, "recv_ns")
 			if !ok {
@@ -155,6 +156,9 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 		sort.Slice(keys, func(i, j int) bool {
 			if keys[i].rep != keys[j].rep {
 				return keys[i].rep < keys[j].rep
+			}
+			if keys[i].node != keys[j].node {
+				return keys[i].node < keys[j].node
 			}
 			return keys[i].seq < keys[j].seq
 		})
@@ -508,9 +512,13 @@ func startupBound(l Link, transport string, zeroRTT bool) float64 {
 	return (rtts*2*float64(l.PubDelayNs) + float64(l.PubDelayNs+l.SubDelayNs)) / 1e6
 }
 
-// perCellRecv lists received messages per (cell, rep) as (send, recv, seq).
-type recvMsg struct{ send, recv, seq int64 }
+// recvMsg is a received message for the startup-latency join.
+type recvMsg struct {
+	send, recv, seq int64
+	node            string
+}
 
+// perCellRecv lists received messages per cell and repetition.
 func perCellRecv(ds *dataset) map[string]map[int][]recvMsg {
 	out := map[string]map[int][]recvMsg{}
 	t := ds.messages
@@ -529,7 +537,7 @@ func perCellRecv(ds *dataset) map[string]map[int][]recvMsg {
 		if out[id] == nil {
 			out[id] = map[int][]recvMsg{}
 		}
-		out[id][rep] = append(out[id][rep], recvMsg{send, recv, seq})
+		out[id][rep] = append(out[id][rep], recvMsg{send, recv, seq, t.str(r, "node")})
 	}
 	return out
 }
@@ -550,8 +558,13 @@ func startup(ds *dataset, cells map[string]*CellResult, recv map[string]map[int]
 	type conn struct {
 		dial, firstDelivery int64
 		resumed, zero       bool
+		role                string
 	}
-	byRep := map[string]map[int][]conn{}
+	type repNode struct {
+		rep  int
+		node string
+	}
+	byRep := map[string]map[repNode][]conn{}
 	for _, r := range t.rows {
 		id := t.str(r, "cell")
 		if id == "" || !isPublisher(t.str(r, "role"), t.str(r, "node")) {
@@ -563,10 +576,10 @@ func startup(ds *dataset, cells map[string]*CellResult, recv map[string]map[int]
 		}
 		fd, _ := t.int64v(r, "first_delivery_ns")
 		if byRep[id] == nil {
-			byRep[id] = map[int][]conn{}
+			byRep[id] = map[repNode][]conn{}
 		}
-		rep := t.intv(r, "rep")
-		byRep[id][rep] = append(byRep[id][rep], conn{dial, fd, t.boolv(r, "resumed", "tls_resumed"), t.boolv(r, "used_0rtt")})
+		k := repNode{t.intv(r, "rep"), t.str(r, "node")}
+		byRep[id][k] = append(byRep[id][k], conn{dial, fd, t.boolv(r, "resumed", "tls_resumed"), t.boolv(r, "used_0rtt"), strings.ToLower(t.str(r, "role"))})
 	}
 	ids := make([]string, 0, len(byRep))
 	for id := range byRep {
@@ -582,13 +595,23 @@ func startup(ds *dataset, cells map[string]*CellResult, recv map[string]map[int]
 		if kindOf(c.Pattern) != KindB {
 			continue
 		}
-		reps := map[int]float64{}
-		for rep, cs := range byRep[id] {
+		type val struct {
+			k repNode
+			v float64
+		}
+		var vals []val
+		for k, cs := range byRep[id] {
 			if len(cs) < 2 {
 				continue
 			}
 			sort.Slice(cs, func(i, j int) bool { return cs[i].dial < cs[j].dial })
 			second := cs[1]
+			for _, c := range cs {
+				if strings.Contains(c.role, "resum") || strings.Contains(c.role, "reconnect") {
+					second = c // the lab names the second run's role
+					break
+				}
+			}
 			if second.resumed {
 				c.Resumed++
 			}
@@ -596,20 +619,30 @@ func startup(ds *dataset, cells map[string]*CellResult, recv map[string]map[int]
 				c.ZeroRTT++
 			}
 			var best *recvMsg
-			for i, m := range recv[id][rep] {
+			msgs := recv[id][k.rep]
+			for i, m := range msgs {
+				if m.node != "" && k.node != "" && m.node != k.node {
+					continue
+				}
 				if m.send >= second.dial && (best == nil || m.send < best.send) {
-					best = &recv[id][rep][i]
+					best = &msgs[i]
 				}
 			}
 			switch {
 			case best != nil:
-				reps[rep] = float64(best.recv-second.dial) / 1e6
+				vals = append(vals, val{k, float64(best.recv-second.dial) / 1e6})
 			case second.firstDelivery > second.dial:
-				reps[rep] = float64(second.firstDelivery-second.dial) / 1e6
+				vals = append(vals, val{k, float64(second.firstDelivery-second.dial) / 1e6})
 			}
 		}
-		for _, rep := range sortedReps(reps) {
-			c.startup = append(c.startup, reps[rep])
+		sort.Slice(vals, func(i, j int) bool {
+			if vals[i].k.rep != vals[j].k.rep {
+				return vals[i].k.rep < vals[j].k.rep
+			}
+			return vals[i].k.node < vals[j].k.node
+		})
+		for _, v := range vals {
+			c.startup = append(c.startup, v.v)
 		}
 	}
 }

@@ -125,7 +125,7 @@ func writeFixture(t testing.TB, dir string) *fixture {
 	}
 	cellsF := newCSV(t, dir, "cells.csv", "cell", "experiment", "profile", "loss_pct", "transport", "qos", "pattern", "size",
 		"interval_ns", "publishers", "messages", "repetitions", "pub_delay_ns", "pub_rate_bps", "sub_delay_ns", "sub_rate_bps", "status", "error")
-	msgF := newCSV(t, dir, "messages.csv", "cell", "rep", "protocol", "transport", "qos", "seq", "size", "send_ns", "recv_ns", "delay_ns")
+	msgF := newCSV(t, dir, "messages.csv", "cell", "rep", "protocol", "transport", "qos", "seq", "size", "send_ns", "recv_ns", "delay_ns", "node", "topic")
 	connF := newCSV(t, dir, "connections.csv", "cell", "rep", "role", "node", "transport", "dial_start_ns", "transport_ready_ns",
 		"connack_ns", "first_delivery_ns", "resumed", "used_0rtt")
 	linkF := newCSV(t, dir, "links.csv", "cell", "rep", "link", "direction", "packets", "bytes", "drop_random", "drop_queue", "drop_retries", "drop_down")
@@ -197,11 +197,11 @@ func writeFixture(t testing.TB, dir string) *fixture {
 					}
 					if received {
 						delivered++
-						msgF.row(c.id, rep, "mqtt", c.transport, c.qos, seq, c.size, send, recv, recv-send)
+						msgF.row(c.id, rep, "mqtt", c.transport, c.qos, seq, c.size, send, recv, recv-send, "pub", "lab/"+c.id)
 						last = recv
 					} else {
 						fx.lost[c.id]++
-						msgF.row(c.id, rep, "mqtt", c.transport, c.qos, seq, c.size, send, "", "")
+						msgF.row(c.id, rep, "mqtt", c.transport, c.qos, seq, c.size, send, "", "", "pub", "lab/"+c.id)
 					}
 					if c.pattern == "periodic" {
 						send += 1_000_000_000
@@ -215,7 +215,7 @@ func writeFixture(t testing.TB, dir string) *fixture {
 			case "reconnect":
 				// first connection publishes seq 0
 				recv0 := start + c.pubDelay + c.subDelay + ser + 1_000_000
-				msgF.row(c.id, rep, "mqtt", c.transport, c.qos, 0, c.size, start, recv0, recv0-start)
+				msgF.row(c.id, rep, "mqtt", c.transport, c.qos, 0, c.size, start, recv0, recv0-start, "pub", "lab/"+c.id+"/1")
 				addPkt(start, c.size+60, true)
 				// second connection: dial, resumption (0-RTT for QUIC)
 				dial2 := recv0 + 500_000_000
@@ -223,7 +223,7 @@ func writeFixture(t testing.TB, dir string) *fixture {
 				if quic {
 					hs2 = 0
 				}
-				connF.row(c.id, rep, "pub", "pub", c.transport, dial2, dial2+hs2*2*c.pubDelay, dial2+(hs2+1)*2*c.pubDelay, 0, true, quic)
+				connF.row(c.id, rep, "pub-resume", "pub", c.transport, dial2, dial2+hs2*2*c.pubDelay, dial2+(hs2+1)*2*c.pubDelay, 0, true, quic)
 				lat := hs2*2*c.pubDelay + c.pubDelay + c.subDelay + int64(rep+1)*1_000_000
 				if c.loss > 0 && rep == 2 {
 					lat += 200_000_000 // one handshake packet lost
@@ -232,7 +232,7 @@ func writeFixture(t testing.TB, dir string) *fixture {
 				if quic {
 					send2 = dial2 + 100_000 // published with the 0-RTT CONNECT
 				}
-				msgF.row(c.id, rep, "mqtt", c.transport, c.qos, 1, c.size, send2, dial2+lat, dial2+lat-send2)
+				msgF.row(c.id, rep, "mqtt", c.transport, c.qos, 1, c.size, send2, dial2+lat, dial2+lat-send2, "pub", "lab/"+c.id+"/2")
 				fx.startup[c.id] = append(fx.startup[c.id], float64(lat)/1e6)
 				addPkt(dial2, 300, true)
 				addPkt(send2, c.size+60, true)
