@@ -72,7 +72,7 @@ func (p *progress) finish(c Cell, took time.Duration, err error) {
 	status := "ok"
 	if err != nil {
 		p.failed++
-		status = "FAILED: " + firstLine(err.Error())
+		status = "FAILED: " + shorten(firstLine(err.Error()), 100)
 	}
 	line := fmt.Sprintf("%s %d/%d %s %s (%s)  ETA %s", p.bar(), p.done, p.total, c.ID, status, took.Round(100*time.Millisecond), p.eta())
 	if p.tty {
@@ -124,4 +124,12 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-3]) + "..."
 }

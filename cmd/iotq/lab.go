@@ -46,7 +46,8 @@ Flags of "lab run" (also "lab show" takes --scale and the overrides):
   --profiles LIST, --losses LIST, --transports LIST, --qos LIST
                      replace the scenario's lists (comma separated, e.g. --losses 0,2,5)
   --check            validate the scenario, print the number of cells and exit
-  --log-level L      debug, info, warn or error for the log on stderr (default warn)
+  --log-level L      debug, info, warn or error for the log on stderr (default error; the
+                     progress lines already name failed cells)
 
 Ctrl-C stops after abandoning the running cell; the directory stays consistent and
 "--resume" completes it. Exit status 1 if a cell failed.`,
@@ -224,7 +225,7 @@ func (a *app) labRun(ctx context.Context, args []string) error {
 	fabric := fs.String("fabric", "link", "link or local")
 	noPcap := fs.Bool("no-pcap", false, "no capture")
 	check := fs.Bool("check", false, "validate and exit")
-	logLevel := fs.String("log-level", "warn", "debug, info, warn, error")
+	logLevel := fs.String("log-level", "error", "debug, info, warn, error")
 	name, rest := splitScenarioArg(args)
 	if err := fs.Parse(rest); err != nil {
 		return usageErrorf("lab run: %v", err)
