@@ -424,9 +424,17 @@ func (n *Network) addEndpoint(ctx context.Context, owner string, st *nodeState, 
 		}
 		return e, nil
 	}
-	if out, err := ipCmd(ctx, "link", "set", "dev", ifname, "netns", st.ns); err != nil {
+	// Inside the node the interface is named after its link (TUN names in
+	// the host namespace are reused, so two ends would clash otherwise).
+	inner := owner
+	if len(inner) > 15 {
+		inner = fmt.Sprintf("iotq%d", len(st.eps)-1)
+	}
+	if out, err := ipCmd(ctx, "link", "set", "dev", ifname, "netns", st.ns, "name", inner); err != nil {
 		return nil, fail("move into namespace", out, err)
 	}
+	ifname = inner
+	e.ifname = inner
 	if out, err := ipCmd(ctx, "-n", st.ns, "addr", "add", cidr, "dev", ifname); err != nil {
 		return nil, fail("address", out, err)
 	}

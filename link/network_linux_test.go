@@ -304,3 +304,37 @@ func TestCongestionControlPerNamespace(t *testing.T) {
 		t.Errorf("unknown node: %v", err)
 	}
 }
+
+// TestChainTopology: a broker with two links (the E4 shape) is reachable
+// from both sides at its address on each link, with each link's delay.
+func TestChainTopology(t *testing.T) {
+	p5 := Params{Delay: 5 * time.Millisecond}
+	p10 := Params{Delay: 10 * time.Millisecond}
+	n := up(t, Topology{
+		Nodes: []Node{{Name: "pub"}, {Name: "broker"}, {Name: "sub"}},
+		Links: []Link{
+			{Name: "pub", A: "pub", B: "broker", AtoB: p5, BtoA: p5},
+			{Name: "sub", A: "broker", B: "sub", AtoB: p10, BtoA: p10},
+		},
+	}, Options{})
+	if n.Interface("broker", "pub") != "pub" || n.Interface("broker", "sub") != "sub" {
+		t.Errorf("interfaces inside broker: %q %q", n.Interface("broker", "pub"), n.Interface("broker", "sub"))
+	}
+	if n.AddrOn("broker", "pub") == n.AddrOn("broker", "sub") || !n.AddrOn("broker", "sub").IsValid() {
+		t.Fatalf("broker addresses %v %v", n.AddrOn("broker", "pub"), n.AddrOn("broker", "sub"))
+	}
+	srv := udpEcho(t, n, "broker", "pub", 7050)
+	for _, c := range []struct {
+		node, link string
+		rtt        time.Duration
+	}{{"pub", "pub", 10 * time.Millisecond}, {"sub", "sub", 20 * time.Millisecond}} {
+		conn := dialUDP(t, n, c.node, netip.AddrPortFrom(n.AddrOn("broker", c.link), srv.Port()))
+		rtts := pingUDP(t, conn, 20, 5*time.Millisecond, 32)
+		if len(rtts) != 20 {
+			t.Fatalf("%s: %d of 20 echoes", c.node, len(rtts))
+		}
+		if m := median(rtts); m < c.rtt || m > c.rtt+3*time.Millisecond {
+			t.Errorf("%s: median RTT %v, want about %v", c.node, m, c.rtt)
+		}
+	}
+}
