@@ -71,6 +71,14 @@ func drawFigures(ctx context.Context, s *Summary, dir string) ([]Figure, error) 
 		for _, kind := range []string{KindPeriodic, KindA, KindB} {
 			all := selectCells(s.Cells, prof, kind)
 			groups, labels := splitVariants(all)
+			if kind == KindPeriodic && len(groups) > 1 && len(losses(all)) == 1 {
+				// a sweep over sizes or intervals at one loss rate (E3a):
+				// compare the variants side by side instead of lines over loss
+				if err := variantFigures(all, prof, save); err != nil {
+					return figs, err
+				}
+				continue
+			}
 			for i, cs := range groups {
 				// a profile with several variants (sizes, intervals, publishers,
 				// subscriber links) gets one figure per variant
@@ -703,4 +711,83 @@ func (iv *intervals) DataRange() (xmin, xmax, ymin, ymax float64) {
 		return 0, 0, 1, 1
 	}
 	return
+}
+
+// variantFigures compares the variants of one profile at a single loss
+// rate: mean delay, average publisher power and packets per second per
+// variant and transport.
+func variantFigures(cs []*CellResult, prof string, save func(*plot.Plot, Figure) error) error {
+	q0 := minQoS(cs)
+	var keep []*CellResult
+	for _, c := range cs {
+		if c.QoS == q0 {
+			keep = append(keep, c)
+		}
+	}
+	metrics := []struct {
+		name, title, ylabel, caption string
+		value                        func(*CellResult) float64
+	}{
+		{"delay-variants", "Mean one-way delay by variant", "mean one-way delay (ms)",
+			"Mean one-way delay per payload size / interval and transport.", func(c *CellResult) float64 {
+				if c.DelayMs.N == 0 {
+					return math.NaN()
+				}
+				return c.DelayMs.Mean
+			}},
+		{"power-variants", "Average publisher power by variant", "average power (W)",
+			"Estimated average power of the publisher over its send window (radio model + CPU time x active power).", func(c *CellResult) float64 {
+				if c.Energy == nil {
+					return math.NaN()
+				}
+				return c.Energy.MeanW
+			}},
+		{"cpu-variants", "Publisher CPU time by variant", "CPU time (s)",
+			"CPU time (user + system) of the publisher process, all repetitions.", func(c *CellResult) float64 {
+				if c.Energy == nil {
+					return math.NaN()
+				}
+				return c.Energy.CPUSeconds
+			}},
+		{"pps-variants", "Packets per second by variant", "packets per second (both directions)",
+			"IP packets per second on the publisher's link, both directions.", func(c *CellResult) float64 { return c.PacketsPerSecond }},
+	}
+	groups, labels := splitVariants(keep)
+	trs := transports(keep)
+	for _, m := range metrics {
+		p := newPlot(fmt.Sprintf("%s: %s (QoS %d, loss %s%%)", m.title, prof, q0, loss(keep[0].LossPct)), "variant", m.ylabel)
+		w := min(vg.Points(float64(300/max(1, len(groups)*len(trs)))), vg.Points(20))
+		drawn := 0
+		for i, tr := range trs {
+			vals := make(plotter.Values, len(groups))
+			for j, g := range groups {
+				for _, c := range g {
+					if c.Transport == tr && finite(m.value(c)) {
+						vals[j] = m.value(c)
+						drawn++
+					}
+				}
+			}
+			b, err := plotter.NewBarChart(vals, w)
+			if err != nil {
+				return fmt.Errorf("%s: %w", m.name, err)
+			}
+			b.Color = transportColor(tr, trs)
+			b.LineStyle.Width = 0
+			b.Offset = vg.Length(float64(i)-float64(len(trs)-1)/2) * w
+			p.Add(b)
+			p.Legend.Add(tr, b)
+		}
+		if drawn == 0 {
+			continue
+		}
+		p.NominalX(labels...)
+		p.X.Min, p.X.Max = -0.6, float64(len(groups))-0.4
+		p.X.Tick.Label.Rotation = 0.5
+		p.X.Tick.Label.XAlign = draw.XRight
+		if err := save(p, Figure{Name: m.name + "-" + slug(prof+"-"+experimentOf(keep)), Title: m.title + ", " + prof, Caption: m.caption}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

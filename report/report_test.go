@@ -363,3 +363,33 @@ func TestFiguresPerVariant(t *testing.T) {
 		}
 	}
 }
+
+func TestVariantSweepAtOneLoss(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "r")
+	os.MkdirAll(dir, 0o755)
+	writeFixture(t, dir)
+	p := filepath.Join(dir, "cells.csv")
+	b, _ := os.ReadFile(p)
+	// E3a-like: the loss-0 cellular cells become ethernet cells with 500 B
+	// payloads, the loss-0 wifi ones ethernet cells with 100 B; loss-5 cells
+	// are dropped from cells.csv and so keep their own profile.
+	re := regexp.MustCompile(`,(cellular),0,([^,]*),([^,]*),periodic,100,`)
+	b = re.ReplaceAll(b, []byte(",ethernet,0,$2,$3,periodic,500,"))
+	b = regexp.MustCompile(`,wifi,0,([^,]*),([^,]*),periodic,100,`).ReplaceAll(b, []byte(",ethernet,0,$1,$2,periodic,100,"))
+	os.WriteFile(p, b, 0o644)
+	s, _ := generate(t, dir, Options{})
+	names := map[string]bool{}
+	for _, f := range s.Figures {
+		names[f.Name] = true
+	}
+	for _, want := range []string{"delay-variants-ethernet-E1", "power-variants-ethernet-E1", "cpu-variants-ethernet-E1", "pps-variants-ethernet-E1"} {
+		if !names[want] {
+			t.Errorf("figure %s missing; have %v", want, sortedKeys(names))
+		}
+	}
+	for _, c := range s.Cells {
+		if c.Profile == "ethernet" && (c.Energy == nil || c.Energy.Technology != "none" || c.Energy.Radio.TotalJ != 0) {
+			t.Errorf("%s: a wired link has no radio energy: %+v", c.Cell, c.Energy)
+		}
+	}
+}
