@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -336,5 +338,74 @@ func TestChainTopology(t *testing.T) {
 		if m := median(rtts); m < c.rtt || m > c.rtt+3*time.Millisecond {
 			t.Errorf("%s: median RTT %v, want about %v", c.node, m, c.rtt)
 		}
+	}
+}
+
+// TestFailedSetupLeavesNothing: Up fails late (an unknown congestion
+// control, after namespaces and TUNs exist) and removes what it built.
+func TestFailedSetupLeavesNothing(t *testing.T) {
+	requireNetAdmin(t)
+	_, err := Up(t.Context(), twoNodes(Params{}, Params{}), Options{Prefix: "iotqf-", CongestionControl: "nosuchcc"})
+	if err == nil || !strings.Contains(err.Error(), "nosuchcc") {
+		t.Fatalf("Up with a bad congestion control: %v", err)
+	}
+	if names, _ := Namespaces("iotqf-"); len(names) != 0 {
+		t.Errorf("namespaces left after a failed Up: %v", names)
+	}
+	out, _ := exec.Command("ip", "-o", "link").Output()
+	if strings.Contains(string(out), "iotqf") {
+		t.Errorf("interfaces left after a failed Up:\n%s", out)
+	}
+}
+
+// TestShellRunsCommandBehindLink: the command sees IOTQ_HOST_ADDR, reaches
+// a host service through the link (one RTT for the TCP handshake), and its
+// exit code comes back.
+func TestShellRunsCommandBehindLink(t *testing.T) {
+	requireNetAdmin(t)
+	ln, err := net.Listen("tcp4", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("hello\n"))
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	var stdout strings.Builder
+	p := Params{Delay: 10 * time.Millisecond}
+	script := fmt.Sprintf(`python3 -c "
+import os,socket,time
+t=time.time(); c=socket.create_connection((os.environ['IOTQ_HOST_ADDR'],%d)); dt=time.time()-t
+print(c.recv(100).decode().strip(), os.environ['IOTQ_HOST_ADDR'], int(dt*1000))
+"; exit 7`, port)
+	res, err := Shell(t.Context(), ShellConfig{Up: p, Down: p, Options: Options{Prefix: testPrefix}, Stdout: &stdout, Stderr: &stdout, Stdin: strings.NewReader("")},
+		[]string{"sh", "-c", script})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 7 {
+		t.Errorf("exit code %d, want 7 (output %q)", res.ExitCode, stdout.String())
+	}
+	f := strings.Fields(stdout.String())
+	if len(f) != 3 || f[0] != "hello" || f[1] != res.HostAddr {
+		t.Fatalf("shell output %q, host addr %s", stdout.String(), res.HostAddr)
+	}
+	if ms, _ := strconv.Atoi(f[2]); ms < 20 || ms > 30 {
+		t.Errorf("TCP connect took %d ms, want one RTT of 20 ms", ms)
+	}
+	var total uint64
+	for _, s := range res.Stats {
+		total += s.Packets
+	}
+	if total < 6 {
+		t.Errorf("counters saw %d packets for a TCP exchange", total)
 	}
 }
