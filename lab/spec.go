@@ -345,8 +345,8 @@ func (s Spec) Validate() error {
 			bad(fmt.Sprintf("losses[%d]", i), "%s%% listed twice", l)
 		}
 		seenLoss[l] = true
-		if l >= 100 {
-			bad(fmt.Sprintf("losses[%d]", i), "%s%%: nothing would arrive; want less than 100", l)
+		if l < 0 || l >= 100 {
+			bad(fmt.Sprintf("losses[%d]", i), "%s%%: want a loss from 0 up to (not including) 100 percent", l)
 		}
 	}
 	for i, t := range d.Transports {

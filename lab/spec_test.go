@@ -196,7 +196,7 @@ func TestBadScenarioFilesNameTheField(t *testing.T) {
 		{"unknown field", "experiment: x\nprofile: [wifi]\n", []string{"line 2", "profile", "not a scenario field"}},
 		{"unknown nested field", "experiment: x\ntopology:\n  kindd: shared-medium\n", []string{"line 3", "kindd"}},
 		{"bad loss", "experiment: x\nlosses: [0, 5%%]\n", []string{"line 2", "loss"}},
-		{"loss too high", "experiment: x\nlosses: [0, 150]\n", []string{"line 2", "between 0 and 100"}},
+		{"loss too high", "experiment: x\nlosses: [0, 150]\n", []string{"x.yaml:2", "losses[1]", "150%"}},
 		{"bad rate", "experiment: x\nprofile_defs:\n  p: {rate: fast}\n", []string{"line 3", "rate \"fast\""}},
 		{"bad duration", "experiment: x\nintervals: [1 second]\n", []string{"line 2", "duration"}},
 		{"unknown profile", "experiment: x\nprofiles:\n  - wifi\n  - wify\n", []string{"x.yaml:4", "profiles[1]", "unknown profile \"wify\""}},

@@ -120,9 +120,10 @@ func (p Percent) String() string { return strconv.FormatFloat(float64(p), 'f', -
 // MarshalYAML writes the number.
 func (p Percent) MarshalYAML() (any, error) { return float64(p), nil }
 
-// UnmarshalYAML reads 5, 5.0 or "5%".
+// UnmarshalYAML reads 5, 5.0 or "5%"; the range is checked by Validate,
+// which names the field.
 func (p *Percent) UnmarshalYAML(n *yaml.Node) error {
-	v, err := ParsePercent(n.Value)
+	v, err := parsePercentNumber(n.Value)
 	if err != nil {
 		return fmt.Errorf("line %d: %w", n.Line, err)
 	}
@@ -130,15 +131,23 @@ func (p *Percent) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// ParsePercent parses "5", "5%" or "0.5%" into a percentage in [0, 100].
-func ParsePercent(s string) (Percent, error) {
+func parsePercentNumber(s string) (Percent, error) {
 	t := strings.TrimSuffix(strings.TrimSpace(s), "%")
 	f, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
-	if err != nil || math.IsNaN(f) {
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 		return 0, fmt.Errorf("loss %q: want a percentage such as 5 or 5%%", s)
 	}
-	if f < 0 || f > 100 {
+	return Percent(f), nil
+}
+
+// ParsePercent parses "5", "5%" or "0.5%" into a percentage in [0, 100].
+func ParsePercent(s string) (Percent, error) {
+	p, err := parsePercentNumber(s)
+	if err != nil {
+		return 0, err
+	}
+	if f := float64(p); f < 0 || f > 100 {
 		return 0, fmt.Errorf("loss %q: must lie between 0 and 100 percent", s)
 	}
-	return Percent(f), nil
+	return p, nil
 }

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestLabCommandExitCodes runs `iotq lab` in-process: everything that needs
+// no child processes.
+func TestLabCommandExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("experiment: x\nlosses: [0, 200]\nqos: [7]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shard1, shard2 := filepath.Join(dir, "s1"), filepath.Join(dir, "s2")
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"list names the built-ins", []string{"lab", "list"}, exitOK, "smoke"},
+		{"show resolves a scaled built-in", []string{"lab", "show", "e1", "--scale", "reduced", "--losses", "0,5"}, exitOK, "# 12 cells"},
+		{"check counts a shard", []string{"lab", "run", "e4", "--shard", "2/4", "--check"}, exitOK, "108 cells, 27 in shard 2/4"},
+		{"no subcommand", []string{"lab"}, exitUsage, "missing subcommand"},
+		{"unknown subcommand", []string{"lab", "fly"}, exitUsage, "unknown subcommand"},
+		{"no scenario", []string{"lab", "run"}, exitUsage, "needs a scenario"},
+		{"unknown scenario", []string{"lab", "run", "nosuch", "--check"}, exitFailure, "neither a built-in"},
+		{"bad file names fields and lines", []string{"lab", "run", bad, "--check"}, exitFailure, "bad.yaml:2: losses"},
+		{"bad scale", []string{"lab", "run", "smoke", "--scale", "huge", "--check"}, exitUsage, "--scale"},
+		{"bad shard", []string{"lab", "run", "smoke", "--shard", "3/2", "--check"}, exitUsage, "--shard"},
+		{"bad loss override", []string{"lab", "show", "smoke", "--losses", "x"}, exitUsage, "--losses"},
+		{"bad fabric", []string{"lab", "run", "smoke", "--fabric", "moon", "--out", filepath.Join(dir, "o")}, exitUsage, "--fabric"},
+		{"merge needs dirs", []string{"lab", "merge", filepath.Join(dir, "m")}, exitUsage, "merge needs"},
+		{"merge of non-results", []string{"lab", "merge", filepath.Join(dir, "m2"), shard1, shard2}, exitFailure, "not a results directory"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var so, se bytes.Buffer
+			code := newApp(&so, &se).run(context.Background(), c.args)
+			if code != c.code || !strings.Contains(so.String()+se.String(), c.want) {
+				t.Errorf("exit %d (want %d, %q)\nstdout: %s\nstderr: %s", code, c.code, c.want, so.String(), se.String())
+			}
+		})
+	}
+}
