@@ -2,6 +2,8 @@ package report
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"fmt"
 	"log/slog"
 	"os"
@@ -83,6 +85,21 @@ func Generate(ctx context.Context, opts Options) (*Summary, error) {
 		if err != nil {
 			return nil, err
 		}
+	} else if p := manifestPowerLog(ds.manifest); p != "" {
+		// the scenario named a power log: read it relative to DIR
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(opts.Dir, p)
+		}
+		if plog, err = energy.ReadPowerLog(p); err != nil {
+			reason := "unreadable or malformed"
+			if errors.Is(err, fs.ErrNotExist) {
+				reason = "missing"
+			}
+			ds.note("the power log %s named in manifest.json is %s: no measured energy", filepath.Base(p), reason)
+			plog = nil
+		} else {
+			opts.PowerLog = p
+		}
 	}
 	cells, xi := analyze(ds, seed, opts.Resamples)
 	if len(cells) == 0 {
@@ -158,6 +175,28 @@ func Generate(ctx context.Context, opts Options) (*Summary, error) {
 	}
 	log.Info("report written", "dir", out, "cells", len(cells))
 	return s, nil
+}
+
+// manifestPowerLog returns the power log a scenario named (energy.power_log
+// at the top or in any experiment), or "".
+func manifestPowerLog(m map[string]any) string {
+	get := func(v any) string {
+		e, _ := v.(map[string]any)
+		s, _ := e["power_log"].(string)
+		return s
+	}
+	if s := get(m["energy"]); s != "" {
+		return s
+	}
+	exps, _ := m["experiments"].([]any)
+	for _, x := range exps {
+		if e, ok := x.(map[string]any); ok {
+			if s := get(e["energy"]); s != "" {
+				return s
+			}
+		}
+	}
+	return ""
 }
 
 // flattenManifest keeps the manifest's scalar fields (nested objects one

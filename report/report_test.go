@@ -393,3 +393,21 @@ func TestVariantSweepAtOneLoss(t *testing.T) {
 		}
 	}
 }
+
+func TestManifestPowerLog(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "r")
+	os.MkdirAll(dir, 0o755)
+	writeFixture(t, dir)
+	b, _ := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	b = bytes.Replace(b, []byte(`"cpu_active_mw": 2000,`), []byte(`"cpu_active_mw": 2000, "power_log": "meter.csv",`), -1)
+	os.WriteFile(filepath.Join(dir, "manifest.json"), b, 0o644)
+	s, _ := generate(t, dir, Options{NoFigures: true})
+	if !strings.Contains(strings.Join(s.Notes, "\n"), "power log meter.csv named in manifest.json is missing") {
+		t.Errorf("notes: %v", s.Notes)
+	}
+	os.WriteFile(filepath.Join(dir, "meter.csv"), []byte(itoa64(fixT0)+",1\n"+itoa64(fixT0+4000_000_000_000)+",1\n"), 0o644)
+	s, _ = generate(t, dir, Options{NoFigures: true})
+	if s.PowerLog != "meter.csv" || s.Cells[0].Energy == nil || !approx(s.Cells[0].Energy.MeasuredW, 1) {
+		t.Errorf("power log from the manifest not used: %q %+v", s.PowerLog, s.Cells[0].Energy)
+	}
+}
