@@ -3,8 +3,8 @@ package report
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
