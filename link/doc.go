@@ -21,6 +21,13 @@
 //   - Profiles (wifi, cellular, satellite, ethernet) with the delay stated
 //     explicitly as one-way (Profile.OneWay) or round trip (Profile.RTT).
 //
+// Entry points: Up (a Topology of nodes, links and media), Shell (one link
+// between a fresh namespace and the host, for "iotq link shell"),
+// ParseTopology (YAML), ProfileByName, ParseRate, ParseLoss, ParseDuration.
+// A running Network gives Command (run a program in a node), Do (create
+// sockets in a node from this process), Addr/AddrOn, CongestionControl,
+// Stats, Lateness and Close. The design note is docs/link.md.
+//
 // # Lifecycle and concurrency
 //
 // Up builds a Network and starts its goroutines: one reader per TUN and one
@@ -29,7 +36,7 @@
 // Network methods are safe for concurrent use. Dir and MediumModel are not:
 // the Network guards each with its own mutex.
 //
-// Names: every namespace is called PREFIX<pid>-<node> (Options.Prefix,
+// Names: every namespace is called PREFIX<pid>-<token>-<node> (Options.Prefix,
 // default "iotq-"), so a later run (or Cleanup) can tell namespaces of a
 // dead process from those of a live one and remove only the stale ones.
 //
