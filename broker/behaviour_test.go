@@ -340,3 +340,28 @@ func TestMosquittoClients(t *testing.T) {
 func subscribed(srv *broker.Server, id string) bool {
 	return srv.Subscriptions(id) > 0
 }
+
+func scrape(t *testing.T, srv *broker.Server) string {
+	t.Helper()
+	resp, err := http.Get("http://" + srv.MetricsAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// metricValue returns the value of the sample named exactly key (name plus
+// labels as Prometheus prints them), or -1.
+func metricValue(text, key string) float64 {
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, key+" "); ok {
+			var f float64
+			if _, err := fmt.Sscan(v, &f); err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}

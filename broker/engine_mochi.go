@@ -26,7 +26,8 @@ type mochiEngine struct {
 	srv  *mqtt.Server
 	cfg  engineConfig
 	log  *slog.Logger
-	flow *flowHook
+	flow  *flowHook
+	store *storeHook // nil without persistence
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -62,7 +63,8 @@ func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
 		bo := *bbolt.DefaultOptions
 		bo.Timeout = 2 * time.Second
 		bo.NoSync = !cfg.fsync
-		if err := srv.AddHook(&storeHook{Hook: new(bolt.Hook)}, &bolt.Options{Path: cfg.storePath, Bucket: "iotq", Options: &bo}); err != nil {
+		e.store = &storeHook{Hook: new(bolt.Hook)}
+		if err := srv.AddHook(e.store, &bolt.Options{Path: cfg.storePath, Bucket: "iotq", Options: &bo}); err != nil {
 			return nil, fmt.Errorf("broker: open store %s: %w (is another broker using this state directory?)", cfg.storePath, err)
 		}
 	}
@@ -329,8 +331,57 @@ func (h *flowHook) OnPacketSent(cl *mqtt.Client, pk packets.Packet, b []byte) {
 	}
 }
 
+// OnPublishDropped is called on the publisher's goroutine when mochi did
+// not fit a message into a subscriber's outbound queue. A QoS 0 drop is
+// counted and logged. A QoS 1/2 message is not lost: it is put back into
+// the subscriber's session (in-flight store, persisted if a store is
+// configured) and the slow subscriber is disconnected, so it receives the
+// message when it reconnects.
 func (h *flowHook) OnPublishDropped(cl *mqtt.Client, pk packets.Packet) {
+	if pk.FixedHeader.Qos > 0 && h.keepForRedelivery(cl, pk) {
+		return
+	}
 	h.drop(dropQueueFull, cl.ID, pk.TopicName, pk.FixedHeader.Qos)
+}
+
+// keepForRedelivery stores pk in cl's session for redelivery and
+// disconnects cl. It reports false if pk was a QoS 0 delivery for cl or
+// could not be stored.
+func (h *flowHook) keepForRedelivery(cl *mqtt.Client, pk packets.Packet) bool {
+	var qos byte
+	matched := false
+	for filter, sub := range cl.State.Subscriptions.GetAll() {
+		if strings.HasPrefix(filter, "$share/") {
+			if _, rest, ok := strings.Cut(filter[len("$share/"):], "/"); ok {
+				filter = rest
+			}
+		}
+		if MatchTopic(filter, pk.TopicName) {
+			qos = max(qos, sub.Qos)
+			matched = true
+		}
+	}
+	qos = min(qos, pk.FixedHeader.Qos)
+	if !matched || qos == 0 {
+		return false
+	}
+	out := pk.Copy(false)
+	out.FixedHeader.Qos = qos
+	out.FixedHeader.Retain = false
+	id, err := cl.NextPacketID()
+	if err != nil {
+		return false
+	}
+	out.PacketID = uint16(id)
+	if !cl.State.Inflight.Set(out) {
+		return false
+	}
+	atomic.AddInt64(&h.e.srv.Info.Inflight, 1)
+	if h.e.store != nil {
+		h.e.store.OnQosPublish(cl, out, out.Created, 0)
+	}
+	h.disconnectSlow(cl, qos)
+	return true
 }
 
 // OnQosDropped is called by mochi for real expiries (twice: once with the
@@ -358,7 +409,7 @@ func (h *flowHook) drop(reason, client, topic string, qos byte) {
 // handed to subscribers: the only place where waiting slows the publisher.
 func (h *flowHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	h.published.Add(1)
-	if !h.pressure.Load() {
+	if !h.pressure.Load() || h.e.cfg.flow.NoBackpressure {
 		return pk, nil
 	}
 	subs := h.e.srv.Topics.Subscribers(pk.TopicName)

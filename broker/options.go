@@ -123,6 +123,10 @@ type FlowOptions struct {
 	MaxPacketSize int `yaml:"max_packet_size"`
 	// WriteBuffer is each client's write buffer in bytes. Default 16 KiB.
 	WriteBuffer int `yaml:"write_buffer"`
+	// NoBackpressure turns off holding publishers back while a subscriber's
+	// queue is full: the engine's original behaviour (QoS 0 messages are
+	// dropped as soon as a queue is full). For comparisons only.
+	NoBackpressure bool `yaml:"no_backpressure"`
 }
 
 // LogOptions select the log output of the iotq command.

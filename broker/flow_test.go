@@ -1,0 +1,164 @@
+package broker_test
+
+import (
+	"fmt"
+
+	pahov3 "github.com/eclipse/paho.mqtt.golang"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iotq/iotq/broker"
+	"github.com/iotq/iotq/internal/testutil"
+)
+
+// TestNoQoS0LossPointToPoint is the issue's bar: 10 publisher/subscriber
+// pairs over TCP offering 50k msg/s of 100-byte QoS 0 messages in total lose
+// nothing. Backpressure makes this independent of machine speed: a slow
+// broker slows the publishers down instead of dropping.
+func TestNoQoS0LossPointToPoint(t *testing.T) {
+	srv := testutil.StartBroker(t, broker.Options{})
+	addr := strings.TrimPrefix(testutil.Endpoint(t, srv, "mqtt"), "mqtt://")
+	res := runLoad(t, loadSpec{
+		dial:     func() (net.Conn, error) { return net.Dial("tcp", addr) },
+		pairs:    10,
+		messages: 100_000,
+		rate:     50_000,
+		size:     100,
+		idle:     testutil.Scale(5 * time.Second),
+	})
+	t.Log(res)
+	if res.lost() != 0 || res.published != 100_000 {
+		t.Fatalf("lost messages: %v", res)
+	}
+}
+
+// TestSlowConsumerQoS0IsCountedNotSilent: a subscriber that never reads
+// gets its QoS 0 messages dropped after max_stall, and every drop is
+// counted; the publisher is held back meanwhile, not disconnected.
+func TestSlowConsumerPolicies(t *testing.T) {
+	for _, policy := range []string{broker.PolicyDrop, broker.PolicyDisconnect} {
+		t.Run("policy "+policy, func(t *testing.T) {
+			srv := testutil.StartBroker(t, broker.Options{Flow: broker.FlowOptions{
+				QueueLength: 64, MaxStall: 200 * time.Millisecond, SlowConsumer: policy, WriteBuffer: 512,
+			}, Metrics: "127.0.0.1:0"})
+			addr := strings.TrimPrefix(testutil.Endpoint(t, srv, "mqtt"), "mqtt://")
+			dial := func() (net.Conn, error) { return net.Dial("tcp", addr) }
+			c, _ := dial()
+			stuck, err := rawConnect(c, "stuck")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close() // keeps the stuck client alive (and its conn out of the GC's reach)
+			if err := stuck.subscribe("slow", 0); err != nil {
+				t.Fatal(err)
+			}
+			// Shrink the stuck client's receive buffer so the broker's
+			// writes block soon.
+			_ = c.(*net.TCPConn).SetReadBuffer(4096)
+			c2, _ := dial()
+			pub, err := rawConnect(c2, "pub")
+			if err != nil {
+				t.Fatal(err)
+			}
+			payload := make([]byte, 1000)
+			deadline := time.Now().Add(testutil.Scale(20 * time.Second))
+			for i := 1; ; i++ {
+				pub.publish("slow", 0, 0, payload)
+				if i%500 != 0 {
+					continue
+				}
+				if err := pub.flush(); err != nil {
+					t.Fatalf("publisher was cut off: %v", err)
+				}
+				m := scrape(t, srv)
+				if policy == broker.PolicyDrop && metricValue(m, `iotq_broker_messages_dropped_total{qos="0",reason="queue_full"}`) > 0 {
+					break
+				}
+				if policy == broker.PolicyDisconnect && metricValue(m, `iotq_broker_messages_dropped_total{qos="0",reason="slow_consumer"}`) > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no drop counted after %d messages", i)
+				}
+			}
+			if policy == broker.PolicyDisconnect {
+				testutil.Eventually(t, 5*time.Second, func() error {
+					if srv.Subscriptions("stuck") > 0 {
+						return notYet("stuck still connected")
+					}
+					return nil
+				})
+			}
+			// The publisher is still served.
+			box := newInbox()
+			u := testutil.Endpoint(t, srv, "mqtt")
+			sub := v3Client(t, srv, u, "fresh", nil)
+			wait(t, sub.Subscribe("other", 0, box.v3Handler()), "subscribe")
+			pub.publish("other", 0, 0, []byte("alive"))
+			if err := pub.flush(); err != nil {
+				t.Fatal(err)
+			}
+			box.waitN(t, 1, 10*time.Second)
+		})
+	}
+}
+
+// TestSlowConsumerKeepsQoS1: a persistent QoS 1 subscriber that stops
+// reading is disconnected by the slow-consumer policy, and every message is
+// delivered when it comes back.
+func TestSlowConsumerKeepsQoS1(t *testing.T) {
+	srv := testutil.StartBroker(t, broker.Options{Flow: broker.FlowOptions{
+		QueueLength: 64, MaxStall: 200 * time.Millisecond, WriteBuffer: 512,
+	}})
+	u := testutil.Endpoint(t, srv, "mqtt")
+	addr := strings.TrimPrefix(u, "mqtt://")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.(*net.TCPConn).SetReadBuffer(4096)
+	stuck, err := rawConnectSession(c, "stuck", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stuck.subscribe("q1", 1); err != nil {
+		t.Fatal(err)
+	}
+	const n = 6000
+	pub := v3Client(t, srv, u, "pub", func(o *pahov3.ClientOptions) { o.SetWriteTimeout(0) })
+	payload := strings.Repeat("x", 1000)
+	toks := make([]pahov3.Token, 0, n)
+	for i := range n {
+		toks = append(toks, pub.Publish("q1", 1, false, fmt.Sprintf("%05d%s", i, payload)))
+	}
+	for i, tok := range toks {
+		if !tok.WaitTimeout(testutil.Scale(30*time.Second)) || tok.Error() != nil {
+			t.Fatalf("publish %d: %v", i, tok.Error())
+		}
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if srv.Subscriptions("stuck") > 0 {
+			return notYet("stuck subscriber still connected")
+		}
+		return nil
+	})
+	_ = c.Close()
+	seen := make(chan string, 2*n)
+	back := v3Client(t, srv, u, "stuck", func(o *pahov3.ClientOptions) {
+		o.SetCleanSession(false).SetDefaultPublishHandler(func(_ pahov3.Client, m pahov3.Message) { seen <- string(m.Payload()[:5]) })
+	})
+	_ = back
+	got := map[string]bool{}
+	deadline := time.After(testutil.Scale(30 * time.Second))
+	for len(got) < n {
+		select {
+		case id := <-seen:
+			got[id] = true
+		case <-deadline:
+			t.Fatalf("after reconnect got %d of %d distinct QoS 1 messages", len(got), n)
+		}
+	}
+}
