@@ -23,9 +23,9 @@ import (
 
 // mochiEngine is the engine backed by mochi-mqtt v2.7.9.
 type mochiEngine struct {
-	srv  *mqtt.Server
-	cfg  engineConfig
-	log  *slog.Logger
+	srv   *mqtt.Server
+	cfg   engineConfig
+	log   *slog.Logger
 	flow  *flowHook
 	store *storeHook // nil without persistence
 
