@@ -120,3 +120,12 @@ func TestParseTimestamp(t *testing.T) {
 		t.Error("text timestamp accepted")
 	}
 }
+
+func FuzzParseTimestamp(f *testing.F) {
+	for _, s := range []string{"1700000000", "1700000000.25", "2023-11-14T22:13:20Z", "-5", "1e400", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		_, _ = ParseTimestamp(s)
+	})
+}
