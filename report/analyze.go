@@ -77,15 +77,25 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 				continue
 			}
 			c := getCell(id)
-			c.Experiment = t.str(r, "experiment")
-			c.Profile = t.str(r, "profile")
-			c.LossPct, _ = t.floatv(r, "loss_pct", "loss")
-			c.Transport = t.str(r, "transport")
+			// values from the id stay where cells.csv leaves a field empty
+			set := func(dst *string, cols ...string) {
+				if v := t.str(r, cols...); v != "" {
+					*dst = v
+				}
+			}
+			set(&c.Experiment, "experiment")
+			set(&c.Profile, "profile")
+			set(&c.Transport, "transport")
+			set(&c.Pattern, "pattern")
+			if v, ok := t.floatv(r, "loss_pct", "loss"); ok {
+				c.LossPct = v
+			}
 			if q, ok := t.int64v(r, "qos"); ok {
 				c.QoS = int(q)
 			}
-			c.Pattern = t.str(r, "pattern")
-			c.Size = t.intv(r, "size", "payload", "payload_size")
+			if v, ok := t.int64v(r, "size", "payload", "payload_size"); ok {
+				c.Size = int(v)
+			}
 			c.IntervalNs, _ = t.durationNs(r, "interval_ns", "interval")
 			c.Publishers = t.intv(r, "publishers")
 			c.Retries = t.intv(r, "retries")
