@@ -173,6 +173,7 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 			return keys[i].seq < keys[j].seq
 		})
 		reps := map[int]*window{}
+		missing := map[int]bool{}
 		var repOrder []int
 		for _, k := range keys {
 			v := m[k]
@@ -194,6 +195,8 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 				c.Received++
 				c.delays = append(c.delays, float64(v.delay)/1e6)
 				w.end = max(w.end, v.recv)
+			} else {
+				missing[k.rep] = true
 			}
 		}
 		sort.Ints(repOrder)
@@ -205,6 +208,10 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 		// pattern A fallback completion times
 		if kindOf(c.Pattern) == KindA {
 			for _, rep := range repOrder {
+				if missing[rep] {
+					c.Incomplete++
+					continue // T is defined for complete repetitions only
+				}
 				if w := reps[rep]; w.end > w.start {
 					c.completion[rep] = float64(w.end-w.start) / 1e9
 				}
@@ -221,7 +228,14 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 			c := getCell(id)
 			if !fromFile[id] {
 				c.completion = map[int]float64{} // completions.csv wins over the fallback
+				c.Incomplete = 0
 				fromFile[id] = true
+			}
+			pub, pok := t.int64v(r, "published")
+			del, dok := t.int64v(r, "delivered")
+			if pok && dok && del < pub {
+				c.Incomplete++
+				continue // T is defined for complete repetitions only
 			}
 			if c.Transport == "" {
 				c.Transport = t.str(r, "transport")
@@ -239,9 +253,9 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 				ns = e - s
 			}
 			c.completion[t.intv(r, "rep")] = float64(ns) / 1e9
-			if p, ok := t.int64v(r, "published"); ok && int(p) > 0 && perCell[id] == nil {
-				c.Published += int(p)
-				c.Received += t.intv(r, "delivered")
+			if pok && pub > 0 && perCell[id] == nil {
+				c.Published += int(pub)
+				c.Received += int(del)
 			}
 		}
 	}

@@ -55,6 +55,9 @@ type CellResult struct {
 	ZeroRTT        int           `json:"used_0rtt"`
 
 	CompletionS stats.Summary `json:"completion_s"`
+	// Incomplete counts pattern-A repetitions left out of CompletionS
+	// because not every message arrived.
+	Incomplete int `json:"incomplete_reps"`
 
 	Packets          int64   `json:"packets"`
 	Bytes            int64   `json:"bytes"`

@@ -411,3 +411,26 @@ func TestManifestPowerLog(t *testing.T) {
 		t.Errorf("power log from the manifest not used: %q %+v", s.PowerLog, s.Cells[0].Energy)
 	}
 }
+
+func TestIncompleteRepetitionIsLeftOutOfT(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "r")
+	os.MkdirAll(dir, 0o755)
+	writeFixture(t, dir)
+	p := filepath.Join(dir, "completions.csv")
+	b, _ := os.ReadFile(p)
+	lines := strings.Split(string(b), "\n")
+	lines[1] = strings.TrimSuffix(lines[1], ",10,10") + ",9,10" // first row: one message missing
+	os.WriteFile(p, []byte(strings.Join(lines, "\n")), 0o644)
+	cell := strings.SplitN(lines[1], ",", 2)[0]
+	s, _ := generate(t, dir, Options{NoFigures: true})
+	for _, c := range s.Cells {
+		if c.Cell == cell && (c.Incomplete != 1 || c.CompletionS.N != 4) {
+			t.Errorf("%s: incomplete %d, n %d; want 1 and 4", c.Cell, c.Incomplete, c.CompletionS.N)
+		}
+	}
+	for _, x := range s.Xi {
+		if x.TCPCell == cell && x.Pairs != 4 {
+			t.Errorf("xi pairs %d, want 4", x.Pairs)
+		}
+	}
+}

@@ -71,14 +71,14 @@ func tables(s *Summary) []tab {
 	out = append(out, st)
 
 	ct := tab{id: "completion", title: "Completion time (pattern A)",
-		intro: "T = first publish to last receipt of a repetition, in s.",
-		head:  []string{"cell", "profile", "loss %", "transport", "QoS", "reps", "mean", "median", "p5", "p95", "RSD %"}}
+		intro: "T = first publish to last receipt of a repetition, in s, over the repetitions in which every message arrived (incomplete ones are counted, not averaged).",
+		head:  []string{"cell", "profile", "loss %", "transport", "QoS", "reps", "incomplete", "mean", "median", "p5", "p95", "RSD %"}}
 	for _, c := range s.Cells {
 		if c.Kind != KindA {
 			continue
 		}
 		ct.rows = append(ct.rows, []string{c.Cell, c.Profile, loss(c.LossPct), c.Transport, strconv.Itoa(c.QoS),
-			strconv.Itoa(c.CompletionS.N), fmtF(c.CompletionS.Mean, 3), fmtF(c.CompletionS.Median, 3),
+			strconv.Itoa(c.CompletionS.N), strconv.Itoa(c.Incomplete), fmtF(c.CompletionS.Mean, 3), fmtF(c.CompletionS.Median, 3),
 			fmtF(c.CompletionS.P5, 3), fmtF(c.CompletionS.P95, 3), pct(c.CompletionS.RSD, 2)})
 	}
 	out = append(out, ct)
@@ -220,7 +220,7 @@ func tablesCSV(s *Summary) ([]byte, error) {
 		"published", "received", "delivery_ratio",
 		"delay_n", "delay_mean_ms", "delay_median_ms", "delay_p5_ms", "delay_p25_ms", "delay_p75_ms", "delay_p95_ms", "delay_sd_ms", "delay_rsd", "delay_bound_ms",
 		"startup_n", "startup_mean_ms", "startup_median_ms", "startup_p5_ms", "startup_p95_ms", "startup_rsd", "startup_bound_ms", "resumed", "used_0rtt",
-		"completion_n", "completion_mean_s", "completion_median_s", "completion_p5_s", "completion_p95_s", "completion_rsd",
+		"completion_n", "completion_incomplete", "completion_mean_s", "completion_median_s", "completion_p5_s", "completion_p95_s", "completion_rsd",
 		"packets", "bytes", "drops", "window_s", "packets_per_s", "bytes_per_delivered_msg",
 		"energy_technology", "radio_j", "cpu_s", "cpu_j", "energy_total_j", "energy_per_msg_j", "energy_mean_w", "measured_j", "radio_source"}
 	if err := w.Write(head); err != nil {
@@ -235,7 +235,7 @@ func tablesCSV(s *Summary) ([]byte, error) {
 			g(c.DelayMs.P95), g(c.DelayMs.SD), g(c.DelayMs.RSD), g(c.DelayBoundMs),
 			strconv.Itoa(c.StartupMs.N), g(c.StartupMs.Mean), g(c.StartupMs.Median), g(c.StartupMs.P5), g(c.StartupMs.P95),
 			g(c.StartupMs.RSD), g(c.StartupBoundMs), strconv.Itoa(c.Resumed), strconv.Itoa(c.ZeroRTT),
-			strconv.Itoa(c.CompletionS.N), g(c.CompletionS.Mean), g(c.CompletionS.Median), g(c.CompletionS.P5), g(c.CompletionS.P95), g(c.CompletionS.RSD),
+			strconv.Itoa(c.CompletionS.N), strconv.Itoa(c.Incomplete), g(c.CompletionS.Mean), g(c.CompletionS.Median), g(c.CompletionS.P5), g(c.CompletionS.P95), g(c.CompletionS.RSD),
 		}
 		if c.hasLinks {
 			row = append(row, strconv.FormatInt(c.Packets, 10), strconv.FormatInt(c.Bytes, 10), strconv.FormatInt(c.Drops, 10))
