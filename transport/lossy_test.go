@@ -33,6 +33,10 @@ type lossyProxy struct {
 }
 
 func newLossyProxy(t *testing.T, target net.Addr, loss float64, delay time.Duration, seed uint64) *lossyProxy {
+	return newLossyProxyTB(t, target, loss, delay, seed)
+}
+
+func newLossyProxyTB(t testing.TB, target net.Addr, loss float64, delay time.Duration, seed uint64) *lossyProxy {
 	t.Helper()
 	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
