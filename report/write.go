@@ -39,7 +39,7 @@ type tab struct {
 }
 
 func tables(s *Summary) []tab {
-	var out []tab
+	out := []tab{comparison(s)}
 	delay := tab{id: "delay", title: "One-way delay and delivery per cell",
 		intro: "Delays in ms over the distinct messages received (all repetitions). bound = physical lower bound " +
 			"(propagation + serialization). Percentiles by linear interpolation (type 7).",
@@ -142,6 +142,62 @@ func tables(s *Summary) []tab {
 	}
 	out = append(out, pt)
 	return out
+}
+
+// comparison is the main table: one row per configuration, TCP next to
+// QUIC.
+func comparison(s *Summary) tab {
+	t := tab{id: "comparison", title: "TCP+TLS vs QUIC",
+		intro: "One row per configuration (the other tables have the details). Delay and startup latency in ms " +
+			"(mean delay, median startup), completion time T in s (mean over complete repetitions).",
+		head: []string{"experiment", "profile", "loss %", "QoS", "pattern", "variant", "TCP", "QUIC",
+			"delay TCP", "delay QUIC", "RSD % TCP", "RSD % QUIC", "delivery TCP", "delivery QUIC",
+			"startup TCP", "startup QUIC", "T TCP", "T QUIC"}}
+	type pair struct {
+		tcp, quic *CellResult
+		key       *CellResult
+	}
+	var order []string
+	pairs := map[string]*pair{}
+	for _, c := range s.Cells {
+		k := fmt.Sprintf("%s|%s|%g|%d|%s|%s", c.Experiment, c.Profile, c.LossPct, c.QoS, c.Pattern, c.variant())
+		p := pairs[k]
+		if p == nil {
+			p = &pair{key: c}
+			pairs[k] = p
+			order = append(order, k)
+		}
+		if isQUIC(c.Transport) {
+			if p.quic == nil {
+				p.quic = c
+			}
+		} else if p.tcp == nil {
+			p.tcp = c
+		}
+	}
+	get := func(c *CellResult, f func(*CellResult) string) string {
+		if c == nil {
+			return ""
+		}
+		return f(c)
+	}
+	for _, k := range order {
+		p := pairs[k]
+		c := p.key
+		row := []string{c.Experiment, c.Profile, loss(c.LossPct), strconv.Itoa(c.QoS), c.Pattern, c.variantLabel(),
+			get(p.tcp, func(c *CellResult) string { return c.Transport }), get(p.quic, func(c *CellResult) string { return c.Transport })}
+		for _, f := range []func(*CellResult) string{
+			func(c *CellResult) string { return fmtF(c.DelayMs.Mean, 3) },
+			func(c *CellResult) string { return pct(c.DelayMs.RSD, 2) },
+			func(c *CellResult) string { return fmtF(c.DeliveryRatio, 4) },
+			func(c *CellResult) string { return fmtF(c.StartupMs.Median, 3) },
+			func(c *CellResult) string { return fmtF(c.CompletionS.Mean, 3) },
+		} {
+			row = append(row, get(p.tcp, f), get(p.quic, f))
+		}
+		t.rows = append(t.rows, row)
+	}
+	return t
 }
 
 // methods is the Methods section: the metric definitions of experiments.md.
