@@ -1,0 +1,25 @@
+// Package client is iotq's common publish/subscribe API: one Client
+// interface whatever the protocol and transport underneath.
+//
+//	c, err := client.Dial(ctx, "quic://broker:14567", client.Options{CAFile: "ca.pem"})
+//	r, err := c.Publish(ctx, "sensors/1", payload, client.PublishOptions{QoS: 1})
+//	err = r.Wait(ctx) // nil once the broker acknowledged (PUBACK)
+//
+// Publish returns a Receipt at once: "publish, then ask whether it
+// succeeded". The Receipt completes when the message was accepted (the
+// broker's acknowledgement for QoS 1 and 2, the hand-over to the transport
+// for QoS 0) or failed, and carries the time of that event.
+//
+// Dial picks the implementation by URL scheme: mqtt://, mqtts://, ws://,
+// wss:// and quic:// go to client/mqtt (MQTT 3.1.1 or 5). CoAP and AMQP
+// schemes will follow. The types are defined in client/internal/core (so
+// that implementations can use them without an import cycle) and are
+// aliased here; use them through this package.
+//
+// Concurrency: a Client is safe for concurrent use; subscription handlers
+// of one client run one at a time on a goroutine the client owns. Close
+// stops every goroutine the client started.
+//
+// client imports transport and its own sub-packages; it never imports broker
+// and contains no paho import (that lives in client/mqtt).
+package client

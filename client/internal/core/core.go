@@ -1,0 +1,309 @@
+package core
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/iotq/iotq/transport"
+)
+
+// Sentinel errors shared by all implementations.
+var (
+	// ErrClosed is returned by operations on a client after Close, and
+	// completes receipts that were still pending when Close was called.
+	ErrClosed = errors.New("client closed")
+	// ErrConnectionLost completes receipts whose connection ended before the
+	// broker acknowledged the message.
+	ErrConnectionLost = errors.New("connection lost before the message was acknowledged")
+	// ErrPending is what Receipt.Err returns while the outcome is unknown.
+	ErrPending = errors.New("publish not yet acknowledged")
+)
+
+// PublishOptions describe one publish. The zero value is QoS 0, not
+// retained.
+type PublishOptions struct {
+	QoS    byte // 0, 1 or 2
+	Retain bool
+}
+
+// SubscribeOptions describe one subscription. The zero value is QoS 0.
+type SubscribeOptions struct {
+	QoS byte // maximum QoS the broker may deliver with: 0, 1 or 2
+}
+
+// Message is a message delivered to a subscription handler.
+type Message struct {
+	Topic    string
+	Payload  []byte
+	QoS      byte
+	Retained bool      // delivered from the broker's retained store
+	Received time.Time // taken when the client library handed the message over
+}
+
+// Handler receives messages of a subscription. Handlers of one client are
+// called one at a time, in arrival order, from a goroutine owned by the
+// client; a handler that blocks delays every later message and the
+// acknowledgements of the client. A message that matches several filters of
+// the same client is passed to each matching handler.
+type Handler func(Message)
+
+// Receipt reports when and whether a published message was accepted: the
+// broker's acknowledgement for QoS 1 (PUBACK) and QoS 2 (PUBCOMP), the
+// hand-over to the transport for QoS 0. Publish first, then ask whether it
+// succeeded. Safe for concurrent use.
+type Receipt struct {
+	done     chan struct{}
+	once     sync.Once
+	accepted time.Time
+	err      error
+}
+
+// NewReceipt returns a pending receipt and the function that completes it.
+// Implementations call complete exactly when the outcome is known; later
+// calls are ignored. err == nil means accepted at time at.
+func NewReceipt() (r *Receipt, complete func(at time.Time, err error)) {
+	r = &Receipt{done: make(chan struct{})}
+	return r, func(at time.Time, err error) {
+		r.once.Do(func() {
+			r.accepted, r.err = at, err
+			close(r.done)
+		})
+	}
+}
+
+// Done is closed when the outcome is known.
+func (r *Receipt) Done() <-chan struct{} { return r.done }
+
+// Wait blocks until the outcome is known or ctx ends, and returns Err (or the
+// context's error).
+func (r *Receipt) Wait(ctx context.Context) error {
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for acknowledgement: %w", ctx.Err())
+	}
+}
+
+// Err returns nil if the message was accepted, ErrPending while the outcome
+// is unknown, and the reason otherwise.
+func (r *Receipt) Err() error {
+	select {
+	case <-r.done:
+		return r.err
+	default:
+		return ErrPending
+	}
+}
+
+// Accepted returns the time the message was accepted; ok is false while
+// pending or when the publish failed.
+func (r *Receipt) Accepted() (t time.Time, ok bool) {
+	select {
+	case <-r.done:
+		return r.accepted, r.err == nil
+	default:
+		return time.Time{}, false
+	}
+}
+
+// ConnectionInfo are the facts of an established client connection.
+type ConnectionInfo struct {
+	URL            string    // the URL dialled
+	Transport      string    // URL scheme: mqtt, mqtts, ws, wss, quic
+	Protocol       string    // e.g. "mqtt/3.1.1", "mqtt/5"
+	ClientID       string    // the client identifier in use (assigned by the broker when asked)
+	DialStart      time.Time // when dialling began
+	TransportReady time.Time // transport usable (TCP connected, TLS/WS/QUIC handshake done or 0-RTT ready)
+	Connack        time.Time // CONNACK (or the protocol's equivalent) received
+	SessionPresent bool      // the broker resumed a stored session
+	TLSResumed     bool      // TLS or QUIC session resumed from a ticket
+	Used0RTT       bool      // QUIC early data accepted by the server
+	Rejected0RTT   bool      // 0-RTT attempted, rejected, fell back to a full handshake
+	// QUIC holds QUIC path statistics at the time of the call; nil for other
+	// transports.
+	QUIC *transport.QUICStats
+}
+
+// Client is one connection to a broker behind the common API. All methods
+// are safe for concurrent use.
+type Client interface {
+	// Publish hands a message to the client library. The error is non-nil
+	// when the message could not even be handed over (client closed,
+	// connection already lost, bad arguments); otherwise the Receipt tells
+	// when and whether it was accepted.
+	Publish(ctx context.Context, topic string, payload []byte, opts PublishOptions) (*Receipt, error)
+	// Subscribe subscribes to filter and returns once the broker granted the
+	// subscription (SUBACK). It fails if the broker refused it.
+	Subscribe(ctx context.Context, filter string, opts SubscribeOptions, h Handler) error
+	// ConnectionInfo returns the connection facts.
+	ConnectionInfo() ConnectionInfo
+	// Done is closed when the connection ends: lost, refused by the broker
+	// later on, or closed by Close.
+	Done() <-chan struct{}
+	// Err says why the connection ended: nil while it is open, ErrClosed
+	// after Close, another error when it was lost.
+	Err() error
+	// Close disconnects cleanly (DISCONNECT), fails pending receipts with
+	// ErrClosed and waits for the client's goroutines. Idempotent.
+	Close() error
+}
+
+// Will is the message the broker publishes when the client disappears
+// without a clean disconnect.
+type Will struct {
+	Topic   string
+	Payload []byte
+	QoS     byte
+	Retain  bool
+}
+
+// Protocol versions accepted in Options.ProtocolVersion.
+const (
+	ProtocolMQTT311 = 4 // MQTT 3.1.1 (also accepted as 3)
+	ProtocolMQTT5   = 5
+)
+
+// Options configure a client. The zero value is usable: every field
+// documents its default.
+type Options struct {
+	// ClientID identifies the session at the broker. Default: "iotq-"
+	// followed by 12 random hex digits.
+	ClientID string
+	// Username and Password for the broker; empty means none.
+	Username string
+	Password string
+	// PersistentSession asks the broker to keep the session (subscriptions,
+	// queued QoS 1/2 messages) after disconnect: clean session = false in
+	// MQTT 3.1.1, clean start = false plus SessionExpiry in MQTT 5.
+	// Default false (a clean session, as mosquitto_pub/sub do).
+	PersistentSession bool
+	// SessionExpiry is the MQTT 5 session expiry interval used when
+	// PersistentSession is set. Default 24h.
+	SessionExpiry time.Duration
+	// KeepAlive is the MQTT keep-alive interval. Default 60s.
+	KeepAlive time.Duration
+	// ProtocolVersion: 3 or 4 mean MQTT 3.1.1, 5 means MQTT 5.0. Default
+	// (0) is MQTT 3.1.1, the version every broker speaks.
+	ProtocolVersion int
+	// CAFile is a PEM file with the CA certificates that sign the broker's
+	// certificate (mqtts, wss, quic). Default: the system roots.
+	CAFile string
+	// Insecure skips verification of the broker's certificate. For tests
+	// only; tickets saved this way are never offered to a verified session.
+	Insecure bool
+	// ServerName overrides the name checked in the broker's certificate.
+	// Default: the URL host.
+	ServerName string
+	// TLSConfig, if set, is the base TLS configuration (CAFile, Insecure and
+	// ServerName are applied on a clone of it). Default: TLS 1.2 minimum.
+	TLSConfig *tls.Config
+	// SessionCacheFile persists TLS session tickets so that a new process
+	// resumes (QUIC: 0-RTT). QUIC tickets are kept in the file itself,
+	// tickets of TLS over TCP (mqtts, wss) in SessionCacheFile+".tls".
+	// Default: tickets are kept in memory for this client only.
+	SessionCacheFile string
+	// Will is the last-will message; nil means none.
+	Will *Will
+	// QUIC tunes QUIC connections; zero values mean transport's defaults.
+	QUIC transport.QUICOptions
+	// ConnectTimeout bounds dialling plus CONNACK. Default 30s.
+	ConnectTimeout time.Duration
+	// AckTimeout bounds the wait for the acknowledgement of a QoS 1/2
+	// publish (after which its receipt fails) and of SUBSCRIBE. Default 60s,
+	// enough for a satellite link with loss.
+	AckTimeout time.Duration
+	// Logger receives debug and error logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// WithDefaults returns a copy of o with the documented defaults filled in.
+// randomID supplies the default client identifier suffix.
+func (o Options) WithDefaults(randomID func() string) Options {
+	if o.ClientID == "" {
+		o.ClientID = "iotq-" + randomID()
+	}
+	if o.SessionExpiry == 0 {
+		o.SessionExpiry = 24 * time.Hour
+	}
+	if o.KeepAlive == 0 {
+		o.KeepAlive = 60 * time.Second
+	}
+	if o.ProtocolVersion == 0 || o.ProtocolVersion == 3 {
+		o.ProtocolVersion = ProtocolMQTT311
+	}
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = 30 * time.Second
+	}
+	if o.AckTimeout == 0 {
+		o.AckTimeout = 60 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Validate reports every problem of o (after defaults) at once.
+func (o Options) Validate() error {
+	var errs []error
+	if o.ProtocolVersion != 0 && o.ProtocolVersion != 3 && o.ProtocolVersion != ProtocolMQTT311 && o.ProtocolVersion != ProtocolMQTT5 {
+		errs = append(errs, fmt.Errorf("ProtocolVersion %d: want 3 (MQTT 3.1.1) or 5 (MQTT 5.0)", o.ProtocolVersion))
+	}
+	if o.KeepAlive < 0 || o.KeepAlive > 65535*time.Second {
+		errs = append(errs, fmt.Errorf("KeepAlive %s: want 1s to 18h12m15s", o.KeepAlive))
+	}
+	if o.SessionExpiry < 0 {
+		errs = append(errs, fmt.Errorf("SessionExpiry %s: must not be negative", o.SessionExpiry))
+	}
+	if o.ConnectTimeout < 0 || o.AckTimeout < 0 {
+		errs = append(errs, errors.New("ConnectTimeout and AckTimeout must not be negative"))
+	}
+	if o.Will != nil {
+		if o.Will.Topic == "" {
+			errs = append(errs, errors.New("Will.Topic is empty: a will needs a topic"))
+		}
+		if o.Will.QoS > 2 {
+			errs = append(errs, fmt.Errorf("Will.QoS %d: want 0, 1 or 2", o.Will.QoS))
+		}
+	}
+	if o.Password != "" && o.Username == "" && o.ProtocolVersion != ProtocolMQTT5 {
+		errs = append(errs, errors.New("Password without Username: MQTT 3.1.1 needs a username to send a password"))
+	}
+	return errors.Join(errs...)
+}
+
+// MatchTopic reports whether topic matches the MQTT subscription filter
+// (with + and # wildcards; topics starting with $ are not matched by
+// filters starting with a wildcard [MQTT-4.7.2-1]; a shared subscription
+// "$share/GROUP/FILTER" matches like FILTER).
+func MatchTopic(filter, topic string) bool {
+	if rest, ok := strings.CutPrefix(filter, "$share/"); ok {
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			filter = rest[i+1:]
+		}
+	}
+	if strings.HasPrefix(topic, "$") && (strings.HasPrefix(filter, "+") || strings.HasPrefix(filter, "#")) {
+		return false
+	}
+	fs := strings.Split(filter, "/")
+	ts := strings.Split(topic, "/")
+	for i, f := range fs {
+		if f == "#" {
+			return true // matches the parent level too [MQTT-4.7.1-2]
+		}
+		if i >= len(ts) {
+			return false
+		}
+		if f != "+" && f != ts[i] {
+			return false
+		}
+	}
+	return len(fs) == len(ts)
+}

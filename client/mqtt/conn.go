@@ -1,0 +1,318 @@
+package mqtt
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/iotq/iotq/client/internal/core"
+	"github.com/iotq/iotq/transport"
+)
+
+// timedConn is the transport connection as paho sees it: writes are
+// serialised, and the time of the first successful read (the CONNACK, which
+// is the first thing a broker sends) is recorded.
+type timedConn struct {
+	transport.Conn
+	wmu       sync.Mutex
+	firstRead atomic.Int64 // Unix ns, 0 until the first byte arrived
+}
+
+// packetConn is the connection handed to paho.golang, which writes a packet
+// as several Write calls while holding the conn's sync.Locker. packetConn is
+// that Locker, and gathers the pieces of one MQTT packet (it knows the
+// length from the fixed header) into a single Write of the transport: one
+// packet leaves in one TCP segment or QUIC STREAM frame as with paho for
+// 3.1.1, and the Write that completes the packet returns the real error.
+// Write must only be called between Lock and Unlock (paho.golang does so).
+type packetConn struct {
+	*timedConn
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (c *packetConn) Lock() { c.mu.Lock() }
+
+func (c *packetConn) Unlock() {
+	if len(c.buf) > 0 { // an incomplete packet: pass on what we have
+		_, _ = c.timedConn.Write(c.buf)
+		c.buf = c.buf[:0]
+	}
+	c.mu.Unlock()
+}
+
+func (c *packetConn) Write(b []byte) (int, error) {
+	c.buf = append(c.buf, b...)
+	if need, ok := mqttPacketLen(c.buf); ok && len(c.buf) < need {
+		return len(b), nil
+	}
+	_, err := c.timedConn.Write(c.buf)
+	c.buf = c.buf[:0]
+	if err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// mqttPacketLen returns the total length of the MQTT packet that starts b,
+// once its fixed header is complete.
+func mqttPacketLen(b []byte) (int, bool) {
+	n, mul := 0, 1
+	for i := 1; i < len(b) && i <= 4; i++ {
+		n += int(b[i]&0x7f) * mul
+		if b[i]&0x80 == 0 {
+			return 1 + i + n, true
+		}
+		mul *= 128
+	}
+	return 0, false
+}
+
+func (c *timedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && c.firstRead.Load() == 0 {
+		c.firstRead.CompareAndSwap(0, time.Now().UnixNano())
+	}
+	return n, err
+}
+
+func (c *timedConn) Write(b []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.Conn.Write(b)
+}
+
+// connack returns the time the first bytes arrived from the broker.
+func (c *timedConn) connack() time.Time {
+	if ns := c.firstRead.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+// randomID returns 12 random hex digits.
+func randomID() string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return fmt.Sprintf("%012x", time.Now().UnixNano()&0xffffffffffff)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// tlsConfig builds the client TLS configuration from the options.
+func tlsConfig(o core.Options) (*tls.Config, error) {
+	var cfg *tls.Config
+	if o.TLSConfig != nil {
+		cfg = o.TLSConfig.Clone()
+	} else {
+		cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if o.CAFile != "" {
+		pem, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("read CA file: %w (check the --ca path)", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("CA file %s holds no PEM certificate (want the broker's CA, e.g. STATE_DIR/tls/ca.pem)", o.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if o.Insecure {
+		cfg.InsecureSkipVerify = true
+	}
+	if o.ServerName != "" {
+		cfg.ServerName = o.ServerName
+	}
+	return cfg, nil
+}
+
+// sessionCacheFor returns the ticket cache for a scheme: QUIC tickets live
+// in the file itself, TLS-over-TCP tickets in file+".tls" (a QUIC ticket
+// carries QUIC transport parameters and must not be offered over TCP).
+func sessionCacheFor(o core.Options, scheme transport.Scheme) (tls.ClientSessionCache, error) {
+	if o.SessionCacheFile == "" {
+		return nil, nil
+	}
+	path := o.SessionCacheFile
+	switch scheme {
+	case transport.SchemeQUIC:
+	case transport.SchemeTLS, transport.SchemeWSS:
+		path += ".tls"
+	default:
+		return nil, nil // no TLS, nothing to cache
+	}
+	return newFileSessionCache(path)
+}
+
+// dial opens the transport connection for url.
+func dial(ctx context.Context, url string, o core.Options) (*timedConn, transport.Endpoint, error) {
+	ep, err := transport.ParseURL(url)
+	if err != nil {
+		return nil, ep, err
+	}
+	tc, err := tlsConfig(o)
+	if err != nil {
+		return nil, ep, err
+	}
+	cache, err := sessionCacheFor(o, ep.Scheme)
+	if err != nil {
+		return nil, ep, fmt.Errorf("session cache: %w", err)
+	}
+	c, err := transport.Dial(ctx, url, transport.DialOptions{
+		TLSConfig:    tc,
+		SessionCache: cache,
+		QUIC:         o.QUIC,
+		Logger:       o.Logger,
+	})
+	if err != nil {
+		return nil, ep, dialHint(ep, err)
+	}
+	return &timedConn{Conn: c}, ep, nil
+}
+
+// dialHint wraps a transport error with what to check.
+func dialHint(ep transport.Endpoint, err error) error {
+	var (
+		unknownCA x509.UnknownAuthorityError
+		hostErr   x509.HostnameError
+		certErr   *tls.CertificateVerificationError
+		opErr     *net.OpError
+	)
+	msg := err.Error()
+	switch {
+	case errors.As(err, &unknownCA), errors.As(err, &hostErr), errors.As(err, &certErr),
+		strings.Contains(msg, "x509:"), strings.Contains(msg, "certificate"):
+		return fmt.Errorf("connect %s: %w (check --ca: it must be the CA that signed the broker's certificate, and the URL host must be in the certificate; --insecure skips the check for tests)", ep, err)
+	case strings.Contains(msg, "no application protocol"), strings.Contains(msg, "ALPN"):
+		return fmt.Errorf("connect %s: %w (the server does not speak MQTT over QUIC with ALPN \"mqtt\"; check the port)", ep, err)
+	case errors.Is(err, context.DeadlineExceeded), strings.Contains(msg, "timeout"), strings.Contains(msg, "no recent network activity"):
+		return fmt.Errorf("connect %s: %w (no answer in time: check the host and port, that the broker has a %s listener, firewalls, or raise --timeout)", ep, err, ep.Scheme)
+	case errors.As(err, &opErr), strings.Contains(msg, "refused"):
+		return fmt.Errorf("connect %s: %w (check that a broker listens at %s and that it serves %s:// there)", ep, err, ep.Address(), ep.Scheme)
+	}
+	return fmt.Errorf("connect %s: %w (check the address, port and transport scheme)", ep, err)
+}
+
+// infoFrom fills the transport part of ConnectionInfo.
+func infoFrom(url string, c *timedConn, proto, clientID string, sessionPresent bool) core.ConnectionInfo {
+	ti := c.Info()
+	info := core.ConnectionInfo{
+		URL:            url,
+		Transport:      string(ti.Scheme),
+		Protocol:       proto,
+		ClientID:       clientID,
+		DialStart:      ti.DialStart,
+		TransportReady: ti.TransportReady,
+		Connack:        c.connack(),
+		SessionPresent: sessionPresent,
+		TLSResumed:     ti.TLSResumed,
+		Used0RTT:       ti.Used0RTT,
+		Rejected0RTT:   ti.Rejected0RTT,
+	}
+	if st, ok := c.QUICStats(); ok {
+		info.QUIC = &st
+	}
+	return info
+}
+
+// subscriptions is the client's filter table, shared by both versions.
+type subscriptions struct {
+	mu   sync.Mutex
+	subs []sub
+}
+
+type sub struct {
+	filter string
+	h      core.Handler
+}
+
+func (s *subscriptions) add(filter string, h core.Handler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.subs {
+		if s.subs[i].filter == filter {
+			s.subs[i].h = h
+			return
+		}
+	}
+	s.subs = append(s.subs, sub{filter, h})
+}
+
+// dispatch passes m to every matching handler. Called from one goroutine.
+func (s *subscriptions) dispatch(m core.Message) {
+	s.mu.Lock()
+	var hs []core.Handler
+	for _, x := range s.subs {
+		if core.MatchTopic(x.filter, m.Topic) {
+			hs = append(hs, x.h)
+		}
+	}
+	s.mu.Unlock()
+	for _, h := range hs {
+		h(m)
+	}
+}
+
+// lifecycle is the Done/Err part shared by both versions.
+type lifecycle struct {
+	done     chan struct{}
+	once     sync.Once
+	mu       sync.Mutex
+	err      error
+	closeReq atomic.Bool
+}
+
+func newLifecycle() lifecycle { return lifecycle{done: make(chan struct{})} }
+
+// end records why the connection ended (first reason wins) and closes done.
+func (l *lifecycle) end(err error) {
+	l.once.Do(func() {
+		l.mu.Lock()
+		l.err = err
+		l.mu.Unlock()
+		close(l.done)
+	})
+}
+
+func (l *lifecycle) Done() <-chan struct{} { return l.done }
+
+func (l *lifecycle) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// checkQoS validates a QoS argument.
+func checkQoS(q byte) error {
+	if q > 2 {
+		return fmt.Errorf("QoS %d: want 0, 1 or 2", q)
+	}
+	return nil
+}
+
+// Dial connects to the broker at url (mqtt, mqtts, ws, wss or quic scheme)
+// with MQTT 3.1.1 or 5 as o.ProtocolVersion says, and returns once the
+// broker accepted the connection (CONNACK).
+func Dial(ctx context.Context, url string, o core.Options) (core.Client, error) {
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("client options: %w", err)
+	}
+	o = o.WithDefaults(randomID)
+	ctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
+	defer cancel()
+	if o.ProtocolVersion == core.ProtocolMQTT5 {
+		return dialV5(ctx, url, o)
+	}
+	return dialV3(ctx, url, o)
+}

@@ -1,0 +1,33 @@
+// Package mqtt implements the common client API (package client) for MQTT
+// 3.1.1, with eclipse/paho.mqtt.golang, and MQTT 5.0, with
+// eclipse/paho.golang, over every transport of package transport (mqtt://,
+// mqtts://, ws://, wss://, quic://). The transport is dialled by transport.Dial
+// and handed to paho as a net.Conn, so paho never knows which one it is.
+//
+// What this package adds to paho:
+//   - Receipts: Publish returns at once with a Receipt that completes on
+//     PUBACK (QoS 1) or PUBCOMP (QoS 2), or when the packet was handed to
+//     the transport (QoS 0), with the time of that event.
+//   - Connection facts: dial start, transport ready, CONNACK arrival (the
+//     first bytes read from the broker), TLS resumption, QUIC 0-RTT and
+//     QUIC statistics.
+//   - One subscription dispatcher for both versions: messages are matched
+//     against the client's filters and passed to the handlers in arrival
+//     order from one goroutine.
+//   - Errors that say what to check when a connection fails.
+//
+// No automatic reconnection: when the connection is lost, Done is closed,
+// pending receipts fail with client.ErrConnectionLost and the caller decides
+// what to do (a measurement must see the loss).
+//
+// paho waits for CONNACK before it sends a PUBLISH, so over QUIC 0-RTT only
+// the CONNECT rides in the first flight; the first PUBLISH leaves after the
+// CONNACK.
+//
+// Concurrency: a client is safe for concurrent use. It owns the goroutines
+// of its paho client plus one per QoS 0 publish (MQTT 3.1.1) or per pending
+// QoS 1/2 publish; Close stops and waits for all of them. Writes to the
+// connection are serialised by a mutex, as paho.golang requires.
+//
+// Imports: transport, client/internal/core, paho; never broker.
+package mqtt

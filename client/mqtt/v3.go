@@ -1,0 +1,217 @@
+package mqtt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eclipse/paho.mqtt.golang/packets"
+
+	"github.com/iotq/iotq/client/internal/core"
+)
+
+// v3Client is MQTT 3.1.1 over paho.mqtt.golang.
+type v3Client struct {
+	lifecycle
+	url  string
+	o    core.Options
+	pc   paho.Client
+	conn *timedConn
+	subs subscriptions
+
+	sessionPresent bool
+	wg             sync.WaitGroup // receipt watchers
+	closeOnce      sync.Once
+}
+
+func dialV3(ctx context.Context, rawURL string, o core.Options) (core.Client, error) {
+	c := &v3Client{lifecycle: newLifecycle(), url: rawURL, o: o}
+	var (
+		dialErr error
+		dialled bool
+	)
+	po := paho.NewClientOptions()
+	po.AddBroker(rawURL)
+	po.SetClientID(o.ClientID)
+	po.SetUsername(o.Username)
+	po.SetPassword(o.Password)
+	po.SetCleanSession(!o.PersistentSession)
+	po.SetKeepAlive(o.KeepAlive)
+	po.SetPingTimeout(max(10*time.Second, o.KeepAlive/2))
+	po.SetProtocolVersion(4)
+	po.SetAutoReconnect(false)
+	po.SetConnectRetry(false)
+	po.SetResumeSubs(false)
+	po.SetOrderMatters(true)
+	po.SetConnectTimeout(o.ConnectTimeout)
+	po.SetWriteTimeout(o.AckTimeout)
+	if o.Will != nil {
+		po.SetBinaryWill(o.Will.Topic, o.Will.Payload, o.Will.QoS, o.Will.Retain)
+	}
+	po.SetCustomOpenConnectionFn(func(*url.URL, paho.ClientOptions) (net.Conn, error) {
+		if dialled {
+			return nil, errors.New("reconnect disabled")
+		}
+		dialled = true
+		tc, _, err := dial(ctx, rawURL, o)
+		if err != nil {
+			dialErr = err
+			return nil, err
+		}
+		c.conn = tc
+		return tc, nil
+	})
+	po.SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
+		now := time.Now()
+		c.subs.dispatch(core.Message{
+			Topic: m.Topic(), Payload: m.Payload(), QoS: m.Qos(), Retained: m.Retained(), Received: now,
+		})
+	})
+	po.SetConnectionLostHandler(func(_ paho.Client, err error) {
+		c.end(fmt.Errorf("%w: %v", core.ErrConnectionLost, err))
+	})
+	c.pc = paho.NewClient(po)
+	tok := c.pc.Connect()
+	select {
+	case <-tok.Done():
+	case <-ctx.Done():
+		c.pc.Disconnect(0)
+		if dialErr != nil {
+			return nil, dialErr
+		}
+		return nil, fmt.Errorf("connect %s: no CONNACK within the connect timeout: %w (check that the port serves MQTT and the transport scheme matches)", rawURL, ctx.Err())
+	}
+	if err := tok.Error(); err != nil {
+		if dialErr != nil {
+			return nil, dialErr
+		}
+		if c.conn != nil {
+			_ = c.conn.Close()
+		}
+		return nil, connectHintV3(rawURL, err)
+	}
+	if ct, ok := tok.(*paho.ConnectToken); ok {
+		c.sessionPresent = ct.SessionPresent()
+	}
+	o.Logger.Debug("connected", "url", rawURL, "protocol", "mqtt/3.1.1", "client_id", o.ClientID)
+	return c, nil
+}
+
+// connectHintV3 explains a refused or failed MQTT 3.1.1 connect.
+func connectHintV3(u string, err error) error {
+	switch {
+	case errors.Is(err, packets.ErrorRefusedBadUsernameOrPassword), errors.Is(err, packets.ErrorRefusedNotAuthorised):
+		return fmt.Errorf("connect %s: broker refused: %w (check --username/--password)", u, err)
+	case errors.Is(err, packets.ErrorRefusedIDRejected):
+		return fmt.Errorf("connect %s: broker refused: %w (check --client-id)", u, err)
+	case errors.Is(err, packets.ErrorRefusedBadProtocolVersion):
+		return fmt.Errorf("connect %s: broker refused: %w (try --protocol 5 or 3)", u, err)
+	}
+	return fmt.Errorf("connect %s: %w (check that the port serves MQTT and the transport scheme matches)", u, err)
+}
+
+func (c *v3Client) Publish(ctx context.Context, topic string, payload []byte, opts core.PublishOptions) (*core.Receipt, error) {
+	if err := checkQoS(opts.QoS); err != nil {
+		return nil, err
+	}
+	select {
+	case <-c.done:
+		if err := c.Err(); err != nil {
+			return nil, fmt.Errorf("publish %s: %w", topic, err)
+		}
+		return nil, fmt.Errorf("publish %s: %w", topic, core.ErrClosed)
+	default:
+	}
+	tok := c.pc.Publish(topic, opts.QoS, opts.Retain, payload)
+	r, complete := core.NewReceipt()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		select {
+		case <-tok.Done():
+			now := time.Now()
+			if err := tok.Error(); err != nil {
+				complete(now, fmt.Errorf("publish %s: %w", topic, c.tokenErr(err)))
+				return
+			}
+			complete(now, nil)
+		case <-c.done:
+			complete(time.Now(), fmt.Errorf("publish %s: %w", topic, c.endReason()))
+		}
+	}()
+	return r, nil
+}
+
+// endReason is the error for receipts pending when the connection ended.
+func (c *v3Client) endReason() error {
+	if c.closeReq.Load() {
+		return core.ErrClosed
+	}
+	return core.ErrConnectionLost
+}
+
+func (c *v3Client) Subscribe(ctx context.Context, filter string, opts core.SubscribeOptions, h core.Handler) error {
+	if err := checkQoS(opts.QoS); err != nil {
+		return err
+	}
+	c.subs.add(filter, h)
+	tok := c.pc.Subscribe(filter, opts.QoS, nil)
+	tctx, cancel := context.WithTimeout(ctx, c.o.AckTimeout)
+	defer cancel()
+	select {
+	case <-tok.Done():
+	case <-tctx.Done():
+		return fmt.Errorf("subscribe %s: no SUBACK: %w", filter, tctx.Err())
+	case <-c.done:
+		return fmt.Errorf("subscribe %s: %w", filter, c.endReason())
+	}
+	if err := tok.Error(); err != nil {
+		return fmt.Errorf("subscribe %s: %w", filter, err)
+	}
+	if st, ok := tok.(*paho.SubscribeToken); ok {
+		for f, q := range st.Result() {
+			if q == 0x80 {
+				return fmt.Errorf("subscribe %s: broker refused the subscription (check the ACL for this user and topic)", f)
+			}
+		}
+	}
+	return nil
+}
+
+func (c *v3Client) ConnectionInfo() core.ConnectionInfo {
+	return infoFrom(c.url, c.conn, "mqtt/3.1.1", c.o.ClientID, c.sessionPresent)
+}
+
+func (c *v3Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.closeReq.Store(true)
+		if c.pc.IsConnected() {
+			c.pc.Disconnect(250)
+		}
+		c.end(core.ErrClosed)
+		c.wg.Wait()
+		if c.conn != nil {
+			_ = c.conn.Close()
+		}
+	})
+	return nil
+}
+
+// tokenErr maps paho's token errors onto the common sentinels (paho does not
+// export its "connection lost" error, so it is recognised by its text).
+func (c *v3Client) tokenErr(err error) error {
+	switch {
+	case errors.Is(err, paho.ErrNotConnected), strings.HasPrefix(err.Error(), "connection lost"):
+		if c.closeReq.Load() {
+			return core.ErrClosed
+		}
+		return fmt.Errorf("%w (%v)", core.ErrConnectionLost, err)
+	}
+	return err
+}

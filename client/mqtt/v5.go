@@ -1,0 +1,267 @@
+package mqtt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/eclipse/paho.golang/packets"
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/eclipse/paho.golang/paho/session"
+	"github.com/eclipse/paho.golang/paho/session/state"
+
+	"github.com/iotq/iotq/client/internal/core"
+)
+
+// v5Client is MQTT 5.0 over paho.golang.
+type v5Client struct {
+	lifecycle
+	url  string
+	o    core.Options
+	pc   *paho.Client
+	conn *timedConn
+	st   *sessionTap
+	subs subscriptions
+
+	sessionPresent bool
+	clientID       string
+
+	pubMu     sync.Mutex     // serialises Publish so packets leave in call order
+	wg        sync.WaitGroup // receipt watchers and the done watcher
+	closeOnce sync.Once
+}
+
+// sessionTap wraps paho's in-memory session so that a QoS 1/2 Publish can be
+// sent asynchronously (in call order) while its acknowledgement still
+// completes a Receipt: AddToSession is called synchronously inside
+// PublishWithOptions, where the publisher has left the pending completion.
+type sessionTap struct {
+	*state.State
+	c       *v5Client
+	pending func(time.Time, error) // set by Publish, pubMu held
+	topic   string
+}
+
+func (s *sessionTap) AddToSession(ctx context.Context, p session.Packet, resp chan<- packets.ControlPacket) error {
+	if p.Type() != packets.PUBLISH || s.pending == nil {
+		return s.State.AddToSession(ctx, p, resp)
+	}
+	complete, topic := s.pending, s.topic
+	s.pending = nil
+	ch := make(chan packets.ControlPacket, 1)
+	if err := s.State.AddToSession(ctx, p, ch); err != nil {
+		return err
+	}
+	s.c.wg.Add(1)
+	go func() {
+		defer s.c.wg.Done()
+		// paho answers on ch when the ack arrives, but forgets pending
+		// packets of a clean session when the connection drops, so the end
+		// of the connection fails the receipt too (an ack that is already
+		// there wins).
+		var cp packets.ControlPacket
+		select {
+		case cp = <-ch:
+		case <-s.c.done:
+			select {
+			case cp = <-ch:
+			default:
+			}
+		}
+		now := time.Now()
+		switch x := cp.Content.(type) {
+		case *packets.Puback:
+			if x.ReasonCode >= 0x80 {
+				complete(now, fmt.Errorf("publish %s: broker refused: %s (reason 0x%02x; check the ACL)", topic, x.Reason(), x.ReasonCode))
+				return
+			}
+			complete(now, nil)
+		case *packets.Pubcomp:
+			if x.ReasonCode >= 0x80 {
+				complete(now, fmt.Errorf("publish %s: PUBCOMP reason 0x%02x: %s", topic, x.ReasonCode, x.Reason()))
+				return
+			}
+			complete(now, nil)
+		case *packets.Pubrec:
+			complete(now, fmt.Errorf("publish %s: broker refused: %s (reason 0x%02x; check the ACL)", topic, x.Reason(), x.ReasonCode))
+		default:
+			complete(now, fmt.Errorf("publish %s: %w", topic, s.c.endReason()))
+		}
+	}()
+	return nil
+}
+
+func dialV5(ctx context.Context, rawURL string, o core.Options) (core.Client, error) {
+	tc, _, err := dial(ctx, rawURL, o)
+	if err != nil {
+		return nil, err
+	}
+	c := &v5Client{lifecycle: newLifecycle(), url: rawURL, o: o, conn: tc, clientID: o.ClientID}
+	c.st = &sessionTap{State: state.NewInMemory(), c: c}
+	c.pc = paho.NewClient(paho.ClientConfig{
+		ClientID:      o.ClientID,
+		Conn:          &packetConn{timedConn: tc},
+		Session:       c.st,
+		PacketTimeout: o.AckTimeout,
+		OnPublishReceived: []func(paho.PublishReceived) (bool, error){
+			func(pr paho.PublishReceived) (bool, error) {
+				now := time.Now()
+				p := pr.Packet
+				c.subs.dispatch(core.Message{Topic: p.Topic, Payload: p.Payload, QoS: p.QoS, Retained: p.Retain, Received: now})
+				return true, nil
+			},
+		},
+		OnServerDisconnect: func(d *paho.Disconnect) {
+			reason := ""
+			if d.Properties != nil {
+				reason = d.Properties.ReasonString
+			}
+			c.end(fmt.Errorf("%w: broker sent DISCONNECT reason 0x%02x %s", core.ErrConnectionLost, d.ReasonCode, reason))
+		},
+		OnClientError: func(err error) {
+			c.end(fmt.Errorf("%w: %v", core.ErrConnectionLost, err))
+		},
+	})
+	cp := &paho.Connect{
+		ClientID:   o.ClientID,
+		KeepAlive:  uint16(o.KeepAlive / time.Second),
+		CleanStart: !o.PersistentSession,
+	}
+	if o.Username != "" {
+		cp.Username, cp.UsernameFlag = o.Username, true
+	}
+	if o.Password != "" {
+		cp.Password, cp.PasswordFlag = []byte(o.Password), true
+	}
+	if o.PersistentSession {
+		exp := uint32(min(o.SessionExpiry/time.Second, 0xFFFFFFFE))
+		cp.Properties = &paho.ConnectProperties{SessionExpiryInterval: &exp}
+	}
+	if o.Will != nil {
+		cp.WillMessage = &paho.WillMessage{Topic: o.Will.Topic, Payload: o.Will.Payload, QoS: o.Will.QoS, Retain: o.Will.Retain}
+	}
+	ca, err := c.pc.Connect(ctx, cp)
+	if err != nil {
+		_ = tc.Close()
+		_ = c.st.Close()
+		return nil, connectHintV5(rawURL, ca, err)
+	}
+	c.sessionPresent = ca.SessionPresent
+	if ca.Properties != nil && ca.Properties.AssignedClientID != "" {
+		c.clientID = ca.Properties.AssignedClientID
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		<-c.pc.Done()
+		c.end(c.endReason())
+		_ = c.st.Close() // fails pending receipts
+	}()
+	o.Logger.Debug("connected", "url", rawURL, "protocol", "mqtt/5", "client_id", c.clientID)
+	return c, nil
+}
+
+// connectHintV5 explains a refused or failed MQTT 5 connect.
+func connectHintV5(u string, ca *paho.Connack, err error) error {
+	if ca != nil && ca.ReasonCode >= 0x80 {
+		hint := "check the broker's log"
+		switch ca.ReasonCode {
+		case 0x86, 0x87, 0x8C:
+			hint = "check --username/--password"
+		case 0x85:
+			hint = "check --client-id"
+		case 0x84:
+			hint = "the broker does not speak MQTT 5: try --protocol 3"
+		}
+		return fmt.Errorf("connect %s: broker refused with reason 0x%02x: %w (%s)", u, ca.ReasonCode, err, hint)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("connect %s: no CONNACK in time: %w (check that the port serves MQTT and the transport scheme matches)", u, err)
+	}
+	return fmt.Errorf("connect %s: %w (check that the port serves MQTT 5 and the transport scheme matches; an MQTT 3.1.1-only broker closes the connection: try --protocol 3)", u, err)
+}
+
+// endReason is the error for receipts pending when the connection ended.
+func (c *v5Client) endReason() error {
+	if c.closeReq.Load() {
+		return core.ErrClosed
+	}
+	return core.ErrConnectionLost
+}
+
+func (c *v5Client) Publish(ctx context.Context, topic string, payload []byte, opts core.PublishOptions) (*core.Receipt, error) {
+	if err := checkQoS(opts.QoS); err != nil {
+		return nil, err
+	}
+	select {
+	case <-c.done:
+		if err := c.Err(); err != nil {
+			return nil, fmt.Errorf("publish %s: %w", topic, err)
+		}
+		return nil, fmt.Errorf("publish %s: %w", topic, core.ErrClosed)
+	default:
+	}
+	r, complete := core.NewReceipt()
+	p := &paho.Publish{Topic: topic, QoS: opts.QoS, Retain: opts.Retain, Payload: payload}
+	c.pubMu.Lock()
+	defer c.pubMu.Unlock()
+	if opts.QoS == 0 {
+		if _, err := c.pc.PublishWithOptions(ctx, p, paho.PublishOptions{}); err != nil {
+			return nil, fmt.Errorf("publish %s: %w", topic, err)
+		}
+		complete(time.Now(), nil)
+		return r, nil
+	}
+	c.st.pending, c.st.topic = complete, topic
+	_, err := c.pc.PublishWithOptions(ctx, p, paho.PublishOptions{Method: paho.PublishMethod_AsyncSend})
+	added := c.st.pending == nil
+	c.st.pending = nil
+	if err != nil && !added {
+		return nil, fmt.Errorf("publish %s: %w", topic, err)
+	}
+	// Stored in the session: the receipt completes on the ack, or fails
+	// when the session closes (a write error ends the connection).
+	return r, nil
+}
+
+func (c *v5Client) Subscribe(ctx context.Context, filter string, opts core.SubscribeOptions, h core.Handler) error {
+	if err := checkQoS(opts.QoS); err != nil {
+		return err
+	}
+	c.subs.add(filter, h)
+	sa, err := c.pc.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: opts.QoS}}})
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", filter, err)
+	}
+	for _, rc := range sa.Reasons {
+		if rc >= 0x80 {
+			return fmt.Errorf("subscribe %s: broker refused with reason 0x%02x (check the ACL for this user and topic)", filter, rc)
+		}
+	}
+	return nil
+}
+
+func (c *v5Client) ConnectionInfo() core.ConnectionInfo {
+	return infoFrom(c.url, c.conn, "mqtt/5", c.clientID, c.sessionPresent)
+}
+
+func (c *v5Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.closeReq.Store(true)
+		select {
+		case <-c.pc.Done():
+		default:
+			_ = c.pc.Disconnect(&paho.Disconnect{ReasonCode: 0})
+		}
+		c.end(core.ErrClosed)
+		_ = c.conn.Close()
+		// Wait for a Publish in progress, then fail what is still pending.
+		c.pubMu.Lock()
+		_ = c.st.Close()
+		c.pubMu.Unlock()
+		c.wg.Wait()
+	})
+	return nil
+}
