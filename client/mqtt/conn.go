@@ -26,6 +26,7 @@ type timedConn struct {
 	transport.Conn
 	wmu       sync.Mutex
 	firstRead atomic.Int64 // Unix ns, 0 until the first byte arrived
+	cache     *transport.FileSessionCache
 }
 
 // packetConn is the connection handed to paho.golang, which writes a packet
@@ -137,22 +138,14 @@ func tlsConfig(o core.Options) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// sessionCacheFor returns the ticket cache for a scheme: QUIC tickets live
-// in the file itself, TLS-over-TCP tickets in file+".tls" (a QUIC ticket
-// carries QUIC transport parameters and must not be offered over TCP).
-func sessionCacheFor(o core.Options, scheme transport.Scheme) (tls.ClientSessionCache, error) {
+// sessionCache opens the persistent ticket cache, if one is configured.
+// transport keys its entries by scheme and address, so QUIC tickets and
+// tickets of TLS over TCP never mix even though they share the file.
+func sessionCache(o core.Options) (*transport.FileSessionCache, error) {
 	if o.SessionCacheFile == "" {
 		return nil, nil
 	}
-	path := o.SessionCacheFile
-	switch scheme {
-	case transport.SchemeQUIC:
-	case transport.SchemeTLS, transport.SchemeWSS:
-		path += ".tls"
-	default:
-		return nil, nil // no TLS, nothing to cache
-	}
-	return newFileSessionCache(path)
+	return transport.NewFileSessionCache(o.SessionCacheFile, o.Logger)
 }
 
 // dial opens the transport connection for url.
@@ -165,20 +158,26 @@ func dial(ctx context.Context, url string, o core.Options) (*timedConn, transpor
 	if err != nil {
 		return nil, ep, err
 	}
-	cache, err := sessionCacheFor(o, ep.Scheme)
+	dopts := transport.DialOptions{TLSConfig: tc, QUIC: o.QUIC, Logger: o.Logger}
+	cache, err := sessionCache(o)
 	if err != nil {
-		return nil, ep, fmt.Errorf("session cache: %w", err)
+		return nil, ep, fmt.Errorf("session cache %s: %w (check --session-cache)", o.SessionCacheFile, err)
 	}
-	c, err := transport.Dial(ctx, url, transport.DialOptions{
-		TLSConfig:    tc,
-		SessionCache: cache,
-		QUIC:         o.QUIC,
-		Logger:       o.Logger,
-	})
+	if cache != nil {
+		dopts.SessionCache = cache
+	}
+	c, err := transport.Dial(ctx, url, dopts)
 	if err != nil {
+		_ = cache.Close()
 		return nil, ep, dialHint(ep, err)
 	}
-	return &timedConn{Conn: c}, ep, nil
+	return &timedConn{Conn: c, cache: cache}, ep, nil
+}
+
+// finish closes the connection and writes the ticket cache.
+func (c *timedConn) finish() {
+	_ = c.Conn.Close()
+	_ = c.cache.Close()
 }
 
 // dialHint wraps a transport error with what to check.

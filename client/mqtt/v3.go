@@ -92,7 +92,7 @@ func dialV3(ctx context.Context, rawURL string, o core.Options) (core.Client, er
 			return nil, dialErr
 		}
 		if c.conn != nil {
-			_ = c.conn.Close()
+			c.conn.finish()
 		}
 		return nil, connectHintV3(rawURL, err)
 	}
@@ -197,7 +197,7 @@ func (c *v3Client) Close() error {
 		c.end(core.ErrClosed)
 		c.wg.Wait()
 		if c.conn != nil {
-			_ = c.conn.Close()
+			c.conn.finish()
 		}
 	})
 	return nil

@@ -144,7 +144,7 @@ func dialV5(ctx context.Context, rawURL string, o core.Options) (core.Client, er
 	}
 	ca, err := c.pc.Connect(ctx, cp)
 	if err != nil {
-		_ = tc.Close()
+		tc.finish()
 		_ = c.st.Close()
 		return nil, connectHintV5(rawURL, ca, err)
 	}
@@ -256,7 +256,7 @@ func (c *v5Client) Close() error {
 			_ = c.pc.Disconnect(&paho.Disconnect{ReasonCode: 0})
 		}
 		c.end(core.ErrClosed)
-		_ = c.conn.Close()
+		c.conn.finish()
 		// Wait for a Publish in progress, then fail what is still pending.
 		c.pubMu.Lock()
 		_ = c.st.Close()

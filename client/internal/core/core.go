@@ -205,9 +205,10 @@ type Options struct {
 	// ServerName are applied on a clone of it). Default: TLS 1.2 minimum.
 	TLSConfig *tls.Config
 	// SessionCacheFile persists TLS session tickets so that a new process
-	// resumes (QUIC: 0-RTT). QUIC tickets are kept in the file itself,
-	// tickets of TLS over TCP (mqtts, wss) in SessionCacheFile+".tls".
-	// Default: tickets are kept in memory for this client only.
+	// resumes (QUIC: 0-RTT) — a transport.FileSessionCache, mode 0600.
+	// Entries are keyed by transport and address, so QUIC tickets and those
+	// of TLS over TCP (mqtts, wss) never mix. Close writes the file.
+	// Default: no persistence (a new process does a full handshake).
 	SessionCacheFile string
 	// Will is the last-will message; nil means none.
 	Will *Will
