@@ -669,14 +669,16 @@ func (n *Network) node(name string) (*nodeState, error) {
 }
 
 // Command returns a command that runs name inside node's namespace (through
-// "ip netns exec"). For the host node it runs directly.
+// "ip netns exec", which keeps name's exit code). For the host node it runs
+// directly; for an unknown node Start fails with ErrUnknownNode.
 func (n *Network) Command(ctx context.Context, node, name string, args ...string) *exec.Cmd {
 	st, ok := n.nodes[node]
-	if !ok || st.host {
-		// Unknown nodes fail at Start, with the reason in the path.
-		if !ok {
-			return exec.CommandContext(ctx, "/nonexistent/iotq-link-unknown-node-"+node)
-		}
+	if !ok {
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Err = fmt.Errorf("node %q: %w", node, ErrUnknownNode) // Start returns it
+		return cmd
+	}
+	if st.host {
 		return exec.CommandContext(ctx, name, args...)
 	}
 	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", st.ns, name}, args...)...)

@@ -125,20 +125,21 @@ func TestQueueOverflowBoundsQueueingDelay(t *testing.T) {
 	defer pc.Close()
 	pc.(*net.UDPConn).SetReadBuffer(4 << 20)
 	c := dialUDP(t, n, "a", netip.AddrPortFrom(n.AddrOn("b", "ab"), 7200))
-	worst := make(chan time.Duration)
+	type oneWay struct{ lo, hi time.Duration }
+	result := make(chan oneWay)
 	go func() {
-		var w time.Duration
+		w := oneWay{lo: time.Hour}
 		buf := make([]byte, 2048)
 		for {
 			pc.SetReadDeadline(time.Now().Add(time.Second))
 			k, _, err := pc.ReadFrom(buf)
 			if err != nil {
-				worst <- w
+				result <- w
 				return
 			}
 			if k >= 8 {
 				d := time.Duration(time.Now().UnixNano() - int64(binary.BigEndian.Uint64(buf)))
-				w = max(w, d)
+				w.lo, w.hi = min(w.lo, d), max(w.hi, d)
 			}
 		}
 	}()
@@ -151,11 +152,11 @@ func TestQueueOverflowBoundsQueueingDelay(t *testing.T) {
 		}
 		time.Sleep(8 * time.Millisecond)
 	}
-	w := <-worst
+	w := <-result
 	st := statsOf(t, n, "ab", "a->b")
 	bound := time.Duration(float64(queue) * 8 / rate * float64(time.Second))
-	t.Logf("arrived %d delivered %d queue drops %d; queue delay %+v; worst one-way %v (bound %v + %v)",
-		st.Arrived, st.Packets, st.DropQueue, st.QueueDelay, w, bound, delay)
+	t.Logf("arrived %d delivered %d queue drops %d; queue delay %+v; one-way %v..%v (queue bound %v + delay %v + scheduling)",
+		st.Arrived, st.Packets, st.DropQueue, st.QueueDelay, w.lo, w.hi, bound, delay)
 	if st.DropQueue < st.Arrived/4 {
 		t.Errorf("only %d of %d packets dropped by the queue at twice the rate", st.DropQueue, st.Arrived)
 	}
@@ -165,9 +166,10 @@ func TestQueueOverflowBoundsQueueingDelay(t *testing.T) {
 	if st.QueueDelay.Max > bound {
 		t.Errorf("queueing delay max %v > queue/rate %v", st.QueueDelay.Max, bound)
 	}
-	// Measured end to end: queue + serialization + delay, plus scheduling slack.
-	if limit := bound + delay + 2*time.Millisecond + 5*time.Millisecond; w > limit {
-		t.Errorf("worst one-way delay %v > %v", w, limit)
+	// End to end the model's bound is a floor, not a ceiling: sender and
+	// receiver scheduling add to it on a shared machine.
+	if min := delay + txTime(1000, rate); w.lo < min {
+		t.Errorf("a packet arrived after %v, faster than delay plus serialization %v", w.lo, min)
 	}
 }
 
