@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/iotq/iotq/link"
@@ -180,7 +182,12 @@ func (a *app) linkShell(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Fprintf(a.stderr, "iotq link shell: %s each way (RTT %v)\n", p, 2*p.Delay)
-	res, err := link.Shell(ctx, link.ShellConfig{
+	// Ctrl-C reaches CMD through the terminal (an interactive shell ignores
+	// it at its prompt), so only SIGTERM and SIGHUP end the session early.
+	_ = ctx
+	sctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	res, err := link.Shell(sctx, link.ShellConfig{
 		Up: p, Down: p, CongestionControl: *cc, Pcap: *pcap,
 		Options: link.Options{Logger: a.linkLogger(*verbose), Seed: *seed},
 		Stdout:  a.stdout, Stderr: a.stderr,
