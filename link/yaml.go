@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -43,7 +44,7 @@ func ParseTopology(data []byte) (TopologyFile, error) {
 		if errors.Is(err, io.EOF) {
 			return TopologyFile{}, errors.New("topology file is empty: it needs nodes and links")
 		}
-		return TopologyFile{}, fmt.Errorf("topology: %w", err)
+		return TopologyFile{}, fmt.Errorf("topology: %s", friendlyYAMLError(err))
 	}
 	out := TopologyFile{Prefix: f.Prefix, Seed: f.Seed, CongestionControl: f.CongestionControl}
 	var errs []error
@@ -321,4 +322,18 @@ func (b *yBytes) UnmarshalYAML(v *yaml.Node) error {
 	}
 	*b = yBytes(x)
 	return nil
+}
+
+// friendlyYAMLError replaces the decoder's Go type names by the file's words.
+func friendlyYAMLError(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n")
+	r := strings.NewReplacer(
+		"in type link.yFile", "at the top level (use prefix, seed, congestion_control, nodes, links, media)",
+		"in type link.yLink", "in a link (use name, a, b, profile, profile_delay, delay, rtt, jitter, jitter_dist, loss, gilbert_elliott, rate, queue, mtu, reorder, schedule, a_to_b, b_to_a)",
+		"in type link.yMedia", "in a medium (use name, hub, stations, capacity, fer, retries, slot, delay, jitter, jitter_dist, queue, mtu)",
+		"in type link.yParams", "in a direction (use delay, rtt, jitter, jitter_dist, loss, gilbert_elliott, rate, queue, mtu, reorder, schedule)",
+		"in type link.yGE", "in gilbert_elliott (use p, r, 1-h, 1-k)",
+		"in type link.yStep", "in a schedule step (use at, down, loss, delay, rate)",
+	)
+	return strings.TrimSpace(r.Replace(msg))
 }
