@@ -1,22 +1,318 @@
 package main
 
 import (
+	"bufio"
 	"context"
-	"errors"
+	"encoding/json"
 	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/iotq/iotq/client"
+	"github.com/iotq/iotq/internal/payload"
 )
 
-// subCommand is a placeholder until the sub subcommand lands.
+// topicList is a repeatable -t flag.
+type topicList []string
+
+func (t *topicList) String() string     { return strings.Join(*t, ",") }
+func (t *topicList) Set(s string) error { *t = append(*t, s); return nil }
+
+// Columns of the sub records file (docs/records.md).
+var subRecordHeader = []string{"seq", "size", "send_ns", "recv_ns", "delay_ns", "topic", "qos", "duplicate"}
+
 func (a *app) subCommand() *Command {
 	return &Command{
 		Name:      "sub",
-		UsageLine: "iotq sub [flags]",
-		Short:     "sub (not implemented yet)",
-		Long:      "Not implemented yet.",
+		UsageLine: "iotq sub --url URL -t FILTER [-t FILTER...] [flags]",
+		Short:     "subscribe to MQTT topics and measure one-way delay",
+		Long: `Sub connects to a broker, subscribes to every -t filter with QoS -q and
+prints each message as "TOPIC PAYLOAD", in the spirit of mosquitto_sub -v.
+Messages that carry an iotq measurement payload (iotq pub --size) print as
+"TOPIC seq=N size=BYTES delay_ms=D" instead, where the one-way delay is the
+receive time minus the send time in the payload (publisher and subscriber
+must share a clock: same host, or synchronised clocks).
+
+It stops after -n messages (0: no limit), when no message arrived for
+--timeout (0: never; the wait starts when the subscriptions are granted),
+on SIGINT/SIGTERM, or when the connection is lost. Exit status 1 if -n was
+given and not reached, or the connection failed or was lost.
+
+For the lab:
+  --ready-file PATH   written (atomically) once every SUBACK arrived
+  --notify stdout     print "recv SEQ" for each measurement message, flushed
+                      at once, instead of the message lines (the lab relays
+                      them to iotq pub --gate stdin for stop-and-wait)
+  --records FILE      one CSV row per measurement message:
+                      seq,size,send_ns,recv_ns,delay_ns,topic,qos,duplicate
+                      (duplicate: the same topic and seq was seen before)
+  --stats json        one JSON object at the end: the connection facts as
+                      in iotq pub, received (all messages), measured,
+                      duplicates, and delay {n, mean_ms, min_ms, p50_ms,
+                      p95_ms, p99_ms, max_ms, sd_ms} over first copies;
+                      percentiles by nearest rank.
+  --quiet             no per-message lines
+
+The connection flags are those of iotq pub.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
+			var (
+				cf        clientFlags
+				topics    topicList
+				count     int
+				timeout   time.Duration
+				connectTO time.Duration
+				readyFile string
+				notify    string
+				quiet     bool
+			)
+			cf.register(fs)
+			fs.Var(&topics, "t", "topic `filter` to subscribe to (repeatable, + and # allowed)")
+			fs.IntVar(&count, "n", 0, "exit after `COUNT` messages (0: no limit)")
+			fs.DurationVar(&timeout, "timeout", 0, "exit when no message arrived for this `duration` (0: never)")
+			fs.DurationVar(&connectTO, "connect-timeout", 30*time.Second, "bound for connecting and subscribing")
+			fs.StringVar(&readyFile, "ready-file", "", "write `PATH` once the broker granted every subscription")
+			fs.StringVar(&notify, "notify", "", "print \"recv SEQ\" per measurement message to: stdout")
+			fs.BoolVar(&quiet, "quiet", false, "do not print a line per message")
 			return func(ctx context.Context, args []string) error {
-				return errors.New("not implemented yet")
+				if len(args) > 0 {
+					return usageErrorf("unexpected arguments %q", args)
+				}
+				if err := cf.check(); err != nil {
+					return err
+				}
+				switch {
+				case len(topics) == 0:
+					return usageErrorf("-t FILTER is required (e.g. -t 'sensors/#')")
+				case count < 0:
+					return usageErrorf("-n %d: must not be negative", count)
+				case timeout < 0 || connectTO <= 0:
+					return usageErrorf("--timeout must not be negative and --connect-timeout must be positive")
+				case notify != "" && notify != "stdout":
+					return usageErrorf("--notify %q: want stdout", notify)
+				}
+				var recs *csvFile
+				if cf.records != "" {
+					var err error
+					if recs, err = createCSV(cf.records, subRecordHeader); err != nil {
+						return err
+					}
+				}
+				s := &subscriber{out: bufio.NewWriter(a.stdout), recs: recs, quiet: quiet, notify: notify == "stdout",
+					seen: map[string]map[uint32]bool{}, limit: count, msgCh: make(chan struct{}, 1), full: make(chan struct{})}
+				runErr := s.run(ctx, &cf, topics, timeout, connectTO, readyFile)
+				if err := recs.close(); err != nil && runErr == nil {
+					runErr = err
+				}
+				return runErr
 			}
 		},
 	}
+}
+
+// subscriber runs one sub invocation. handle runs on the client's handler
+// goroutine; run reads the counters under mu after the client closed.
+type subscriber struct {
+	mu     sync.Mutex
+	out    *bufio.Writer
+	recs   *csvFile
+	quiet  bool
+	notify bool
+
+	received, measured, duplicates int
+	delays                         []float64 // ms, first copies only
+	seen                           map[string]map[uint32]bool
+	limit                          int
+	msgCh                          chan struct{} // a message arrived (cap 1)
+	full                           chan struct{} // closed when limit reached
+}
+
+func (s *subscriber) handle(m client.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.limit > 0 && s.received >= s.limit {
+		return
+	}
+	s.received++
+	h, err := payload.Decode(m.Payload)
+	if err != nil {
+		if !s.quiet && !s.notify {
+			fmt.Fprintf(s.out, "%s %s\n", m.Topic, m.Payload)
+			s.out.Flush()
+		}
+	} else {
+		recvNs := m.Received.UnixNano()
+		delay := recvNs - h.SendNs
+		seen := s.seen[m.Topic]
+		if seen == nil {
+			seen = map[uint32]bool{}
+			s.seen[m.Topic] = seen
+		}
+		dup := seen[h.Seq]
+		seen[h.Seq] = true
+		s.measured++
+		if dup {
+			s.duplicates++
+		} else {
+			s.delays = append(s.delays, float64(delay)/1e6)
+		}
+		if s.recs != nil {
+			s.recs.write([]string{strconv.FormatUint(uint64(h.Seq), 10), strconv.Itoa(len(m.Payload)),
+				strconv.FormatInt(h.SendNs, 10), strconv.FormatInt(recvNs, 10), strconv.FormatInt(delay, 10),
+				m.Topic, strconv.Itoa(int(m.QoS)), strconv.FormatBool(dup)})
+		}
+		switch {
+		case s.notify:
+			fmt.Fprintf(s.out, "recv %d\n", h.Seq)
+			s.out.Flush()
+		case !s.quiet:
+			fmt.Fprintf(s.out, "%s seq=%d size=%d delay_ms=%.3f\n", m.Topic, h.Seq, len(m.Payload), float64(delay)/1e6)
+			s.out.Flush()
+		}
+	}
+	select {
+	case s.msgCh <- struct{}{}:
+	default:
+	}
+	if s.limit > 0 && s.received == s.limit {
+		close(s.full)
+	}
+}
+
+func (s *subscriber) run(ctx context.Context, cf *clientFlags, topics []string, idle, connectTO time.Duration, readyFile string) error {
+	c, dialDur, err := connect(ctx, cf, connectTO)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	sctx, cancel := context.WithTimeout(ctx, connectTO)
+	for _, t := range topics {
+		if err := c.Subscribe(sctx, t, client.SubscribeOptions{QoS: byte(cf.qos)}, s.handle); err != nil {
+			cancel()
+			return &exitError{code: exitFailure, msg: err.Error()}
+		}
+	}
+	cancel()
+	if readyFile != "" {
+		if err := writeReady(readyFile); err != nil {
+			return err
+		}
+	}
+
+	var idleC <-chan time.Time
+	var idleT *time.Timer
+	if idle > 0 {
+		idleT = time.NewTimer(idle)
+		defer idleT.Stop()
+		idleC = idleT.C
+	}
+	var endErr error
+wait:
+	for {
+		select {
+		case <-s.full:
+			break wait
+		case <-ctx.Done():
+			break wait
+		case <-c.Done():
+			endErr = fmt.Errorf("connection lost: %v", c.Err())
+			break wait
+		case <-s.msgCh:
+			if idleT != nil {
+				idleT.Reset(idle)
+			}
+		case <-idleC:
+			break wait
+		}
+	}
+	info := c.ConnectionInfo()
+	c.Close()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.out.Flush()
+	if cf.stats == "json" {
+		obj := statsObject(newConnectionStats(info, dialDur), map[string]any{
+			"role": "sub", "topics": topics, "qos": cf.qos,
+			"received": s.received, "measured": s.measured, "duplicates": s.duplicates,
+			"delay": summarize(s.delays),
+		})
+		b, _ := json.Marshal(obj)
+		fmt.Fprintf(s.out, "%s\n", b)
+		s.out.Flush()
+	}
+	if endErr != nil {
+		return &exitError{code: exitFailure, msg: endErr.Error()}
+	}
+	if s.limit > 0 && s.received < s.limit && ctx.Err() == nil {
+		return &exitError{code: exitFailure, msg: fmt.Sprintf("received %d of %d messages before --timeout %s", s.received, s.limit, idle)}
+	}
+	return nil
+}
+
+// delaySummary is the delay part of sub's --stats json.
+type delaySummary struct {
+	N      int     `json:"n"`
+	MeanMs float64 `json:"mean_ms"`
+	MinMs  float64 `json:"min_ms"`
+	P50Ms  float64 `json:"p50_ms"`
+	P95Ms  float64 `json:"p95_ms"`
+	P99Ms  float64 `json:"p99_ms"`
+	MaxMs  float64 `json:"max_ms"`
+	SdMs   float64 `json:"sd_ms"`
+}
+
+// summarize computes the delay summary; percentiles by nearest rank.
+func summarize(ms []float64) delaySummary {
+	if len(ms) == 0 {
+		return delaySummary{}
+	}
+	v := slices.Clone(ms)
+	slices.Sort(v)
+	var sum float64
+	for _, x := range v {
+		sum += x
+	}
+	mean := sum / float64(len(v))
+	var ss float64
+	for _, x := range v {
+		ss += (x - mean) * (x - mean)
+	}
+	sd := 0.0
+	if len(v) > 1 {
+		sd = math.Sqrt(ss / float64(len(v)-1))
+	}
+	rank := func(p float64) float64 {
+		i := int(math.Ceil(p/100*float64(len(v)))) - 1
+		return v[max(0, min(i, len(v)-1))]
+	}
+	return delaySummary{N: len(v), MeanMs: mean, MinMs: v[0], P50Ms: rank(50), P95Ms: rank(95), P99Ms: rank(99), MaxMs: v[len(v)-1], SdMs: sd}
+}
+
+// writeReady writes the ready file atomically (temp file + rename).
+func writeReady(path string) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".ready-*")
+	if err != nil {
+		return fmt.Errorf("ready file: %w (check --ready-file)", err)
+	}
+	_, err = io.WriteString(f, "ready\n")
+	if err2 := f.Close(); err == nil {
+		err = err2
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("ready file %s: %w", path, err)
+	}
+	return nil
 }
