@@ -504,10 +504,14 @@ func (n *Network) forward() {
 		for len(n.deps) > 0 && n.deps[0].at <= now {
 			batch = append(batch, heap.Pop(&n.deps).(departure))
 		}
-		if len(n.deps) > 0 {
+		switch {
+		case n.closed.Load():
+			// teardown armed the timer under mu: leave it, so the next
+			// wait returns at once.
+		case len(n.deps) > 0:
 			n.armed = n.deps[0].at
 			n.tm.arm(n.armed)
-		} else {
+		default:
 			n.armed = 0
 		}
 		n.mu.Unlock()
@@ -633,7 +637,10 @@ func (n *Network) teardown() error {
 		}
 	}
 	if n.tm != nil {
+		n.mu.Lock()
+		n.armed = 1 // readers will not re-arm a later time
 		n.tm.arm(1) // wake the forwarding thread
+		n.mu.Unlock()
 	}
 	n.wg.Wait()
 	if n.tm != nil {

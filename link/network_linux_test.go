@@ -409,3 +409,31 @@ print(c.recv(100).decode().strip(), os.environ['IOTQ_HOST_ADDR'], int(dt*1000))
 		t.Errorf("counters saw %d packets for a TCP exchange", total)
 	}
 }
+
+// TestCloseWithPacketsInFlight: Close returns promptly even when packets
+// wait for a long delay, and is safe to call twice and concurrently.
+func TestCloseWithPacketsInFlight(t *testing.T) {
+	p := Params{Delay: 5 * time.Second}
+	n := up(t, twoNodes(p, p), Options{})
+	srv := udpEcho(t, n, "b", "ab", 7060)
+	c := dialUDP(t, n, "a", srv)
+	for range 100 {
+		c.Write(make([]byte, 100))
+	}
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	done := make(chan error, 2)
+	go func() { done <- n.Close() }()
+	go func() { done <- n.Close() }()
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Errorf("Close took %v with packets in flight", el)
+	}
+	if s := statsOf(t, n, "ab", "a->b"); s.Packets != 100 {
+		t.Errorf("a->b counted %d packets, want 100", s.Packets)
+	}
+}
