@@ -200,11 +200,7 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 			}
 		}
 		sort.Ints(repOrder)
-		for _, rep := range repOrder {
-			if w := reps[rep]; w.start != math.MaxInt64 && w.end >= w.start {
-				c.windows = append(c.windows, *w)
-			}
-		}
+		c.repWindows = reps
 		// pattern A fallback completion times
 		if kindOf(c.Pattern) == KindA {
 			for _, rep := range repOrder {
@@ -260,6 +256,14 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 		}
 	}
 	startup(ds, cells, perCellRecv(ds))
+	dialStarts(ds, cells)
+	for _, c := range cells {
+		for _, rep := range sortedWinReps(c.repWindows) {
+			if w := c.repWindows[rep]; w.start != math.MaxInt64 && w.end >= w.start {
+				c.windows = append(c.windows, *w)
+			}
+		}
+	}
 	linkCounters(ds, cells)
 	cpuTimes(ds, cells)
 
@@ -564,6 +568,35 @@ func perCellRecv(ds *dataset) map[string]map[int][]recvMsg {
 		out[id][rep] = append(out[id][rep], recvMsg{send, recv, seq, t.str(r, "node")})
 	}
 	return out
+}
+
+func sortedWinReps(m map[int]*window) []int {
+	reps := make([]int, 0, len(m))
+	for r := range m {
+		reps = append(reps, r)
+	}
+	sort.Ints(reps)
+	return reps
+}
+
+// dialStarts moves the start of each repetition's window back to the
+// publisher's first dial start, so the window covers the handshake packets
+// that links.csv counts.
+func dialStarts(ds *dataset, cells map[string]*CellResult) {
+	t := ds.conns
+	if t == nil {
+		return
+	}
+	for _, r := range t.rows {
+		c := cells[t.str(r, "cell")]
+		if c == nil || c.repWindows == nil || !isPublisher(t.str(r, "role"), t.str(r, "node")) {
+			continue
+		}
+		w := c.repWindows[t.intv(r, "rep")]
+		if d, ok := t.int64v(r, "dial_start_ns"); ok && w != nil && d > 0 && d < w.start && w.end > 0 {
+			w.start = d
+		}
+	}
 }
 
 func isPublisher(role, node string) bool {

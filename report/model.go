@@ -72,6 +72,7 @@ type CellResult struct {
 	startup    []float64
 	completion map[int]float64
 	windows    []window
+	repWindows map[int]*window
 	upBytes    int64
 	downBytes  int64
 	cpuNs      int64

@@ -97,7 +97,7 @@ func tables(s *Summary) []tab {
 	out = append(out, xt)
 
 	wt := tab{id: "wire", title: "Packets and bytes on the publisher's link",
-		intro: "Both directions, all repetitions, from links.csv. window = sum over repetitions of first send to last receipt.",
+		intro: "Both directions, all repetitions, from links.csv. window = sum over repetitions of the publisher's first dial start (else first send) to the last receipt.",
 		head:  []string{"cell", "profile", "loss %", "transport", "QoS", "packets", "bytes", "drops", "window s", "packets/s", "bytes/delivered msg"}}
 	for _, c := range s.Cells {
 		if !c.hasLinks {
@@ -209,7 +209,7 @@ var methods = []string{
 	"Delivery ratio: distinct messages received / messages published (rows of messages.csv; a message without recv_ns was not received).",
 	"Completion time T (pattern A, stop-and-wait): first publish to last receipt of a repetition (completions.csv; else derived from messages.csv). Completion ratio xi = T_QUIC / T_TCP, per repetition (paired by repetition number) and of the means, with a percentile bootstrap confidence interval (2000 resamples and seed 1 unless set otherwise; math/rand/v2 PCG).",
 	"Startup latency (pattern B): from the start of the second connection attempt at the publisher (dial_start_ns of its second connection in connections.csv) until the subscriber receives the first message sent on or after it (messages.csv). Whether TLS resumption or QUIC 0-RTT really happened is counted per cell.",
-	"Bytes (packets) on the wire: every IP packet of the publisher's link in both directions, from the emulator's counters (links.csv), including handshakes, acknowledgements and retransmissions. Packets per second divide by the cell's window (sum over repetitions of first send to last receipt); bytes per delivered message divide by the distinct messages received.",
+	"Bytes (packets) on the wire: every IP packet of the publisher's link in both directions, from the emulator's counters (links.csv), including handshakes, acknowledgements and retransmissions. Packets per second divide by the cell's window (sum over repetitions of the publisher's first dial start, else its first send, to the last receipt); bytes per delivered message divide by the distinct messages received.",
 	"Physical lower bound of a message: propagation delay of the publisher and subscriber links plus serialization of the payload at each link's rate (protocol headers left out). Of a connection: the transport's handshake round trips on the publisher link (TCP+TLS 1.3: 2 RTT before application data; QUIC: 1 RTT; 0-RTT: 0) plus the one-way path delay to the subscriber (half a round trip).",
 	"Energy: radio energy from a per-technology power-state model (Huang et al., MobiSys 2012): promotion from idle, active power beta + alpha_up x uplink Mbit/s + alpha_down x downlink Mbit/s in 100 ms bins with packets, tail after the last packet, idle afterwards; driven by the publisher link's packet capture (cells/CELL/pub.pcap; the first packet's source is taken as the publisher) or, without one, by the totals of links.csv with the radio active for the whole window (an upper estimate). Processor energy = CPU time of the publisher process (cpu.csv) x active power. An external power log, when given, is integrated (trapezoid rule) over each repetition's window.",
 }
