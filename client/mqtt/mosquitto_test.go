@@ -53,7 +53,7 @@ func startMosquitto(t *testing.T, extra string, extraPorts ...int) *mosquitto {
 	t.Helper()
 	bin := needTool(t, "mosquitto")
 	m := &mosquitto{port: freePort(t), dir: t.TempDir()}
-	conf := fmt.Sprintf("per_listener_settings false\nallow_anonymous true\npersistence false\nlog_dest stderr\nlog_type error\nlog_type warning\nlistener %d 127.0.0.1\n%s\n", m.port, extra)
+	conf := fmt.Sprintf("user root\nper_listener_settings false\nallow_anonymous true\npersistence false\nlog_dest stderr\nlog_type error\nlog_type warning\nlistener %d 127.0.0.1\n%s\n", m.port, extra)
 	cf := filepath.Join(m.dir, "mosquitto.conf")
 	if err := os.WriteFile(cf, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,95 @@
+package mqtt
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iotq/iotq/client/internal/core"
+	"github.com/iotq/iotq/internal/certs"
+)
+
+// TestMosquittoTLSAndWebSocket: our client against Mosquitto over TLS
+// (certificate generated here), WebSocket and plain TCP, MQTT 3.1.1 and 5;
+// a second TLS connection with the persisted ticket file resumes; a client
+// without the CA fails with a hint about --ca.
+func TestMosquittoTLSAndWebSocket(t *testing.T) {
+	files, err := certs.EnsureServerCert(t.TempDir(), []string{"127.0.0.1", "localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsPort, wsPort := freePort(t), freePort(t)
+	m := startMosquitto(t, fmt.Sprintf("listener %d 127.0.0.1\ncertfile %s\nkeyfile %s\ntls_version tlsv1.3\nlistener %d 127.0.0.1\nprotocol websockets\n",
+		tlsPort, files.Cert, files.Key, wsPort), tlsPort, wsPort)
+	urls := map[string]string{
+		"mqtt":  m.url(),
+		"mqtts": fmt.Sprintf("mqtts://127.0.0.1:%d", tlsPort),
+		"ws":    fmt.Sprintf("ws://127.0.0.1:%d/mqtt", wsPort),
+	}
+	ctx := context.Background()
+	for _, scheme := range []string{"mqtt", "mqtts", "ws"} {
+		for _, p := range protocols {
+			t.Run(scheme+"/"+p.name, func(t *testing.T) {
+				o := core.Options{ProtocolVersion: p.v, CAFile: files.CA}
+				topic := "interop/" + scheme + "/" + p.name
+				sub := dialT(t, urls[scheme], o)
+				col := newCollector()
+				if err := sub.Subscribe(ctx, topic, core.SubscribeOptions{QoS: 2}, col.handle); err != nil {
+					t.Fatal(err)
+				}
+				pub := dialT(t, urls[scheme], o)
+				for q := byte(0); q <= 2; q++ {
+					r, err := pub.Publish(ctx, topic, []byte{q}, core.PublishOptions{QoS: q})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := r.Wait(ctx); err != nil {
+						t.Fatalf("qos %d: %v", q, err)
+					}
+				}
+				msgs := col.waitN(t, 3, 5*time.Second)
+				for i, msg := range msgs {
+					if msg.QoS != byte(i) || msg.Payload[0] != byte(i) {
+						t.Fatalf("message %d: qos %d payload %v", i, msg.QoS, msg.Payload)
+					}
+				}
+				if info := pub.ConnectionInfo(); info.Transport != scheme {
+					t.Fatalf("transport %q, want %q", info.Transport, scheme)
+				}
+			})
+		}
+	}
+
+	t.Run("mqtts resumes with --session-cache", func(t *testing.T) {
+		cache := filepath.Join(t.TempDir(), "tickets")
+		o := core.Options{CAFile: files.CA, SessionCacheFile: cache}
+		for i, wantResumed := range []bool{false, true} {
+			c := dialT(t, urls["mqtts"], o)
+			// A round trip after CONNACK, so the ticket has surely arrived.
+			r, err := c.Publish(ctx, "resume", []byte("x"), core.PublishOptions{QoS: 1})
+			if err != nil || r.Wait(ctx) != nil {
+				t.Fatalf("publish: %v %v", err, r.Err())
+			}
+			if got := c.ConnectionInfo().TLSResumed; got != wantResumed {
+				t.Fatalf("connection %d: TLSResumed %v, want %v", i+1, got, wantResumed)
+			}
+			c.Close() // writes the ticket file
+			if fi, err := os.Stat(cache); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Fatalf("ticket file: %v %v", fi, err)
+			}
+		}
+	})
+
+	t.Run("mqtts without the CA", func(t *testing.T) {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := Dial(cctx, urls["mqtts"], core.Options{})
+		if err == nil || !strings.Contains(err.Error(), "check --ca") {
+			t.Fatalf("got %v, want a hint about --ca", err)
+		}
+	})
+}
