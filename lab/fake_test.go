@@ -57,6 +57,8 @@ func fakeMain(args []string) int {
 	gate := fs.String("gate", "", "")
 	notify := fs.String("notify", "", "")
 	fs.String("client-id", "", "")
+	fs.Duration("connect-timeout", 0, "")
+	fs.Bool("quiet", false, "")
 	if err := fs.Parse(args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -93,8 +95,8 @@ func fakeMain(args []string) int {
 		rec, _ := os.Create(*records)
 		fmt.Fprintln(rec, "seq,size,send_ns,accepted_ns,ok,error")
 		in := bufio.NewScanner(os.Stdin)
-		for i := 1; i <= *n; i++ {
-			if *gate == "stdin" && i > 1 && !in.Scan() {
+		for i := 0; i < *n; i++ {
+			if *gate == "stdin" && !in.Scan() {
 				break
 			}
 			send := time.Now().UnixNano()
@@ -103,7 +105,7 @@ func fakeMain(args []string) int {
 			os.WriteFile(tmp, []byte(fmt.Sprintf("%s %d %d %d", *topic, i, send, *size)), 0o644)
 			os.Rename(tmp, filepath.Join(bus, name))
 			fmt.Fprintf(rec, "%d,%d,%d,%d,true,\n", i, *size, send, time.Now().UnixNano())
-			if *interval > 0 && i < *n {
+			if *interval > 0 && i < *n-1 {
 				time.Sleep(*interval)
 			}
 		}

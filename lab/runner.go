@@ -258,7 +258,8 @@ func (cr *cellRun) handshakeAllowance() time.Duration {
 
 func (cr *cellRun) subArgs(rep int, topic, recFile, readyFile string, n int, notify bool, timeout time.Duration) []string {
 	args := []string{"sub", "--url", cr.url(NodeSub), "--ca", cr.ca, "-t", topic, "-q", strconv.Itoa(cr.c.QoS),
-		"-n", strconv.Itoa(n), "--timeout", timeout.String(), "--records", recFile, "--stats", "json",
+		"-n", strconv.Itoa(n), "--timeout", timeout.String(), "--connect-timeout", cr.handshakeAllowance().String(),
+		"--records", recFile, "--stats", "json", "--quiet",
 		"--ready-file", readyFile, "--client-id", fmt.Sprintf("lab-sub-%d", rep)}
 	if notify {
 		args = append(args, "--notify", "stdout")
@@ -269,7 +270,7 @@ func (cr *cellRun) subArgs(rep int, topic, recFile, readyFile string, n int, not
 func (cr *cellRun) pubArgs(node, clientID, topic, recFile string, n int, interval time.Duration, extra ...string) []string {
 	args := []string{"pub", "--url", cr.url(node), "--ca", cr.ca, "-t", topic, "-q", strconv.Itoa(cr.c.QoS),
 		"--size", strconv.Itoa(cr.c.Size), "-n", strconv.Itoa(n), "--interval", interval.String(),
-		"--records", recFile, "--stats", "json", "--client-id", clientID}
+		"--records", recFile, "--stats", "json", "--client-id", clientID, "--timeout", cr.handshakeAllowance().String()}
 	return append(args, extra...)
 }
 
@@ -431,6 +432,10 @@ func (cr *cellRun) repStopAndWait(ctx context.Context, rep int, repDir, base str
 // released only after the subscriber reported message i.
 func (cr *cellRun) relay(ctx context.Context, pub, sub *child, recv <-chan int64, stall time.Duration) error {
 	got := map[int64]bool{}
+	// --gate stdin publishes one message per line: release the first one.
+	if _, err := fmt.Fprintln(pub.stdin, "go"); err != nil {
+		return fmt.Errorf("release the first message: %w", err)
+	}
 	timer := time.NewTimer(stall + cr.handshakeAllowance())
 	defer timer.Stop()
 	for len(got) < cr.c.Messages {
@@ -446,6 +451,8 @@ func (cr *cellRun) relay(ctx context.Context, pub, sub *child, recv <-chan int64
 				if _, err := fmt.Fprintf(pub.stdin, "%d\n", seq); err != nil {
 					return fmt.Errorf("release the next message: %w", err)
 				}
+			} else {
+				pub.stdin.Close() // end of input: the publisher finishes
 			}
 			if !timer.Stop() {
 				select {
@@ -587,7 +594,9 @@ func (cr *cellRun) collect(rep int, repDir string, runs []pubRun, sub *child) er
 				return err
 			}
 		}
-		seqOffset += maxSeq
+		if len(pubs) > 0 {
+			seqOffset += maxSeq + 1 // the next process's seq 0 follows this one's last
+		}
 		if cs, ok := readStats(filepath.Join(repDir, pr.stats)); ok {
 			if err := cr.connRow(rep, pr.role, NodePub, cs, firstDelivery); err != nil {
 				return err
@@ -621,10 +630,7 @@ func (cr *cellRun) collect(rep int, repDir string, runs []pubRun, sub *child) er
 }
 
 func (cr *cellRun) connRow(rep int, role, node string, cs connStats, firstDelivery int64) error {
-	tr := cs.Transport
-	if tr == "" {
-		tr = cr.c.Transport
-	}
+	tr := cr.c.Transport // the lab's name (mqtts, quic), as in messages.csv
 	return cr.w.connections.Write([]string{cr.c.ID, strconv.Itoa(rep), role, node, tr, nsOrEmpty(cs.DialStartNs),
 		nsOrEmpty(cs.TransportReadyNs), nsOrEmpty(cs.ConnackNs), nsOrEmpty(firstDelivery), b2s(cs.TLSResumed), b2s(cs.Used0RTT)})
 }
