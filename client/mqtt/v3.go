@@ -74,6 +74,10 @@ func dialV3(ctx context.Context, rawURL string, o core.Options) (core.Client, er
 		})
 	})
 	po.SetConnectionLostHandler(func(_ paho.Client, err error) {
+		if c.closeReq.Load() {
+			c.end(core.ErrClosed)
+			return
+		}
 		c.end(fmt.Errorf("%w: %v", core.ErrConnectionLost, err))
 	})
 	c.pc = paho.NewClient(po)

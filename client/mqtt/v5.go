@@ -121,6 +121,10 @@ func dialV5(ctx context.Context, rawURL string, o core.Options) (core.Client, er
 			c.end(fmt.Errorf("%w: broker sent DISCONNECT reason 0x%02x %s", core.ErrConnectionLost, d.ReasonCode, reason))
 		},
 		OnClientError: func(err error) {
+			if c.closeReq.Load() {
+				c.end(core.ErrClosed) // the error comes from our own Close
+				return
+			}
 			c.end(fmt.Errorf("%w: %v", core.ErrConnectionLost, err))
 		},
 	})

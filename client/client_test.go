@@ -1,0 +1,202 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/iotq/iotq/broker"
+	"github.com/iotq/iotq/client"
+	"github.com/iotq/iotq/internal/testutil"
+)
+
+// The transport matrix: our client against our broker (internal/testutil)
+// over every transport, MQTT 3.1.1 and 5: QoS 0, 1, 2, retained, will.
+// broker is imported by this test only; package client never imports it.
+
+type inbox struct {
+	mu   sync.Mutex
+	msgs []client.Message
+}
+
+func (b *inbox) handle(m client.Message) {
+	b.mu.Lock()
+	b.msgs = append(b.msgs, m)
+	b.mu.Unlock()
+}
+
+func (b *inbox) wait(t *testing.T, n int) []client.Message {
+	t.Helper()
+	var out []client.Message
+	testutil.Eventually(t, 10*time.Second, func() error {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if len(b.msgs) < n {
+			return fmt.Errorf("got %d messages, want %d", len(b.msgs), n)
+		}
+		out = append([]client.Message(nil), b.msgs...)
+		return nil
+	})
+	return out
+}
+
+func startBroker(t *testing.T) (*broker.Server, map[string]string) {
+	srv := testutil.StartBroker(t, broker.Options{
+		Listen:   []string{"mqtt://127.0.0.1:0", "mqtts://127.0.0.1:0", "ws://127.0.0.1:0", "wss://127.0.0.1:0", "quic://127.0.0.1:0"},
+		StateDir: t.TempDir(),
+	})
+	urls := map[string]string{}
+	for _, s := range []string{"mqtt", "mqtts", "ws", "wss", "quic"} {
+		urls[s] = testutil.Endpoint(t, srv, s)
+	}
+	return srv, urls
+}
+
+func dial(t *testing.T, url string, o client.Options) client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, url, o)
+	if err != nil {
+		t.Fatalf("dial %s: %v", url, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestTransportMatrix(t *testing.T) {
+	srv, urls := startBroker(t)
+	ctx := context.Background()
+	for _, scheme := range []string{"mqtt", "mqtts", "ws", "wss", "quic"} {
+		for _, proto := range []int{3, 5} {
+			t.Run(fmt.Sprintf("%s/mqtt%d", scheme, proto), func(t *testing.T) {
+				o := client.Options{ProtocolVersion: proto, CAFile: srv.CAFile()}
+				base := fmt.Sprintf("m/%s/%d", scheme, proto)
+				sub := dial(t, urls[scheme], o)
+				var in inbox
+				if err := sub.Subscribe(ctx, base+"/#", client.SubscribeOptions{QoS: 2}, in.handle); err != nil {
+					t.Fatal(err)
+				}
+				pub := dial(t, urls[scheme], o)
+				for q := byte(0); q <= 2; q++ {
+					r, err := pub.Publish(ctx, fmt.Sprintf("%s/q%d", base, q), []byte{q}, client.PublishOptions{QoS: q})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := r.Wait(ctx); err != nil {
+						t.Fatalf("qos %d receipt: %v", q, err)
+					}
+				}
+				msgs := in.wait(t, 3)
+				for _, m := range msgs {
+					q := m.Payload[0]
+					if m.QoS != q || m.Topic != fmt.Sprintf("%s/q%d", base, q) {
+						t.Fatalf("message %+v", m)
+					}
+				}
+				info := pub.ConnectionInfo()
+				if info.Transport != scheme || info.Connack.IsZero() || info.TransportReady.Before(info.DialStart) {
+					t.Fatalf("connection info %+v", info)
+				}
+				if (scheme == "quic") != (info.QUIC != nil) {
+					t.Fatalf("QUIC stats present %v for %s", info.QUIC != nil, scheme)
+				}
+
+				// Retained: a later subscriber gets it, flagged.
+				r, err := pub.Publish(ctx, base+"/kept", []byte("kept"), client.PublishOptions{QoS: 1, Retain: true})
+				if err != nil || r.Wait(ctx) != nil {
+					t.Fatalf("retained publish: %v %v", err, r.Err())
+				}
+				late := dial(t, urls[scheme], o)
+				var lin inbox
+				if err := late.Subscribe(ctx, base+"/kept", client.SubscribeOptions{QoS: 1}, lin.handle); err != nil {
+					t.Fatal(err)
+				}
+				// The broker may also forward the publish live (retain flag
+				// clear) if the subscription raced with it; the retained copy
+				// must come either way.
+				testutil.Eventually(t, 5*time.Second, func() error {
+					lin.mu.Lock()
+					defer lin.mu.Unlock()
+					for _, m := range lin.msgs {
+						if m.Retained && string(m.Payload) == "kept" {
+							return nil
+						}
+					}
+					return fmt.Errorf("no retained copy among %+v", lin.msgs)
+				})
+
+				// Will: not published on a clean Close (DISCONNECT). That it
+				// is published when the connection breaks is tested in
+				// client/mqtt, which can break the transport under a client.
+				wo := o
+				wo.Will = &client.Will{Topic: base + "/will", Payload: []byte("gone"), QoS: 1}
+				dev := dial(t, urls[scheme], wo)
+				dev.Close()
+				r, _ = pub.Publish(ctx, base+"/marker", []byte("m"), client.PublishOptions{QoS: 1})
+				_ = r.Wait(ctx)
+				all := in.wait(t, 4)
+				for _, m := range all {
+					if strings.HasSuffix(m.Topic, "/will") {
+						t.Fatalf("will published after a clean close")
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestQUIC0RTT: a second process-like connection with the ticket file from
+// the first reports used_0rtt and delivers.
+func TestQUIC0RTT(t *testing.T) {
+	srv, urls := startBroker(t)
+	ctx := context.Background()
+	sub := dial(t, urls["mqtt"], client.Options{})
+	var in inbox
+	if err := sub.Subscribe(ctx, "zero/#", client.SubscribeOptions{QoS: 1}, in.handle); err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(t.TempDir(), "tickets")
+	for _, proto := range []int{3, 5} {
+		for i, want0RTT := range []bool{false, true} {
+			// One ticket file per protocol: its first connection is full.
+			o := client.Options{ProtocolVersion: proto, CAFile: srv.CAFile(), SessionCacheFile: fmt.Sprintf("%s.%d", cache, proto)}
+			c := dial(t, urls["quic"], o)
+			r, err := c.Publish(ctx, fmt.Sprintf("zero/%d/%d", proto, i), []byte("x"), client.PublishOptions{QoS: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			info := c.ConnectionInfo()
+			if info.Used0RTT != want0RTT || info.TLSResumed != want0RTT {
+				t.Fatalf("mqtt%d connection %d: used_0rtt %v tls_resumed %v, want %v", proto, i+1, info.Used0RTT, info.TLSResumed, want0RTT)
+			}
+			c.Close() // flushes the ticket file
+		}
+	}
+	in.wait(t, 4)
+}
+
+func TestDialErrors(t *testing.T) {
+	ctx := context.Background()
+	for url, want := range map[string]string{
+		"coap://x":           "unsupported scheme",
+		"127.0.0.1:1883":     "want e.g. mqtt://",
+		"mqtt://127.0.0.1:1": "check that a broker listens",
+	} {
+		_, err := client.Dial(ctx, url, client.Options{})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Dial(%q) = %v, want %q", url, err, want)
+		}
+	}
+	if _, err := client.Dial(ctx, "mqtt://127.0.0.1:1", client.Options{}); errors.Is(err, client.ErrClosed) {
+		t.Fatal("unexpected ErrClosed")
+	}
+}
