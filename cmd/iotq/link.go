@@ -189,7 +189,7 @@ func (a *app) linkShell(ctx context.Context, args []string) error {
 	defer stop()
 	res, err := link.Shell(sctx, link.ShellConfig{
 		Up: p, Down: p, CongestionControl: *cc, Pcap: *pcap,
-		Options: link.Options{Logger: a.linkLogger(*verbose), Seed: *seed},
+		Options: link.Options{Logger: a.linkLogger(*verbose), Seed: *seed, RealTimeProcess: true},
 		Stdout:  a.stdout, Stderr: a.stderr,
 	}, argv)
 	if err != nil {
@@ -232,7 +232,10 @@ func (a *app) linkUp(ctx context.Context, args []string) error {
 	if err := link.Preflight(); err != nil {
 		return err
 	}
-	opts := link.Options{Prefix: tf.Prefix, Seed: tf.Seed, CongestionControl: tf.CongestionControl, Logger: a.linkLogger(*verbose)}
+	// This process is a dedicated emulator: all its threads may run at
+	// real-time priority (child processes stay normal).
+	opts := link.Options{Prefix: tf.Prefix, Seed: tf.Seed, CongestionControl: tf.CongestionControl,
+		Logger: a.linkLogger(*verbose), RealTimeProcess: true}
 	n, err := link.Up(ctx, tf.Topology, opts)
 	if err != nil {
 		return err
