@@ -437,3 +437,36 @@ func TestCloseWithPacketsInFlight(t *testing.T) {
 		t.Errorf("a->b counted %d packets, want 100", s.Packets)
 	}
 }
+
+// TestRealTimeProcess: with Options.RealTimeProcess the threads of this
+// process run SCHED_FIFO while the network is up, children stay normal,
+// and Close returns the threads to SCHED_NORMAL.
+func TestRealTimeProcess(t *testing.T) {
+	n := up(t, twoNodes(Params{}, Params{}), Options{RealTimeProcess: true})
+	if ok, err := n.RealTime(); !ok {
+		t.Skipf("no real-time priority here: %v", err)
+	}
+	count := func(policy uint32) int {
+		c := 0
+		for _, tid := range threadIDs() {
+			if p, err := threadPolicy(tid); err == nil && p == policy {
+				c++
+			}
+		}
+		return c
+	}
+	time.Sleep(100 * time.Millisecond)
+	if fifo := count(1); fifo < 2 {
+		t.Errorf("%d SCHED_FIFO threads while up", fifo)
+	}
+	out, err := n.Command(t.Context(), "a", "sh", "-c", "chrt -p $$").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "SCHED_OTHER") {
+		t.Errorf("child scheduling: %s %v", out, err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fifo := count(1); fifo != 0 {
+		t.Errorf("%d threads still SCHED_FIFO after Close", fifo)
+	}
+}
