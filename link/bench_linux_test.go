@@ -97,9 +97,25 @@ func BenchmarkForwardUDP(b *testing.B) {
 	b.ReportMetric(100*float64(count-got)/float64(count), "%lost")
 }
 
-// BenchmarkTCPMax reports the highest TCP rate through an unlimited link.
-func BenchmarkTCPMax(b *testing.B) {
-	n := up(b, twoNodes(Params{}, Params{}), Options{CongestionControl: "cubic"})
+// BenchmarkTCP reports TCP throughput and the process's CPU use through an
+// unlimited link (the highest rate the emulator sustains) and through 20
+// and 100 Mbit/s links with 10 ms each way. The sender and receiver run in
+// this process too, so %cpu is an upper bound for the emulator.
+func BenchmarkTCP(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		p    Params
+	}{
+		{"rate=unlimited", Params{}},
+		{"rate=20mbit", Params{Rate: 20_000_000, Delay: 10 * time.Millisecond}},
+		{"rate=100mbit", Params{Rate: 100_000_000, Delay: 10 * time.Millisecond}},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchTCP(b, c.p) })
+	}
+}
+
+func benchTCP(b *testing.B, p Params) {
+	n := up(b, twoNodes(p, p), Options{CongestionControl: "cubic"})
 	var ln net.Listener
 	if err := n.Do("b", func() (err error) { ln, err = net.Listen("tcp4", ":7600"); return }); err != nil {
 		b.Fatal(err)
