@@ -25,9 +25,11 @@
 // CONNACK.
 //
 // Concurrency: a client is safe for concurrent use. It owns the goroutines
-// of its paho client plus one per QoS 0 publish (MQTT 3.1.1) or per pending
-// QoS 1/2 publish; Close stops and waits for all of them. Writes to the
-// connection are serialised by a mutex, as paho.golang requires.
+// of its paho client plus one per pending receipt (MQTT 3.1.1: every
+// publish until its token completes; MQTT 5: every QoS 1/2 publish until its
+// acknowledgement); Close stops and waits for all of them. paho.golang
+// writes one packet as several Writes under the conn's sync.Locker; the conn
+// gathers them into one transport write per packet.
 //
 // Imports: transport, client/internal/core, paho; never broker.
 package mqtt

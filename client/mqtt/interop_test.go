@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -92,4 +93,27 @@ func TestMosquittoTLSAndWebSocket(t *testing.T) {
 			t.Fatalf("got %v, want a hint about --ca", err)
 		}
 	})
+}
+
+// TestMosquittoAuthRefused: a wrong password is refused with a hint about
+// --username/--password, for both MQTT versions; the right one connects.
+func TestMosquittoAuthRefused(t *testing.T) {
+	pw := needTool(t, "mosquitto_passwd")
+	dir := t.TempDir()
+	pwFile := filepath.Join(dir, "passwd")
+	if out, err := exec.Command(pw, "-b", "-c", pwFile, "alice", "secret").CombinedOutput(); err != nil {
+		t.Fatalf("mosquitto_passwd: %v %s", err, out)
+	}
+	m := startMosquitto(t, fmt.Sprintf("allow_anonymous false\npassword_file %s\n", pwFile))
+	ctx := context.Background()
+	for _, p := range protocols {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := Dial(cctx, m.url(), core.Options{ProtocolVersion: p.v, Username: "alice", Password: "wrong"})
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "check --username/--password") {
+			t.Fatalf("%s: got %v, want a hint about --username/--password", p.name, err)
+		}
+		c := dialT(t, m.url(), core.Options{ProtocolVersion: p.v, Username: "alice", Password: "secret"})
+		c.Close()
+	}
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -74,7 +75,7 @@ func TestOptionsValidate(t *testing.T) {
 		t.Fatal("want error")
 	}
 	for _, want := range []string{"ProtocolVersion 7", "KeepAlive", "Will.Topic", "Will.QoS 3", "Password without Username"} {
-		if !contains(err.Error(), want) {
+		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
@@ -85,13 +86,4 @@ func TestOptionsValidate(t *testing.T) {
 	if good.ClientID != "iotq-x" || good.ProtocolVersion != ProtocolMQTT311 || good.KeepAlive != 60*time.Second {
 		t.Fatalf("defaults: %+v", good)
 	}
-}
-
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
-	}
-	return false
 }
