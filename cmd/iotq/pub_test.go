@@ -318,3 +318,36 @@ func TestPubSubErrors(t *testing.T) {
 		t.Fatalf("idle timeout: exit %d, %q", code, errOut)
 	}
 }
+
+// TestSubDuplicates: two publishers reusing sequence numbers on one topic
+// make sub count duplicates and mark them in --records; delays are
+// summarised over first copies only.
+func TestSubDuplicates(t *testing.T) {
+	url := startMosquittoCLI(t)
+	dir := t.TempDir()
+	ready, rec := filepath.Join(dir, "ready"), filepath.Join(dir, "sub.csv")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sub := startCLI(ctx, "sub", "--url", url, "-t", "dup", "-q", "1", "-n", "6", "--timeout", "10s", "--stats", "json", "--quiet", "--records", rec, "--ready-file", ready)
+	waitFile(t, ready)
+	for i := 0; i < 2; i++ {
+		if code, _, e := runCLI(ctx, "pub", "--url", url, "-t", "dup", "-q", "1", "--size", "20", "-n", "3"); code != 0 {
+			t.Fatalf("pub: %s", e)
+		}
+	}
+	sub.wait(t)
+	st := lastJSON(t, sub.out.String())
+	if st["received"] != 6.0 || st["measured"] != 6.0 || st["duplicates"] != 3.0 || st["delay"].(map[string]any)["n"] != 3.0 {
+		t.Fatalf("stats received %v measured %v duplicates %v delay %v", st["received"], st["measured"], st["duplicates"], st["delay"])
+	}
+	rows := readCSV(t, rec)
+	var dups []string
+	for _, r := range rows[1:] {
+		if r[7] == "true" {
+			dups = append(dups, r[0])
+		}
+	}
+	if strings.Join(dups, ",") != "0,1,2" {
+		t.Fatalf("duplicate rows for seq %v, want 0,1,2", dups)
+	}
+}
