@@ -923,7 +923,7 @@ func Cleanup(ctx context.Context, prefix string) ([]string, error) {
 	var errs []error
 	for _, ns := range names {
 		pid := OwnerPID(prefix, ns)
-		if pid != 0 && pidAlive(pid) {
+		if pid != 0 && pidAlive(pid) && !pidReused(pid, "/run/netns/"+ns) {
 			continue
 		}
 		if out, err := ipCmd(ctx, "netns", "del", ns); err != nil {

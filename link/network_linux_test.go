@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -468,5 +469,20 @@ func TestRealTimeProcess(t *testing.T) {
 	}
 	if fifo := count(1); fifo != 0 {
 		t.Errorf("%d threads still SCHED_FIFO after Close", fifo)
+	}
+}
+
+func TestPidReusedDetectsYoungerProcess(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "ns")
+	if err := os.WriteFile(f, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if pidReused(os.Getpid(), f) {
+		t.Error("this process started before a file it just made?")
+	}
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(f, old, old)
+	if !pidReused(os.Getpid(), f) {
+		t.Error("a file older than this process should mark its pid as reused")
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -125,4 +127,57 @@ func threadIDs() []int {
 		}
 	}
 	return out
+}
+
+// pidReused reports whether process pid started after the file at path
+// was created: then pid belongs to another process than the one that made
+// the file (a namespace left by a crash whose pid was reused).
+func pidReused(pid int, path string) bool {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return false
+	}
+	created := time.Unix(st.Mtim.Unix())
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// Field 22 (starttime, clock ticks since boot) follows the ")" of comm.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return false
+	}
+	ticks, err := strconv.ParseInt(f[19], 10, 64)
+	if err != nil {
+		return false
+	}
+	boot := bootTime()
+	if boot.IsZero() {
+		return false
+	}
+	const clkTck = 100 // USER_HZ on Linux
+	started := boot.Add(time.Duration(ticks) * time.Second / clkTck)
+	return started.After(created.Add(2 * time.Second)) // btime has 1 s resolution
+}
+
+// bootTime reads btime from /proc/stat.
+func bootTime() time.Time {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			sec, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err == nil {
+				return time.Unix(sec, 0)
+			}
+		}
+	}
+	return time.Time{}
 }
