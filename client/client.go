@@ -16,6 +16,7 @@ type (
 	Client           = core.Client
 	Options          = core.Options
 	Will             = core.Will
+	EarlyMessage     = core.EarlyMessage
 	PublishOptions   = core.PublishOptions
 	SubscribeOptions = core.SubscribeOptions
 	Message          = core.Message

@@ -27,6 +27,8 @@ type timedConn struct {
 	wmu       sync.Mutex
 	firstRead atomic.Int64 // Unix ns, 0 until the first byte arrived
 	cache     *transport.FileSessionCache
+	early     []byte       // PUBLISH appended to the first write (CONNECT); wmu
+	earlySent atomic.Int64 // Unix ns when early was written
 }
 
 // packetConn is the connection handed to paho.golang, which writes a packet
@@ -90,7 +92,47 @@ func (c *timedConn) Read(b []byte) (int, error) {
 func (c *timedConn) Write(b []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	return c.Conn.Write(b)
+	if c.early == nil {
+		return c.Conn.Write(b)
+	}
+	// The first write is the CONNECT packet (both paho libraries write it
+	// in one piece); the early PUBLISH rides in the same write.
+	buf := append(append(make([]byte, 0, len(b)+len(c.early)), b...), c.early...)
+	c.early = nil
+	now := time.Now()
+	n, err := c.Conn.Write(buf)
+	if n == len(buf) {
+		c.earlySent.Store(now.UnixNano())
+	}
+	return min(n, len(b)), err
+}
+
+// encodeEarly encodes a QoS 0 PUBLISH for protocol version v (4 or 5).
+func encodeEarly(m *core.EarlyMessage, v int) []byte {
+	body := make([]byte, 0, 3+len(m.Topic)+len(m.Payload))
+	body = append(body, byte(len(m.Topic)>>8), byte(len(m.Topic)))
+	body = append(body, m.Topic...)
+	if v == core.ProtocolMQTT5 {
+		body = append(body, 0) // no properties
+	}
+	body = append(body, m.Payload...)
+	h := byte(0x30)
+	if m.Retain {
+		h |= 1
+	}
+	out := []byte{h}
+	for n := len(body); ; {
+		b := byte(n % 128)
+		n /= 128
+		if n > 0 {
+			b |= 0x80
+		}
+		out = append(out, b)
+		if n == 0 {
+			break
+		}
+	}
+	return append(out, body...)
 }
 
 // connack returns the time the first bytes arrived from the broker.
@@ -171,7 +213,11 @@ func dial(ctx context.Context, url string, o core.Options) (*timedConn, transpor
 		_ = cache.Close()
 		return nil, ep, dialHint(ep, err)
 	}
-	return &timedConn{Conn: c, cache: cache}, ep, nil
+	tcn := &timedConn{Conn: c, cache: cache}
+	if o.Early != nil {
+		tcn.early = encodeEarly(o.Early, o.ProtocolVersion)
+	}
+	return tcn, ep, nil
 }
 
 // finish closes the connection and writes the ticket cache.
@@ -218,6 +264,9 @@ func infoFrom(url string, c *timedConn, proto, clientID string, sessionPresent b
 		TLSResumed:     ti.TLSResumed,
 		Used0RTT:       ti.Used0RTT,
 		Rejected0RTT:   ti.Rejected0RTT,
+	}
+	if ns := c.earlySent.Load(); ns != 0 {
+		info.EarlySent = time.Unix(0, ns)
 	}
 	if st, ok := c.QUICStats(); ok {
 		info.QUIC = &st

@@ -239,3 +239,58 @@ func TestQoS0ReceiptOnHandOver(t *testing.T) {
 		})
 	}
 }
+
+// TestEarlyPublishBeforeConnack: with Options.Early the PUBLISH follows
+// CONNECT before the broker answered: this fake broker reads both packets
+// before it sends CONNACK (a client that waited for CONNACK would hang).
+func TestEarlyPublishBeforeConnack(t *testing.T) {
+	for _, p := range protocols {
+		t.Run(p.name, func(t *testing.T) {
+			f := startFake(t)
+			got := make(chan string, 1)
+			go func() {
+				c, err := f.l.Accept()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				f.conn, f.r = c, bufio.NewReader(c)
+				h, body, err := f.readPacket()
+				if err != nil || h>>4 != 1 {
+					t.Errorf("want CONNECT: %x %v", h, err)
+					return
+				}
+				v5 := body[6] == 5
+				h, body, err = f.readPacket()
+				if err != nil || h != 0x30 {
+					t.Errorf("want a QoS 0 PUBLISH before CONNACK: %x %v", h, err)
+					return
+				}
+				tl := int(body[0])<<8 | int(body[1])
+				rest := body[2+tl:]
+				if v5 {
+					rest = rest[1:] // property length 0
+				}
+				got <- string(body[2:2+tl]) + " " + string(rest)
+				if v5 {
+					c.Write([]byte{0x20, 3, 0, 0, 0})
+				} else {
+					c.Write([]byte{0x20, 2, 0, 0})
+				}
+			}()
+			c := dialT(t, f.url(), core.Options{ProtocolVersion: p.v, Early: &core.EarlyMessage{Topic: "early/t", Payload: []byte("first")}})
+			select {
+			case s := <-got:
+				if s != "early/t first" {
+					t.Fatalf("early message %q", s)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("no early PUBLISH")
+			}
+			info := c.ConnectionInfo()
+			if info.EarlySent.IsZero() || info.EarlySent.After(info.Connack) {
+				t.Fatalf("EarlySent %v, CONNACK %v", info.EarlySent, info.Connack)
+			}
+		})
+	}
+}

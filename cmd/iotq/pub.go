@@ -78,8 +78,9 @@ func (f *clientFlags) check() error {
 	return nil
 }
 
-func (f *clientFlags) options(connectTimeout time.Duration) client.Options {
+func (f *clientFlags) options(connectTimeout time.Duration, early *client.EarlyMessage) client.Options {
 	return client.Options{
+		Early:             early,
 		ClientID:          f.clientID,
 		Username:          f.username,
 		Password:          f.password,
@@ -110,6 +111,7 @@ type connectionStats struct {
 	DialMs           float64              `json:"dial_ms"`
 	TransportReadyMs float64              `json:"transport_ready_ms"`
 	ConnackMs        float64              `json:"connack_ms"`
+	EarlySentNs      int64                `json:"early_sent_ns,omitempty"`
 	QUIC             *transport.QUICStats `json:"quic,omitempty"`
 }
 
@@ -140,6 +142,7 @@ func newConnectionStats(info client.ConnectionInfo, dialDur time.Duration) conne
 		DialMs:           float64(dialDur.Nanoseconds()) / 1e6,
 		TransportReadyMs: msBetween(info.DialStart, info.TransportReady),
 		ConnackMs:        msBetween(info.DialStart, info.Connack),
+		EarlySentNs:      unixNs(info.EarlySent),
 		QUIC:             info.QUIC,
 	}
 }
@@ -160,9 +163,9 @@ func statsObject(conn connectionStats, extra map[string]any) map[string]any {
 }
 
 // connect dials and turns failures into a message that says what to check.
-func connect(ctx context.Context, f *clientFlags, timeout time.Duration) (client.Client, time.Duration, error) {
+func connect(ctx context.Context, f *clientFlags, timeout time.Duration, early *client.EarlyMessage) (client.Client, time.Duration, error) {
 	start := time.Now()
-	c, err := client.Dial(ctx, f.url, f.options(timeout))
+	c, err := client.Dial(ctx, f.url, f.options(timeout, early))
 	if err != nil {
 		return nil, 0, &exitError{code: exitFailure, msg: err.Error()}
 	}
@@ -242,6 +245,13 @@ dial_start_ns, transport_ready_ns, connack_ns, dial_ms = duration of the
 whole connect call, transport_ready_ms and connack_ms counted from
 dial_start) and the counts sent, acked, failed.
 
+--early sends message 0 in the same write as CONNECT, before the CONNACK
+(QoS 0 only; MQTT lets a client send right after CONNECT). Over QUIC with a
+ticket from --session-cache it rides in the 0-RTT flight, so it can arrive
+half a round trip after the dial began; without --early the MQTT library
+waits for CONNACK before the first PUBLISH. Its send time is taken before
+the dial, and early_sent_ns in --stats tells when it was written.
+
 --timeout bounds the connection attempt and the final wait for receipts
 (default 30s). --protocol defaults to 3 (MQTT 3.1.1), which every broker
 speaks; 5 selects MQTT 5.0.
@@ -260,6 +270,7 @@ or a message was not accepted, 2 on bad flags.`,
 				gate     string
 				waitAcks bool
 				timeout  time.Duration
+				early    bool
 			)
 			cf.register(fs)
 			fs.StringVar(&topic, "t", "", "`topic` to publish to (required)")
@@ -271,6 +282,7 @@ or a message was not accepted, 2 on bad flags.`,
 			fs.StringVar(&gate, "gate", "", "publish one message per line read from `SOURCE`: stdin or a file path")
 			fs.BoolVar(&waitAcks, "wait-acks", true, "for QoS 1/2 wait for all acknowledgements before exiting")
 			fs.DurationVar(&timeout, "timeout", 30*time.Second, "bound for connecting and for the final wait for acknowledgements")
+			fs.BoolVar(&early, "early", false, "send the first message right behind CONNECT, before CONNACK (QoS 0 only; QUIC 0-RTT: in the first flight)")
 			return func(ctx context.Context, args []string) error {
 				if len(args) > 0 {
 					return usageErrorf("unexpected arguments %q", args)
@@ -291,6 +303,8 @@ or a message was not accepted, 2 on bad flags.`,
 					return usageErrorf("--size %d: must be positive", size)
 				case count < 1:
 					return usageErrorf("-n %d: want at least 1", count)
+				case early && cf.qos != 0:
+					return usageErrorf("--early needs -q 0: the MQTT library cannot track an acknowledgement for a message sent before CONNACK")
 				case interval < 0 || timeout <= 0:
 					return usageErrorf("--interval must not be negative and --timeout must be positive")
 				}
@@ -321,7 +335,7 @@ or a message was not accepted, 2 on bad flags.`,
 						return err
 					}
 				}
-				p := &publisher{app: a, topic: topic, qos: byte(cf.qos), retain: retain, message: message, size: size, recs: recs}
+				p := &publisher{app: a, early: early, topic: topic, qos: byte(cf.qos), retain: retain, message: message, size: size, recs: recs}
 				runErr := p.run(ctx, &cf, count, interval, gateC, waitAcks, timeout)
 				if err := recs.close(); err != nil && runErr == nil {
 					runErr = err
@@ -335,6 +349,7 @@ or a message was not accepted, 2 on bad flags.`,
 // publisher runs one pub invocation.
 type publisher struct {
 	app     *app
+	early   bool
 	topic   string
 	qos     byte
 	retain  bool
@@ -358,7 +373,30 @@ type pending struct {
 }
 
 func (p *publisher) run(ctx context.Context, cf *clientFlags, count int, interval time.Duration, gate <-chan struct{}, waitAcks bool, timeout time.Duration) error {
-	c, dialDur, err := connect(ctx, cf, timeout)
+	// --early: message 0 is built (and its send time taken) before the
+	// dial, and leaves in the same write as CONNECT.
+	var first *pending
+	var earlyMsg *client.EarlyMessage
+	if p.early {
+		if gate != nil {
+			select {
+			case _, ok := <-gate:
+				if !ok {
+					return nil
+				}
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		body := p.body()
+		now := time.Now().UnixNano()
+		if p.size > 0 {
+			payload.Put(body, payload.Header{Seq: 0, SendNs: now})
+		}
+		first = &pending{seq: 0, size: len(body), sendNs: now}
+		earlyMsg = &client.EarlyMessage{Topic: p.topic, Payload: body, Retain: p.retain}
+	}
+	c, dialDur, err := connect(ctx, cf, timeout, earlyMsg)
 	if err != nil {
 		return err
 	}
@@ -382,8 +420,25 @@ func (p *publisher) run(ctx context.Context, cf *clientFlags, count int, interva
 
 	var firstSendNs int64
 	start := time.Now()
+	i0 := 0
+	if first != nil {
+		r, complete := client.NewReceipt()
+		if at := c.ConnectionInfo().EarlySent; !at.IsZero() {
+			complete(at, nil)
+		} else {
+			complete(time.Now(), errors.New("early message not written"))
+		}
+		first.r = r
+		firstSendNs = first.sendNs
+		p.mu.Lock()
+		p.sent++
+		p.mu.Unlock()
+		queue <- *first
+		i0 = 1
+		start = time.Unix(0, first.sendNs)
+	}
 loop:
-	for i := 0; i < count; i++ {
+	for i := i0; i < count; i++ {
 		if gate != nil {
 			select {
 			case _, ok := <-gate:
@@ -413,12 +468,7 @@ loop:
 		if ctx.Err() != nil {
 			break
 		}
-		var body []byte
-		if p.size > 0 {
-			body = make([]byte, p.size)
-		} else {
-			body = []byte(p.message)
-		}
+		body := p.body()
 		pe := pending{seq: uint32(i), size: len(body)}
 		// Send time: just before the library gets the message.
 		now := time.Now().UnixNano()
@@ -534,4 +584,13 @@ func readLines(r io.Reader, stop <-chan struct{}) <-chan struct{} {
 		}
 	}()
 	return ch
+}
+
+// body returns a fresh message body: zeroed measurement payload of --size
+// bytes (the header is written just before the hand-over) or -m.
+func (p *publisher) body() []byte {
+	if p.size > 0 {
+		return make([]byte, p.size)
+	}
+	return []byte(p.message)
 }

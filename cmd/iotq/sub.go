@@ -187,7 +187,7 @@ func (s *subscriber) handle(m client.Message) {
 }
 
 func (s *subscriber) run(ctx context.Context, cf *clientFlags, topics []string, idle, connectTO time.Duration, readyFile string) error {
-	c, dialDur, err := connect(ctx, cf, connectTO)
+	c, dialDur, err := connect(ctx, cf, connectTO, nil)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ func TestPubSubOverQUICWith0RTT(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "ready")
-	sub := startCLI(ctx, "sub", "--url", testutil.Endpoint(t, srv, "mqtt"), "-t", "z/#", "-q", "1", "-n", "5",
+	sub := startCLI(ctx, "sub", "--url", testutil.Endpoint(t, srv, "mqtt"), "-t", "z/#", "-q", "1", "-n", "6",
 		"--timeout", "20s", "--stats", "json", "--quiet", "--ready-file", ready)
 	waitFile(t, ready)
 
@@ -39,10 +39,17 @@ func TestPubSubOverQUICWith0RTT(t *testing.T) {
 		{"quic", false, false},
 		{"quic", true, true},
 		{"mqtts", false, true}, // TLS over TCP resumes from the same file, no early data
+		{"quic", true, true},   // --early: PUBLISH in the 0-RTT flight with CONNECT
 	}
 	for i, r := range runs {
-		code, out, errOut := runCLI(ctx, "pub", "--url", testutil.Endpoint(t, srv, r.scheme), "--ca", ca, "--session-cache", cache,
-			"-t", fmt.Sprintf("z/%d", i), "-q", "1", "--size", "32", "--stats", "json")
+		args := []string{"pub", "--url", testutil.Endpoint(t, srv, r.scheme), "--ca", ca, "--session-cache", cache,
+			"-t", fmt.Sprintf("z/%d", i), "--size", "32", "--stats", "json"}
+		if i == len(runs)-1 {
+			args = append(args, "--early", "-q", "0")
+		} else {
+			args = append(args, "-q", "1")
+		}
+		code, out, errOut := runCLI(ctx, args...)
 		if code != 0 {
 			t.Fatalf("run %d (%s): exit %d: %s", i, r.scheme, code, errOut)
 		}
@@ -54,12 +61,18 @@ func TestPubSubOverQUICWith0RTT(t *testing.T) {
 		if r.scheme == "quic" && st["quic"] == nil {
 			t.Fatalf("run %d: no quic stats", i)
 		}
+		if i == len(runs)-1 {
+			early, _ := st["early_sent_ns"].(float64)
+			if early == 0 || early > st["connack_ns"].(float64) {
+				t.Fatalf("--early: early_sent_ns %v, connack_ns %v", st["early_sent_ns"], st["connack_ns"])
+			}
+		}
 	}
 	sub.wait(t)
 	if sub.code != 0 {
 		t.Fatalf("sub exit %d: %s", sub.code, sub.errb.String())
 	}
-	if st := lastJSON(t, sub.out.String()); st["received"] != 5.0 {
-		t.Fatalf("sub received %v, want 5", st["received"])
+	if st := lastJSON(t, sub.out.String()); st["received"] != 6.0 {
+		t.Fatalf("sub received %v, want 6", st["received"])
 	}
 }

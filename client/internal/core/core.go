@@ -123,6 +123,7 @@ type ConnectionInfo struct {
 	TransportReady time.Time // transport usable (TCP connected, TLS/WS/QUIC handshake done or 0-RTT ready)
 	Connack        time.Time // CONNACK (or the protocol's equivalent) received
 	SessionPresent bool      // the broker resumed a stored session
+	EarlySent      time.Time // when Options.Early was written (zero if none)
 	TLSResumed     bool      // TLS or QUIC session resumed from a ticket
 	Used0RTT       bool      // QUIC early data accepted by the server
 	Rejected0RTT   bool      // 0-RTT attempted, rejected, fell back to a full handshake
@@ -161,6 +162,13 @@ type Will struct {
 	Topic   string
 	Payload []byte
 	QoS     byte
+	Retain  bool
+}
+
+// EarlyMessage is a QoS 0 message sent right behind CONNECT (Options.Early).
+type EarlyMessage struct {
+	Topic   string
+	Payload []byte
 	Retain  bool
 }
 
@@ -212,6 +220,15 @@ type Options struct {
 	SessionCacheFile string
 	// Will is the last-will message; nil means none.
 	Will *Will
+	// Early, if set, is a QoS 0 message sent in the same write as CONNECT,
+	// before the CONNACK arrives (MQTT 3.1.1 section 3.1.4 lets a client
+	// send packets right after CONNECT). Over QUIC with 0-RTT it leaves in
+	// the first flight, so it can be delivered half a round trip after the
+	// dial starts. QoS 0 only: the MQTT library does not know the message,
+	// so nothing tracks an acknowledgement; if the broker refuses the
+	// connection the message is dropped. ConnectionInfo.EarlySent tells when
+	// it was written. Default nil: paho sends nothing before CONNACK.
+	Early *EarlyMessage
 	// QUIC tunes QUIC connections; zero values mean transport's defaults.
 	QUIC transport.QUICOptions
 	// ConnectTimeout bounds dialling plus CONNACK. Default 30s.
@@ -273,6 +290,9 @@ func (o Options) Validate() error {
 		if o.Will.QoS > 2 {
 			errs = append(errs, fmt.Errorf("Will.QoS %d: want 0, 1 or 2", o.Will.QoS))
 		}
+	}
+	if o.Early != nil && (o.Early.Topic == "" || strings.ContainsAny(o.Early.Topic, "+#")) {
+		errs = append(errs, fmt.Errorf("Early.Topic %q: want a topic name without wildcards", o.Early.Topic))
 	}
 	if o.Password != "" && o.Username == "" && o.ProtocolVersion != ProtocolMQTT5 {
 		errs = append(errs, errors.New("Password without Username: MQTT 3.1.1 needs a username to send a password"))
