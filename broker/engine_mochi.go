@@ -46,7 +46,7 @@ func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
 	srv := mqtt.New(&mqtt.Options{
 		Capabilities:             caps,
 		ClientNetWriteBufferSize: cfg.flow.WriteBuffer,
-		ClientNetReadBufferSize:  cfg.flow.WriteBuffer,
+		ClientNetReadBufferSize:  cfg.flow.ReadBuffer,
 		Logger:                   slog.New(engineLogHandler{cfg.logger.Handler()}).With("component", "engine"),
 		SysTopicResendInterval:   10,
 	})

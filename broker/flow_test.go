@@ -139,6 +139,14 @@ func TestSlowConsumerKeepsQoS1(t *testing.T) {
 			t.Fatalf("publish %d: %v", i, tok.Error())
 		}
 	}
+	// A sentinel through the same publisher connection: once it is
+	// delivered, the broker has handed every earlier message to the stuck
+	// session (the publisher's messages are processed in order).
+	sentinel := newInbox()
+	watcher := v3Client(t, srv, u, "watcher", nil)
+	wait(t, watcher.Subscribe("sentinel", 1, sentinel.v3Handler()), "subscribe sentinel")
+	wait(t, pub.Publish("sentinel", 1, false, "done"), "publish sentinel")
+	sentinel.waitN(t, 1, 10*time.Second)
 	testutil.Eventually(t, 10*time.Second, func() error {
 		if srv.Subscriptions("stuck") > 0 {
 			return notYet("stuck subscriber still connected")
@@ -158,7 +166,13 @@ func TestSlowConsumerKeepsQoS1(t *testing.T) {
 		case id := <-seen:
 			got[id] = true
 		case <-deadline:
-			t.Fatalf("after reconnect got %d of %d distinct QoS 1 messages", len(got), n)
+			var missing []string
+			for i := range n {
+				if id := fmt.Sprintf("%05d", i); !got[id] {
+					missing = append(missing, id)
+				}
+			}
+			t.Fatalf("after reconnect got %d of %d distinct QoS 1 messages; missing %v", len(got), n, missing[:min(10, len(missing))])
 		}
 	}
 }

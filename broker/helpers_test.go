@@ -43,9 +43,17 @@ func startMatrixBroker(t *testing.T, opts broker.Options) (*broker.Server, []str
 	return testutil.StartBroker(t, opts), usable
 }
 
-// implemented reports whether transport.Listen supports scheme yet; other
+func implementedB(b *testing.B, scheme string) bool { return implementedTB(b, scheme) }
+
+func implemented(t *testing.T, scheme string) bool { return implementedTB(t, scheme) }
+
+func contextTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), testutil.Scale(d))
+}
+
+// implementedTB reports whether transport.Listen supports scheme yet; other
 // errors fail the test.
-func implemented(t *testing.T, scheme string) bool {
+func implementedTB(t testing.TB, scheme string) bool {
 	t.Helper()
 	cert, err := tls.X509KeyPair(testCertPEM(t))
 	if err != nil {
@@ -68,8 +76,8 @@ var certOnce struct {
 	cert, key []byte
 }
 
-// testCertPEM is a throwaway self-signed certificate made at run time.
-func testCertPEM(t *testing.T) ([]byte, []byte) {
+// testCertPEM is a throwaway certificate made at run time.
+func testCertPEM(t testing.TB) ([]byte, []byte) {
 	certOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "iotq-broker-test-cert")
 		if err != nil {
@@ -87,8 +95,10 @@ func testCertPEM(t *testing.T) ([]byte, []byte) {
 	return certOnce.cert, certOnce.key
 }
 
-// clientTLS trusts the broker's generated CA.
-func clientTLS(t *testing.T, srv *broker.Server) *tls.Config {
+func clientTLS(t *testing.T, srv *broker.Server) *tls.Config { return clientTLSB(t, srv) }
+
+// clientTLSB trusts the broker's generated CA.
+func clientTLSB(t testing.TB, srv *broker.Server) *tls.Config {
 	t.Helper()
 	if srv.CAFile() == "" {
 		return nil

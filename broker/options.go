@@ -29,6 +29,10 @@ type Options struct {
 	// retained messages). Empty: nothing is persisted; if a TLS listener
 	// needs a generated certificate, DefaultStateDir() is used for tls/ only.
 	StateDir string `yaml:"state_dir"`
+	// Store selects persistence when StateDir is set: "bolt" (default, the
+	// file STATE_DIR/store.db) or "none" (keep only TLS material in
+	// StateDir). Without StateDir nothing is persisted.
+	Store string `yaml:"store"`
 	// Fsync makes the store fsync every write (survives power loss, slower).
 	// Default false: writes reach the OS at once (they survive a crash of
 	// the broker process) and the store is synced when the broker closes.
@@ -93,6 +97,12 @@ type AuthOptions struct {
 	AllowAnonymous *bool `yaml:"allow_anonymous"`
 }
 
+// Stores (Options.Store).
+const (
+	StoreBolt = "bolt" // sessions, in-flight and retained messages in STATE_DIR/store.db
+	StoreNone = "none" // no persistence
+)
+
 // Slow-consumer policies (FlowOptions.SlowConsumer).
 const (
 	// PolicyDrop waits up to MaxStall for a full subscriber queue, then drops
@@ -108,7 +118,7 @@ const (
 // FlowOptions set queue sizes and the slow-consumer policy.
 type FlowOptions struct {
 	// QueueLength is the outbound queue of each client, in messages.
-	// Default 8192.
+	// Default 2048.
 	QueueLength int `yaml:"queue_length"`
 	// SlowConsumer is PolicyDrop (default) or PolicyDisconnect.
 	SlowConsumer string `yaml:"slow_consumer"`
@@ -121,8 +131,12 @@ type FlowOptions struct {
 	// MaxPacketSize is the largest MQTT packet accepted, in bytes. Default
 	// 16 MiB.
 	MaxPacketSize int `yaml:"max_packet_size"`
-	// WriteBuffer is each client's write buffer in bytes. Default 16 KiB.
+	// WriteBuffer is the size in bytes at which a client's pending writes
+	// are flushed (the buffer exists only while writes are pending).
+	// Default 16 KiB.
 	WriteBuffer int `yaml:"write_buffer"`
+	// ReadBuffer is each client's read buffer in bytes. Default 4 KiB.
+	ReadBuffer int `yaml:"read_buffer"`
 	// NoBackpressure turns off holding publishers back while a subscriber's
 	// queue is full: the engine's original behaviour (QoS 0 messages are
 	// dropped as soon as a queue is full). For comparisons only.
@@ -142,11 +156,12 @@ const (
 	DefaultShutdownTimeout  = 5 * time.Second
 	DefaultHandshakeTimeout = 20 * time.Second
 	DefaultIdleTimeout      = 120 * time.Second
-	DefaultQueueLength      = 8192
+	DefaultQueueLength      = 2048
 	DefaultMaxStall         = 2 * time.Second
 	DefaultMaxInflight      = 65535
 	DefaultMaxPacketSize    = 16 << 20
 	DefaultWriteBuffer      = 16 << 10
+	DefaultReadBuffer       = 4 << 10
 )
 
 // DefaultStateDir is the state directory used for generated TLS material
@@ -208,6 +223,12 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.Flow.WriteBuffer == 0 {
 		o.Flow.WriteBuffer = DefaultWriteBuffer
+	}
+	if o.Flow.ReadBuffer == 0 {
+		o.Flow.ReadBuffer = DefaultReadBuffer
+	}
+	if o.Store == "" {
+		o.Store = StoreBolt
 	}
 	if o.Log.Format == "" {
 		o.Log.Format = "text"
@@ -281,6 +302,14 @@ func (o Options) Validate() error {
 	}
 	if o.Flow.WriteBuffer < 0 {
 		add("flow.write_buffer", "must not be negative, got %d", o.Flow.WriteBuffer)
+	}
+	if o.Flow.ReadBuffer < 0 {
+		add("flow.read_buffer", "must not be negative, got %d", o.Flow.ReadBuffer)
+	}
+	switch o.Store {
+	case "", StoreBolt, StoreNone:
+	default:
+		add("store", "want %q or %q, got %q", StoreBolt, StoreNone, o.Store)
 	}
 	switch strings.ToLower(o.Log.Format) {
 	case "", "text", "json":

@@ -76,7 +76,7 @@ func New(opts Options) (*Server, error) {
 	}
 
 	storePath := ""
-	if o.StateDir != "" {
+	if o.StateDir != "" && o.Store == StoreBolt {
 		if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
 			return nil, fmt.Errorf("broker: create state directory %s: %w", o.StateDir, err)
 		}

@@ -72,6 +72,7 @@ gracefully: stop accepting, disconnect clients, flush the store, exit 0.`,
 				shutdownTimeout  = fs.Duration("shutdown-timeout", broker.DefaultShutdownTimeout, "how long to wait for clients to leave on shutdown")
 				printConfig      = fs.Bool("print-config", false, "print the effective configuration as YAML and exit")
 				check            = fs.Bool("check", false, "validate the configuration (and files it names) and exit")
+				store            = fs.String("store", broker.StoreBolt, "persistence with --state-dir: bolt (STATE_DIR/store.db) or none")
 				fsync            = fs.Bool("fsync", false, "fsync the store on every write (slower; survives power loss)")
 			)
 			fs.Var(&listen, "listen", "listener `URL` (repeatable): mqtt://, mqtts://, ws://, wss://, quic://HOST:PORT")
@@ -149,6 +150,9 @@ gracefully: stop accepting, disconnect clients, flush the store, exit 0.`,
 				}
 				if set["shutdown-timeout"] {
 					opts.ShutdownTimeout = *shutdownTimeout
+				}
+				if set["store"] {
+					opts.Store = *store
 				}
 				if set["fsync"] {
 					opts.Fsync = *fsync

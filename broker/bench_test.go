@@ -1,0 +1,251 @@
+package broker_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iotq/iotq/broker"
+	"github.com/iotq/iotq/internal/testutil"
+	"github.com/iotq/iotq/transport"
+)
+
+// Benchmarks (not timed tests). Run, bounded:
+//
+//	go test ./broker -run '^$' -bench . -benchtime 200000x -timeout 20m
+//
+// b.N is the number of published messages. Reported metrics: msg/s
+// delivered, lost_% and p50/p99 one-way latency in microseconds.
+
+// freePort returns a free TCP port on 127.0.0.1.
+func freePort(tb testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startMosquitto starts a Mosquitto broker on a free loopback port, or
+// skips when it is not installed.
+func startMosquitto(tb testing.TB) (addr string, pid int) {
+	tb.Helper()
+	bin, err := exec.LookPath("mosquitto")
+	if err != nil {
+		for _, p := range []string{"/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto"} {
+			if _, err := os.Stat(p); err == nil {
+				bin = p
+			}
+		}
+	}
+	if bin == "" {
+		tb.Skip("mosquitto not installed")
+	}
+	port := freePort(tb)
+	dir := tb.TempDir()
+	conf := filepath.Join(dir, "mosquitto.conf")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\nmax_queued_messages 100000\nmax_inflight_messages 100\n", port)), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-c", conf)
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr = fmt.Sprintf("127.0.0.1:%d", port)
+	testutil.Eventually(tb, 5*time.Second, func() error {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	})
+	return addr, cmd.Process.Pid
+}
+
+type benchTarget struct {
+	name string
+	dial func() (net.Conn, error)
+}
+
+func benchTargets(b *testing.B) []benchTarget {
+	var out []benchTarget
+	for _, variant := range []struct {
+		name string
+		opts broker.Options
+	}{
+		{"iotq", broker.Options{Store: broker.StoreNone}},
+		{"iotq-store", broker.Options{}},
+		{"iotq-nobackpressure", broker.Options{Store: broker.StoreNone, Flow: broker.FlowOptions{NoBackpressure: true}}},
+	} {
+		opts := variant.opts
+		var schemes []string
+		for _, s := range allSchemes {
+			if s == "mqtt" || implementedB(b, s) {
+				schemes = append(schemes, s)
+				opts.Listen = append(opts.Listen, s+"://127.0.0.1:0")
+			}
+		}
+		if variant.name != "iotq" {
+			opts.Listen, schemes = opts.Listen[:1], schemes[:1] // comparison on TCP only
+		}
+		opts.StateDir = b.TempDir()
+		srv := testutil.StartBroker(b, opts)
+		for i, s := range schemes {
+			u := srv.Endpoints()[i]
+			tlsConf := clientTLSB(b, srv)
+			out = append(out, benchTarget{name: "broker=" + variant.name + "/transport=" + s, dial: func() (net.Conn, error) {
+				ctx, cancel := contextTimeout(10 * time.Second)
+				defer cancel()
+				return transport.Dial(ctx, u, transport.DialOptions{TLSConfig: tlsConf})
+			}})
+		}
+	}
+	if _, err := exec.LookPath("mosquitto"); err == nil || fileExists("/usr/sbin/mosquitto") {
+		addr, _ := startMosquitto(b)
+		out = append(out, benchTarget{name: "broker=mosquitto/transport=mqtt", dial: func() (net.Conn, error) { return net.Dial("tcp", addr) }})
+	}
+	return out
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func BenchmarkPubSub(b *testing.B) {
+	targets := benchTargets(b)
+	for _, tg := range targets {
+		for _, pat := range []struct {
+			name   string
+			fanout bool
+			n      int
+		}{{"p2p-10pairs", false, 10}, {"fanout-1to100", true, 100}} {
+			for _, qos := range []byte{0, 1} {
+				b.Run(fmt.Sprintf("%s/pattern=%s/qos=%d", tg.name, pat.name, qos), func(b *testing.B) {
+					msgs := b.N
+					if pat.fanout {
+						msgs = max(1, b.N/pat.n) // b.N deliveries in total
+					}
+					res := runLoad(b, loadSpec{dial: tg.dial, fanout: pat.fanout, pairs: pat.n, qos: qos, messages: max(msgs, pat.n), size: 100, idle: 3 * time.Second})
+					b.ReportMetric(res.rate(), "msg/s")
+					b.ReportMetric(100*float64(res.lost())/float64(max(1, res.expected)), "lost_%")
+					b.ReportMetric(float64(res.p50.Microseconds()), "p50_us")
+					b.ReportMetric(float64(res.p99.Microseconds()), "p99_us")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkOneInFlight measures latency with one message in flight
+// (publish, wait for delivery, repeat).
+func BenchmarkOneInFlight(b *testing.B) {
+	for _, tg := range benchTargets(b) {
+		b.Run(tg.name, func(b *testing.B) {
+			res := runLoad(b, loadSpec{dial: tg.dial, pairs: 1, messages: b.N, rate: 2000, size: 100})
+			b.ReportMetric(float64(res.p50.Microseconds()), "p50_us")
+			b.ReportMetric(float64(res.p99.Microseconds()), "p99_us")
+			b.ReportMetric(100*float64(res.lost())/float64(max(1, res.expected)), "lost_%")
+		})
+	}
+}
+
+// BenchmarkIdleConnectionMemory opens 1000 idle MQTT connections to a
+// broker process and reports its RSS growth per connection (b.N is
+// ignored: one measurement per run).
+func BenchmarkIdleConnectionMemory(b *testing.B) {
+	const conns = 1000
+	bin := filepath.Join(b.TempDir(), "iotq")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/iotq/iotq/cmd/iotq").CombinedOutput(); err != nil {
+		b.Fatalf("build iotq: %v\n%s", err, out)
+	}
+	port := freePort(b)
+	cmd := exec.Command(bin, "broker", "--listen", fmt.Sprintf("mqtt://127.0.0.1:%d", port), "--log-level", "warn")
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	iotqAddr := fmt.Sprintf("127.0.0.1:%d", port)
+	testutil.Eventually(b, 10*time.Second, func() error {
+		c, err := net.Dial("tcp", iotqAddr)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	})
+	targets := []struct {
+		name string
+		addr string
+		pid  int
+	}{{"iotq", iotqAddr, cmd.Process.Pid}}
+	if fileExists("/usr/sbin/mosquitto") {
+		a, pid := startMosquitto(b)
+		targets = append(targets, struct {
+			name string
+			addr string
+			pid  int
+		}{"mosquitto", a, pid})
+	}
+	for _, tg := range targets {
+		b.Run("broker="+tg.name, func(b *testing.B) {
+			before := rssKB(b, tg.pid)
+			var cs []net.Conn
+			defer func() {
+				for _, c := range cs {
+					c.Close()
+				}
+			}()
+			for i := range conns {
+				c, err := net.Dial("tcp", tg.addr)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cs = append(cs, c)
+				if err := idleConnect(c, fmt.Sprintf("idle-%d", i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			time.Sleep(500 * time.Millisecond)
+			after := rssKB(b, tg.pid)
+			b.ReportMetric(float64(after-before)/conns, "KB/conn")
+		})
+	}
+}
+
+// idleConnect sends a minimal CONNECT and reads CONNACK, without buffers.
+func idleConnect(c net.Conn, id string) error {
+	var body []byte
+	body = appendStr(body, "MQTT")
+	body = append(body, 4, 0x02, 0, 0)
+	body = appendStr(body, id)
+	if _, err := c.Write(append(appendVarint([]byte{0x10}, len(body)), body...)); err != nil {
+		return err
+	}
+	ack := make([]byte, 4)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err := c.Read(ack)
+	return err
+}
+
+func rssKB(tb testing.TB, pid int) int {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			n, _ := strconv.Atoi(strings.Fields(v)[0])
+			return n
+		}
+	}
+	tb.Fatal("no VmRSS")
+	return 0
+}
