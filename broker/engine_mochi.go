@@ -266,6 +266,8 @@ type flowHook struct {
 
 	pressure  atomic.Bool
 	published atomic.Uint64 // publishes since start; the scanner skips idle periods
+	lastScan  atomic.Int64  // UnixNano of the last scan
+	scanMu    sync.Mutex    // one scan at a time
 
 	dropLog *rateLimitedLog
 }
@@ -408,7 +410,9 @@ func (h *flowHook) drop(reason, client, topic string, qos byte) {
 // OnPublish runs on the publisher's read goroutine before the message is
 // handed to subscribers: the only place where waiting slows the publisher.
 func (h *flowHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
-	h.published.Add(1)
+	if h.published.Add(1)%16 == 0 {
+		h.maybeScan()
+	}
 	if !h.pressure.Load() || h.e.cfg.flow.NoBackpressure {
 		return pk, nil
 	}
@@ -485,20 +489,44 @@ func (h *flowHook) scan(stop <-chan struct{}) {
 			continue // idle: nothing can fill a queue
 		}
 		last = n
-		pressure := false
-		h.mu.RLock()
-		for _, f := range h.clients {
-			l := outboundLen(f.cl)
-			if l >= h.high/2 {
-				pressure = true
-			}
-			if l < h.low && f.stalled.Load() {
-				f.stalled.Store(false)
-			}
-		}
-		h.mu.RUnlock()
-		h.pressure.Store(pressure)
+		h.scanOnce()
 	}
+}
+
+// maybeScan lets a publisher run the scan itself when the scanner is late:
+// on a saturated machine the scanner goroutine can wait tens of
+// milliseconds for a CPU, while the publishers that fill the queues keep
+// running.
+func (h *flowHook) maybeScan() {
+	now := time.Now().UnixNano()
+	last := h.lastScan.Load()
+	if now-last < int64(scanInterval) || !h.lastScan.CompareAndSwap(last, now) {
+		return
+	}
+	h.scanOnce()
+}
+
+// scanOnce samples every queue, sets the pressure flag and clears stalled
+// marks of drained queues. Concurrent calls are skipped.
+func (h *flowHook) scanOnce() {
+	if !h.scanMu.TryLock() {
+		return
+	}
+	defer h.scanMu.Unlock()
+	h.lastScan.Store(time.Now().UnixNano())
+	pressure := false
+	h.mu.RLock()
+	for _, f := range h.clients {
+		l := outboundLen(f.cl)
+		if l >= h.high/2 {
+			pressure = true
+		}
+		if l < h.low && f.stalled.Load() {
+			f.stalled.Store(false)
+		}
+	}
+	h.mu.RUnlock()
+	h.pressure.Store(pressure)
 }
 
 // outboundIndex is the field index path of mqtt.Client.State.outbound, the
