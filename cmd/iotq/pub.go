@@ -514,13 +514,18 @@ loop:
 		b, _ := json.Marshal(obj)
 		fmt.Fprintf(p.app.stdout, "%s\n", b)
 	}
-	if p.failed > 0 {
-		return &exitError{code: exitFailure, msg: fmt.Sprintf("%d of %d messages not accepted; first error: %v", p.failed, p.sent, p.firstErr)}
+	short := ctx.Err() == nil && p.sent < count && gate == nil
+	if p.failed == 0 && !short {
+		return nil
 	}
-	if ctx.Err() == nil && p.sent < count && gate == nil {
-		return &exitError{code: exitFailure, msg: fmt.Sprintf("sent %d of %d messages: %v", p.sent, count, c.Err())}
+	msg := fmt.Sprintf("sent %d of %d messages, %d not accepted", p.sent, count, p.failed)
+	switch {
+	case p.firstErr != nil:
+		msg += fmt.Sprintf("; first error: %v", p.firstErr)
+	case c.Err() != nil:
+		msg += fmt.Sprintf("; %v", c.Err())
 	}
-	return nil
+	return &exitError{code: exitFailure, msg: msg}
 }
 
 // finish waits for one receipt (until stop) and records the outcome.

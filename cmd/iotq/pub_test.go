@@ -20,6 +20,14 @@ import (
 // the pub/sub CLI tests and returns its mqtt:// URL.
 func startMosquittoCLI(t *testing.T) string {
 	t.Helper()
+	url, _ := startMosquittoKill(t)
+	return url
+}
+
+// startMosquittoKill is startMosquittoCLI that also returns a function
+// that kills the broker.
+func startMosquittoKill(t *testing.T) (string, func()) {
+	t.Helper()
 	bin, err := exec.LookPath("mosquitto")
 	if err != nil {
 		bin, err = exec.LookPath("/usr/sbin/mosquitto")
@@ -45,7 +53,8 @@ func startMosquittoCLI(t *testing.T) string {
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-done })
+	kill := func() { cmd.Process.Kill(); <-done }
+	t.Cleanup(kill)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
@@ -58,7 +67,7 @@ func startMosquittoCLI(t *testing.T) string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return "mqtt://" + addr
+	return "mqtt://" + addr, kill
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer and a concurrent reader.
@@ -349,5 +358,29 @@ func TestSubDuplicates(t *testing.T) {
 	}
 	if strings.Join(dups, ",") != "0,1,2" {
 		t.Fatalf("duplicate rows for seq %v, want 0,1,2", dups)
+	}
+}
+
+// TestPubBrokerGoesAway: the broker dies in the middle of a run; pub stops,
+// exits 1, and says how many messages were not accepted.
+func TestPubBrokerGoesAway(t *testing.T) {
+	url, kill := startMosquittoKill(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rec := filepath.Join(t.TempDir(), "pub.csv")
+	pub := startCLI(ctx, "pub", "--url", url, "-t", "away", "-q", "1", "--size", "20", "-n", "1000", "--interval", "20ms", "--records", rec, "--stats", "json")
+	time.Sleep(300 * time.Millisecond)
+	kill()
+	pub.wait(t)
+	if pub.code != 1 || !strings.Contains(pub.errb.String(), "of 1000 messages") {
+		t.Fatalf("exit %d, stderr %q", pub.code, pub.errb.String())
+	}
+	st := lastJSON(t, pub.out.String())
+	sent, acked := st["sent"].(float64), st["acked"].(float64)
+	if acked < 1 || sent >= 1000 || acked+st["failed"].(float64) != sent {
+		t.Fatalf("sent %v acked %v failed %v", sent, acked, st["failed"])
+	}
+	if rows := readCSV(t, rec); float64(len(rows)-1) != sent {
+		t.Fatalf("%d record rows for %v sent", len(rows)-1, sent)
 	}
 }
