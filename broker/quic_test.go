@@ -113,3 +113,26 @@ func TestQUIC0RTT(t *testing.T) {
 		t.Fatalf("0-RTT used although the broker refuses it: %+v", info)
 	}
 }
+
+func TestQUICMetrics(t *testing.T) {
+	if !implemented(t, "quic") {
+		t.Skip("quic transport not implemented yet")
+	}
+	srv := testutil.StartBroker(t, broker.Options{Listen: []string{"quic://127.0.0.1:0"}, StateDir: t.TempDir(), Metrics: "127.0.0.1:0"})
+	u := testutil.Endpoint(t, srv, "quic")
+	box := newInbox()
+	c := v3Client(t, srv, u, "qm", nil)
+	wait(t, c.Subscribe("qm", 1, box.v3Handler()), "subscribe")
+	wait(t, c.Publish("qm", 1, false, "x"), "publish")
+	box.waitN(t, 1, 5*time.Second)
+	m := scrape(t, srv)
+	if v := metricValue(m, "iotq_broker_quic_connections_with_stats"); v != 1 {
+		t.Errorf("quic connections with stats = %v, want 1", v)
+	}
+	if v := metricValue(m, `iotq_broker_quic_smoothed_rtt_seconds{stat="max"}`); v <= 0 {
+		t.Errorf("quic smoothed RTT max = %v, want > 0", v)
+	}
+	if v := metricValue(m, `iotq_broker_connections_open{transport="quic"}`); v != 1 {
+		t.Errorf("open quic connections = %v, want 1", v)
+	}
+}
