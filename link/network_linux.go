@@ -472,6 +472,11 @@ func (n *Network) run() {
 func (n *Network) forward() {
 	defer n.wg.Done()
 	runtime.LockOSThread() // never unlocked: a real-time thread dies with its goroutine
+	defer func() {
+		// Should the runtime keep the thread anyway, it must not keep
+		// our priority.
+		_ = setThreadNormal(unix.Gettid())
+	}()
 	n.rtMu.Lock()
 	n.rtTid = unix.Gettid()
 	if n.opts.NoRealTime {

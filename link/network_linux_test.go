@@ -467,6 +467,11 @@ func TestRealTimeProcess(t *testing.T) {
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// The forwarding thread exits with its goroutine, a moment after Close.
+	deadline := time.Now().Add(2 * time.Second)
+	for count(1) != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if fifo := count(1); fifo != 0 {
 		t.Errorf("%d threads still SCHED_FIFO after Close", fifo)
 	}

@@ -81,7 +81,7 @@ func (t *timer) close() { unix.Close(t.fd) }
 
 // setRealTime asks for SCHED_FIFO priority prio for the calling thread.
 func setRealTime(prio uint32) error {
-	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: prio}
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: prio, Flags: unix.SCHED_FLAG_RESET_ON_FORK}
 	return unix.SchedSetAttr(0, &attr, 0)
 }
 
