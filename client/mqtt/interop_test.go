@@ -117,3 +117,97 @@ func TestMosquittoAuthRefused(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestPythonPahoPeer: an independent MQTT implementation (Python
+// paho-mqtt 2.x) exchanges messages with our client through Mosquitto, both
+// MQTT versions. Skipped when python3 or paho-mqtt is missing (an optional
+// peer: pip install paho-mqtt==2.1.0).
+func TestPythonPahoPeer(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err == nil {
+		err = exec.Command(py, "-c", "import paho.mqtt.client").Run()
+	}
+	if err != nil {
+		t.Skip("python3 with paho-mqtt not available (pip install paho-mqtt==2.1.0)")
+	}
+	m := startMosquitto(t, "")
+	ctx := context.Background()
+	port := fmt.Sprint(m.port)
+	for _, p := range protocols {
+		t.Run(p.name, func(t *testing.T) {
+			// Python publishes, we subscribe.
+			sub := dialT(t, m.url(), core.Options{ProtocolVersion: p.v})
+			col := newCollector()
+			if err := sub.Subscribe(ctx, "py/in", core.SubscribeOptions{QoS: 1}, col.handle); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command(py, "testdata/paho_peer.py", "127.0.0.1", port, fmt.Sprint(p.v), "pub").CombinedOutput(); err != nil {
+				t.Fatalf("python pub: %v %s", err, out)
+			}
+			for i, msg := range col.waitN(t, 5, 10*time.Second) {
+				if string(msg.Payload) != fmt.Sprintf("py-%d", i) || msg.QoS != 1 {
+					t.Fatalf("message %d: %q qos %d", i, msg.Payload, msg.QoS)
+				}
+			}
+
+			// We publish QoS 0, 1, 2; Python subscribes.
+			cmd := exec.Command(py, "testdata/paho_peer.py", "127.0.0.1", port, fmt.Sprint(p.v), "sub")
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			lines := make(chan string, 10)
+			go func() {
+				defer close(lines)
+				buf := make([]byte, 4096)
+				var acc string
+				for {
+					n, err := stdout.Read(buf)
+					acc += string(buf[:n])
+					for {
+						i := strings.IndexByte(acc, '\n')
+						if i < 0 {
+							break
+						}
+						lines <- acc[:i]
+						acc = acc[i+1:]
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+			next := func() string {
+				select {
+				case l := <-lines:
+					return l
+				case <-time.After(10 * time.Second):
+					t.Fatal("python subscriber silent")
+					return ""
+				}
+			}
+			if l := next(); l != "ready" {
+				t.Fatalf("python said %q", l)
+			}
+			pub := dialT(t, m.url(), core.Options{ProtocolVersion: p.v})
+			for q := byte(0); q <= 2; q++ {
+				r, err := pub.Publish(ctx, "py/out", []byte(fmt.Sprintf("go-%d", q)), core.PublishOptions{QoS: q})
+				if err != nil || r.Wait(ctx) != nil {
+					t.Fatalf("publish qos %d: %v %v", q, err, r.Err())
+				}
+			}
+			for q := 0; q <= 2; q++ {
+				if l := next(); l != fmt.Sprintf("go-%d", q) {
+					t.Fatalf("python got %q, want go-%d", l, q)
+				}
+			}
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("python sub: %v", err)
+			}
+		})
+	}
+}
