@@ -257,6 +257,9 @@ func load(dir string) (*dataset, error) {
 	return ds, nil
 }
 
+// note records a remark for the report; line breaks (error texts carry
+// them) are folded so that a note stays one Markdown list item.
 func (ds *dataset) note(format string, args ...any) {
-	ds.notes = append(ds.notes, fmt.Sprintf(format, args...))
+	s := strings.Join(strings.Fields(strings.ReplaceAll(fmt.Sprintf(format, args...), "\n", " / ")), " ")
+	ds.notes = append(ds.notes, s)
 }

@@ -266,7 +266,9 @@ func markdown(s *Summary) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-func mdCell(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
+func mdCell(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "\n", " "), "|", "\\|")
+}
 
 // tablesCSV writes one row per cell with every number of the report.
 func tablesCSV(s *Summary) ([]byte, error) {
