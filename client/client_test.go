@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/iotq/iotq/broker"
 	"github.com/iotq/iotq/client"
+	"github.com/iotq/iotq/internal/certs"
 	"github.com/iotq/iotq/internal/testutil"
 )
 
@@ -199,4 +202,71 @@ func TestDialErrors(t *testing.T) {
 	if _, err := client.Dial(ctx, "mqtt://127.0.0.1:1", client.Options{}); errors.Is(err, client.ErrClosed) {
 		t.Fatal("unexpected ErrClosed")
 	}
+}
+
+// TestQUIC0RTTRejected: the broker restarts with new ticket keys; the client
+// offers its old ticket, the server rejects the early data, the transport
+// falls back to a full handshake under paho, and the message is delivered.
+func TestQUIC0RTTRejected(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "quic://" + pc.LocalAddr().String()
+	pc.Close()
+	state := t.TempDir()
+	opts := broker.Options{Listen: []string{url, "mqtt://127.0.0.1:0"}, StateDir: state}
+	srv := testutil.StartBroker(t, opts)
+	ca := srv.CAFile()
+	// One ticket file per protocol, each filled by the first broker.
+	dir := t.TempDir()
+	cacheFor := func(proto int) string { return filepath.Join(dir, fmt.Sprintf("tickets.%d", proto)) }
+	ctx := context.Background()
+	for _, proto := range []int{3, 5, 0} { // 0: for the --early client below (MQTT 3.1.1)
+		c := dial(t, url, client.Options{CAFile: ca, SessionCacheFile: cacheFor(proto), ProtocolVersion: proto})
+		r, err := c.Publish(ctx, "rej/warmup", []byte("x"), client.PublishOptions{QoS: 1})
+		if err != nil || r.Wait(ctx) != nil {
+			t.Fatalf("warm-up publish: %v %v", err, r.Err())
+		}
+		c.Close()
+	}
+	srv.Close()
+	if err := os.Remove(certs.FilesIn(state).TicketKeys); err != nil {
+		t.Fatalf("remove ticket keys: %v", err)
+	}
+	srv2 := testutil.StartBroker(t, opts)
+	sub := dial(t, testutil.Endpoint(t, srv2, "mqtt"), client.Options{})
+	var in inbox
+	if err := sub.Subscribe(ctx, "rej/#", client.SubscribeOptions{QoS: 1}, in.handle); err != nil {
+		t.Fatal(err)
+	}
+	for _, proto := range []int{3, 5} {
+		c := dial(t, url, client.Options{CAFile: ca, SessionCacheFile: cacheFor(proto), ProtocolVersion: proto})
+		r, err := c.Publish(ctx, fmt.Sprintf("rej/%d", proto), []byte("after restart"), client.PublishOptions{QoS: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Wait(ctx); err != nil {
+			t.Fatalf("mqtt%d: publish after rejected 0-RTT: %v", proto, err)
+		}
+		info := c.ConnectionInfo()
+		if info.Used0RTT || !info.Rejected0RTT || info.TLSResumed {
+			t.Fatalf("mqtt%d: used_0rtt %v rejected_0rtt %v tls_resumed %v; want false true false (ticket from other keys)",
+				proto, info.Used0RTT, info.Rejected0RTT, info.TLSResumed)
+		}
+		c.Close()
+	}
+	// An early PUBLISH written into the rejected 0-RTT flight is resent
+	// after the fallback and delivered.
+	c := dial(t, url, client.Options{CAFile: ca, SessionCacheFile: cacheFor(0),
+		Early: &client.EarlyMessage{Topic: "rej/early", Payload: []byte("early")}})
+	if info := c.ConnectionInfo(); !info.Rejected0RTT || info.EarlySent.IsZero() {
+		t.Fatalf("early client: rejected_0rtt %v early_sent %v", info.Rejected0RTT, info.EarlySent)
+	}
+	for _, m := range in.wait(t, 3) {
+		if m.Topic == "rej/early" && string(m.Payload) == "early" {
+			return
+		}
+	}
+	t.Fatal("early message lost after the 0-RTT rejection")
 }
