@@ -48,7 +48,7 @@ func (b *inbox) wait(t *testing.T, n int) []client.Message {
 	return out
 }
 
-func startBroker(t *testing.T) (*broker.Server, map[string]string) {
+func startBroker(t testing.TB) (*broker.Server, map[string]string) {
 	srv := testutil.StartBroker(t, broker.Options{
 		Listen:   []string{"mqtt://127.0.0.1:0", "mqtts://127.0.0.1:0", "ws://127.0.0.1:0", "wss://127.0.0.1:0", "quic://127.0.0.1:0"},
 		StateDir: t.TempDir(),
@@ -60,7 +60,7 @@ func startBroker(t *testing.T) (*broker.Server, map[string]string) {
 	return srv, urls
 }
 
-func dial(t *testing.T, url string, o client.Options) client.Client {
+func dial(t testing.TB, url string, o client.Options) client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
