@@ -213,7 +213,7 @@ func (c *v5Client) Publish(ctx context.Context, topic string, payload []byte, op
 	defer c.pubMu.Unlock()
 	if opts.QoS == 0 {
 		if _, err := c.pc.PublishWithOptions(ctx, p, paho.PublishOptions{}); err != nil {
-			return nil, fmt.Errorf("publish %s: %w", topic, err)
+			return nil, fmt.Errorf("publish %s: %w", topic, c.publishErr(err))
 		}
 		complete(time.Now(), nil)
 		return r, nil
@@ -223,7 +223,7 @@ func (c *v5Client) Publish(ctx context.Context, topic string, payload []byte, op
 	added := c.st.pending == nil
 	c.st.pending = nil
 	if err != nil && !added {
-		return nil, fmt.Errorf("publish %s: %w", topic, err)
+		return nil, fmt.Errorf("publish %s: %w", topic, c.publishErr(err))
 	}
 	// Stored in the session: the receipt completes on the ack, or fails
 	// when the session closes (a write error ends the connection).
@@ -268,4 +268,16 @@ func (c *v5Client) Close() error {
 		c.wg.Wait()
 	})
 	return nil
+}
+
+// publishErr maps a failed hand-over onto the common sentinels: a write
+// error or a session without connection means the connection is gone.
+func (c *v5Client) publishErr(err error) error {
+	if errors.Is(err, paho.ErrInvalidArguments) || errors.Is(err, session.ErrPacketIdentifiersExhausted) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if c.closeReq.Load() {
+		return core.ErrClosed
+	}
+	return fmt.Errorf("%w (%v)", core.ErrConnectionLost, err)
 }
