@@ -245,12 +245,28 @@ func addLine(p *plot.Plot, name string, xys plotter.XYs, col color.Color, dashes
 	return nil
 }
 
+// lossTicks labels the x axis with the loss rates that were measured.
+func lossTicks(p *plot.Plot, ls []float64) {
+	if len(ls) == 0 {
+		return
+	}
+	ticks := make([]plot.Tick, len(ls))
+	for i, l := range ls {
+		ticks[i] = plot.Tick{Value: l, Label: loss(l)}
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	if len(ls) == 1 {
+		p.X.Min, p.X.Max = ls[0]-0.5, ls[0]+0.5
+	}
+}
+
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // lineByLoss plots value(c) against loss, one line per transport, for the
 // cells that pass keep; bound adds the dashed lower-bound line.
 func lineByLoss(p *plot.Plot, cs []*CellResult, keep func(*CellResult) bool, value func(*CellResult) float64, label func(tr string) string, bound func(*CellResult) float64) (int, error) {
 	trs := transports(cs)
+	lossTicks(p, losses(cs))
 	n := 0
 	for _, tr := range trs {
 		var xys plotter.XYs
@@ -332,6 +348,7 @@ func periodicFigures(cs []*CellResult, fname, prof string, save func(*plot.Plot,
 	}
 	if len(qos) > 1 {
 		p := newPlot("Mean one-way delay by QoS: "+prof, "loss (%)", "mean one-way delay (ms)")
+		lossTicks(p, losses(cs))
 		trs := transports(cs)
 		var qs []int
 		for q := range qos {
@@ -502,6 +519,7 @@ func completionFigures(cs []*CellResult, xi []*XiResult, fname, prof string, sav
 	}
 	sort.SliceStable(pts, func(i, j int) bool { return pts[i].X < pts[j].X })
 	p = newPlot("Completion ratio xi = T_QUIC / T_TCP: "+prof, "loss (%)", "xi")
+	lossTicks(p, losses(cs))
 	if len(reps) > 0 {
 		sc, err := plotter.NewScatter(reps)
 		if err != nil {
