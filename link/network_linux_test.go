@@ -161,7 +161,7 @@ func median(d []time.Duration) time.Duration {
 // TestUDPEchoThrough25msOneWay: the median round trip is within 1 ms of 50 ms.
 func TestUDPEchoThrough25msOneWay(t *testing.T) {
 	p := Params{Delay: 25 * time.Millisecond}
-	n := up(t, twoNodes(p, p), Options{})
+	n := up(t, twoNodes(p, p), Options{RealTimeProcess: true}) // the echo client and server run in this process too
 	srv := udpEcho(t, n, "b", "ab", 7000)
 	c := dialUDP(t, n, "a", srv)
 	rtts := pingUDP(t, c, 100, 10*time.Millisecond, 64)

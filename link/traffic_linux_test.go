@@ -30,7 +30,7 @@ func statsOf(t testing.TB, n *Network, link, dir string) LinkStats {
 func TestTCPBulkThrough20Mbit(t *testing.T) {
 	const rate = 20_000_000
 	p := Params{Rate: rate, Delay: 10 * time.Millisecond}
-	n := up(t, twoNodes(p, p), Options{CongestionControl: "cubic"})
+	n := up(t, twoNodes(p, p), Options{CongestionControl: "cubic", RealTimeProcess: true})
 	var ln net.Listener
 	if err := n.Do("b", func() (err error) { ln, err = net.Listen("tcp4", ":7100"); return }); err != nil {
 		t.Fatal(err)
