@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything iotq's tests and lab need on a fresh Debian 12 machine
 # (run as root): Mosquitto (interop peer), tshark (pcap checks), iproute2,
-# Python paho-mqtt (independent client), and the pinned Go modules.
+# Python paho-mqtt 2.1.0 (independent client), and the pinned Go modules.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,7 +10,6 @@ command -v mosquitto >/dev/null || need_apt+=(mosquitto)
 command -v mosquitto_pub >/dev/null || need_apt+=(mosquitto-clients)
 command -v tshark >/dev/null || need_apt+=(tshark)
 command -v ip >/dev/null || need_apt+=(iproute2)
-python3 -c 'import paho.mqtt' 2>/dev/null || need_apt+=(python3-paho-mqtt)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
@@ -20,6 +19,12 @@ fi
 # Mosquitto from apt starts a system broker on :1883; tests start their own.
 if command -v systemctl >/dev/null 2>&1; then systemctl stop mosquitto >/dev/null 2>&1 || true; fi
 pkill -x mosquitto >/dev/null 2>&1 || true
+
+# Python paho-mqtt 2.x is an independent MQTT peer in the interop tests.
+if ! python3 -c 'import paho.mqtt, sys; sys.exit(0 if paho.mqtt.__version__.startswith("2.") else 1)' 2>/dev/null; then
+  echo "setup: installing paho-mqtt==2.1.0 from PyPI" >&2
+  python3 -m pip install -q paho-mqtt==2.1.0 || python3 -m pip install -q --break-system-packages paho-mqtt==2.1.0
+fi
 
 go mod download
 go build -o bin/iotq ./cmd/iotq
