@@ -334,3 +334,19 @@ func TestValidateCollectsEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+func TestParseGE(t *testing.T) {
+	g, err := ParseGE("1%,25%")
+	if err != nil || g.P != 0.01 || g.R != 0.25 || g.lossBad() != 1 || g.K != 0 {
+		t.Errorf("ParseGE = %+v %v", g, err)
+	}
+	g, err = ParseGE("5%, 30%, 70%, 1%")
+	if err != nil || g.H != 0.7 || g.K != 0.01 {
+		t.Errorf("ParseGE = %+v %v", g, err)
+	}
+	for _, bad := range []string{"1%", "1%,2%,3%,4%,5%", "1%,x"} {
+		if _, err := ParseGE(bad); err == nil {
+			t.Errorf("ParseGE(%q) accepted", bad)
+		}
+	}
+}

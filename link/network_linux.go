@@ -411,6 +411,9 @@ func (n *Network) addEndpoint(ctx context.Context, owner string, st *nodeState, 
 	st.eps = append(st.eps, e)
 	cidr := netip.PrefixFrom(addr, 24).String()
 	mtuS := strconv.Itoa(mtu)
+	// A long TUN queue, so bursts wait for our reader instead of being
+	// dropped by the kernel where no counter of ours sees them.
+	const txqlen = "10000"
 	fail := func(what, out string, err error) error {
 		return fmt.Errorf("%s end %q: %s: %s: %w", owner, st.name, what, strings.TrimSpace(out), err)
 	}
@@ -419,7 +422,7 @@ func (n *Network) addEndpoint(ctx context.Context, owner string, st *nodeState, 
 		if out, err := ipCmd(ctx, "addr", "add", cidr, "dev", ifname); err != nil {
 			return nil, fail("address", out, err)
 		}
-		if out, err := ipCmd(ctx, "link", "set", "dev", ifname, "mtu", mtuS, "up"); err != nil {
+		if out, err := ipCmd(ctx, "link", "set", "dev", ifname, "mtu", mtuS, "txqueuelen", txqlen, "up"); err != nil {
 			return nil, fail("link up", out, err)
 		}
 		return e, nil
@@ -438,7 +441,7 @@ func (n *Network) addEndpoint(ctx context.Context, owner string, st *nodeState, 
 	if out, err := ipCmd(ctx, "-n", st.ns, "addr", "add", cidr, "dev", ifname); err != nil {
 		return nil, fail("address", out, err)
 	}
-	if out, err := ipCmd(ctx, "-n", st.ns, "link", "set", "dev", ifname, "mtu", mtuS, "up"); err != nil {
+	if out, err := ipCmd(ctx, "-n", st.ns, "link", "set", "dev", ifname, "mtu", mtuS, "txqueuelen", txqlen, "up"); err != nil {
 		return nil, fail("link up", out, err)
 	}
 	return e, nil

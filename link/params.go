@@ -356,3 +356,23 @@ func ProfileByName(name string) (Profile, error) {
 	}
 	return Profile{}, fmt.Errorf("profile %q is unknown: use one of %s", name, strings.Join(names, ", "))
 }
+
+// ParseGE parses Gilbert-Elliott parameters in netem's order, as
+// percentages: "p,r[,1-h[,1-k]]", for example "1%,25%" (bursts of 4 on
+// average, loss 1-h = 100 % in the bad state, 1-k = 0 % in the good one).
+func ParseGE(s string) (GE, error) {
+	parts := strings.Split(s, ",")
+	if len(parts) < 2 || len(parts) > 4 {
+		return GE{}, fmt.Errorf("gilbert-elliott %q: give p,r[,1-h[,1-k]] as percentages, for example 1%%,25%%", s)
+	}
+	var v [4]float64
+	v[2] = 1
+	for i, p := range parts {
+		x, err := ParseLoss(p)
+		if err != nil {
+			return GE{}, fmt.Errorf("gilbert-elliott %q: %w", s, err)
+		}
+		v[i] = x
+	}
+	return GE{P: v[0], R: v[1], H: v[2], K: v[3]}, nil
+}

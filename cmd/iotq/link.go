@@ -38,6 +38,8 @@ It needs root (CAP_NET_ADMIN) and /dev/net/tun.
 	  --rtt D         round-trip time (each direction gets half)
 	  --jitter J      jitter, --jitter-dist normal|uniform|pareto
 	  --loss P        random loss per packet and direction (5%)
+	  --ge P,R[,1-H[,1-K]]  Gilbert-Elliott loss instead (netem's gemodel
+	                  order, percentages: --ge 1%,25% gives bursts of 4)
 	  --rate R        rate of each direction as tc writes it (20mbit, 512kbit)
 	  --queue BYTES   drop-tail queue (default one bandwidth-delay product)
 	  --mtu N         MTU (default 1500)
@@ -102,6 +104,7 @@ func (a *app) linkShell(ctx context.Context, args []string) error {
 	jitter := fs.String("jitter", "", "")
 	jitterDist := fs.String("jitter-dist", "", "")
 	loss := fs.String("loss", "", "")
+	ge := fs.String("ge", "", "")
 	rate := fs.String("rate", "", "")
 	queue := fs.String("queue", "", "")
 	mtu := fs.Int("mtu", 0, "")
@@ -156,6 +159,13 @@ func (a *app) linkShell(ctx context.Context, args []string) error {
 			return usageErrorf("--loss: %v", err)
 		}
 		p.Loss = l
+	}
+	if *ge != "" {
+		g, err := link.ParseGE(*ge)
+		if err != nil {
+			return usageErrorf("--ge: %v", err)
+		}
+		p.GilbertElliott = &g
 	}
 	if *rate != "" {
 		r, err := link.ParseRate(*rate)
