@@ -335,3 +335,28 @@ func TestNoTUNOrNamespaceLeftBehind(t *testing.T) {
 		t.Errorf("interfaces left:\n%s", out)
 	}
 }
+
+// TestScheduleTakesLinkDown: a schedule takes the link down from 0.5 s to
+// 1 s after Up; packets sent meanwhile are counted as "down" drops.
+func TestScheduleTakesLinkDown(t *testing.T) {
+	loss := 1.0
+	p := Params{Schedule: []Step{{At: 500 * time.Millisecond, Down: 500 * time.Millisecond}, {At: 1500 * time.Millisecond, Loss: &loss}}}
+	start := time.Now()
+	n := up(t, twoNodes(p, Params{}), Options{})
+	c := dialUDP(t, n, "a", netip.AddrPortFrom(n.AddrOn("b", "ab"), 9))
+	sent := 0
+	for time.Since(start) < 1400*time.Millisecond {
+		c.Write(make([]byte, 10))
+		sent++
+		time.Sleep(10 * time.Millisecond)
+	}
+	st := statsOf(t, n, "ab", "a->b")
+	t.Logf("sent %d: delivered %d, down %d", sent, st.Packets, st.DropDown)
+	// 500 ms of 1000-1400 ms of sending: between a quarter and half, with room for scheduling.
+	if st.DropDown < st.Arrived/5 || st.DropDown > st.Arrived*3/5 || st.Packets == 0 {
+		t.Errorf("down drops %d of %d arrivals, want about 500 ms worth", st.DropDown, st.Arrived)
+	}
+	if st.DropRandom != 0 {
+		t.Errorf("loss step at 1.5 s applied early: %d random drops", st.DropRandom)
+	}
+}
