@@ -40,6 +40,7 @@ type Network struct {
 	eps   []*endpoint
 	paths []*path
 	nets  map[string]*subnet // link or medium name -> subnet
+	dirs  []*Dir             // link directions, for the schedule origin
 
 	mu    sync.Mutex // guards deps, seq, armed
 	deps  departures
@@ -192,6 +193,12 @@ func Up(ctx context.Context, topo Topology, opts Options) (*Network, error) {
 		n.teardown()
 		return nil, err
 	}
+	// Schedules count from now: the network is complete. No packet has
+	// reached a model yet (readers start in run).
+	n.start = monoNow()
+	for _, d := range n.dirs {
+		d.start = n.start
+	}
 	n.run()
 	return n, nil
 }
@@ -277,6 +284,7 @@ func (n *Network) build(ctx context.Context, topo Topology) error {
 		rtt := l.AtoB.Delay + l.BtoA.Delay
 		dab := NewDir(l.AtoB, rtt, start, mix(seed64(n.seed), uint64(2*k)))
 		dba := NewDir(l.BtoA, rtt, start, mix(seed64(n.seed), uint64(2*k+1)))
+		n.dirs = append(n.dirs, dab, dba)
 		pab := &path{mu: new(sync.Mutex), arrive: dab.Arrive, stats: dab.Stats, out: b, link: l.Name, from: l.A, to: l.B}
 		pba := &path{mu: new(sync.Mutex), arrive: dba.Arrive, stats: dba.Stats, out: a, link: l.Name, from: l.B, to: l.A}
 		a.route = func([4]byte) *path { return pab }

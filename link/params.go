@@ -75,7 +75,8 @@ func (g GE) MeanLoss() float64 {
 }
 
 // Step is one scheduled change of a link direction. At is measured from the
-// moment the link came up. A step with Down > 0 takes the link down from At
+// moment the link came up (for Up: when the whole network is built, just
+// before Up returns). A step with Down > 0 takes the link down from At
 // for Down (every packet that arrives meanwhile is dropped with cause
 // "down"). Non-nil Loss, Delay or Rate replace the current value from At on.
 type Step struct {
