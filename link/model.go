@@ -186,6 +186,9 @@ func drawJitter(rng *rand.Rand, j time.Duration, dist string) time.Duration {
 		return 0
 	}
 	switch dist {
+	case DistParetoNormal:
+		// netem's mix: a quarter pareto, three quarters normal.
+		return drawJitter(rng, j/4, DistPareto) + drawJitter(rng, j*3/4, DistNormal)
 	case DistUniform:
 		return time.Duration((rng.Float64()*2 - 1) * float64(j))
 	case DistPareto:

@@ -210,7 +210,7 @@ func TestDefaultQueueIsOneBDP(t *testing.T) {
 }
 
 func TestJitterNeverReordersUnlessAsked(t *testing.T) {
-	for _, dist := range []string{DistNormal, DistUniform, DistPareto} {
+	for _, dist := range []string{DistNormal, DistUniform, DistPareto, DistParetoNormal} {
 		d := NewDir(Params{Delay: 20 * time.Millisecond, Jitter: 5 * time.Millisecond, JitterDist: dist}, 0, 0, 3)
 		var last time.Duration
 		var sum time.Duration

@@ -20,7 +20,8 @@ type Params struct {
 	Jitter time.Duration
 	// JitterDist names the jitter distribution: "normal" (the default when
 	// empty; standard deviation Jitter), "uniform" (uniform in
-	// [-Jitter, +Jitter]) or "pareto" (one-sided, heavy tailed, mean Jitter).
+	// [-Jitter, +Jitter]), "pareto" (one-sided, heavy tailed, mean Jitter)
+	// or "paretonormal" (a quarter pareto, three quarters normal, as netem).
 	// The total delay is never negative.
 	JitterDist string
 	// Loss is the probability (0..1) that a packet is dropped at random
@@ -99,6 +100,8 @@ const (
 	DistNormal  = "normal"
 	DistUniform = "uniform"
 	DistPareto  = "pareto"
+	// DistParetoNormal mixes a quarter pareto and three quarters normal.
+	DistParetoNormal = "paretonormal"
 )
 
 // Validate reports every problem of p, prefixed with path (for example
@@ -115,9 +118,9 @@ func (p Params) Validate(path string) error {
 		bad("jitter %v is negative; use 0 or a positive duration such as 2ms", p.Jitter)
 	}
 	switch p.JitterDist {
-	case "", DistNormal, DistUniform, DistPareto:
+	case "", DistNormal, DistUniform, DistPareto, DistParetoNormal:
 	default:
-		bad("jitter distribution %q is unknown; use normal, uniform or pareto", p.JitterDist)
+		bad("jitter distribution %q is unknown; use normal, uniform, pareto or paretonormal", p.JitterDist)
 	}
 	if !(p.Loss >= 0 && p.Loss <= 1) {
 		bad("loss %v is outside 0..1; give a percentage such as 5%%", p.Loss)

@@ -36,7 +36,7 @@ It needs root (CAP_NET_ADMIN) and /dev/net/tun.
 	                  table's delay figure, used as one-way delay
 	  --delay D       one-way delay of each direction (25ms, 1.5s)
 	  --rtt D         round-trip time (each direction gets half)
-	  --jitter J      jitter, --jitter-dist normal|uniform|pareto
+	  --jitter J      jitter, --jitter-dist normal|uniform|pareto|paretonormal
 	  --loss P        random loss per packet and direction (5%)
 	  --ge P,R[,1-H[,1-K]]  Gilbert-Elliott loss instead (netem's gemodel
 	                  order, percentages: --ge 1%,25% gives bursts of 4)
