@@ -350,3 +350,38 @@ func TestParseGE(t *testing.T) {
 		}
 	}
 }
+
+func TestJitterDistributions(t *testing.T) {
+	const j = 4 * time.Millisecond
+	base := 50 * time.Millisecond
+	for _, c := range []struct {
+		dist     string
+		mean, sd float64 // of the added delay, in units of j
+		lo, hi   float64 // bounds in units of j (NaN: none)
+	}{
+		{DistNormal, 0, 1, math.NaN(), math.NaN()},
+		{DistUniform, 0, 1 / math.Sqrt(3), -1, 1},
+		{DistPareto, 1, math.NaN(), 0, math.NaN()},
+	} {
+		d := NewDir(Params{Delay: base, Jitter: j, JitterDist: c.dist, Reorder: true}, 0, 0, 5)
+		var sum, sq float64
+		const n = 50000
+		for i := range n {
+			now := time.Duration(i) * time.Millisecond
+			x := float64(d.Arrive(now, 100).Depart-now-base) / float64(j)
+			sum += x
+			sq += x * x
+			if !math.IsNaN(c.lo) && x < c.lo-1e-9 || !math.IsNaN(c.hi) && x > c.hi+1e-9 {
+				t.Fatalf("%s: sample %.3f j outside [%v, %v]", c.dist, x, c.lo, c.hi)
+			}
+		}
+		mean := sum / n
+		sd := math.Sqrt(sq/n - mean*mean)
+		if math.Abs(mean-c.mean) > 0.05 {
+			t.Errorf("%s: mean %.3f j, want %.3f j", c.dist, mean, c.mean)
+		}
+		if !math.IsNaN(c.sd) && math.Abs(sd-c.sd) > 0.05 {
+			t.Errorf("%s: sd %.3f j, want %.3f j", c.dist, sd, c.sd)
+		}
+	}
+}
