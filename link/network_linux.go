@@ -282,8 +282,8 @@ func (n *Network) build(ctx context.Context, topo Topology) error {
 			return err
 		}
 		rtt := l.AtoB.Delay + l.BtoA.Delay
-		dab := NewDir(l.AtoB, rtt, start, mix(seed64(n.seed), uint64(2*k)))
-		dba := NewDir(l.BtoA, rtt, start, mix(seed64(n.seed), uint64(2*k+1)))
+		dab := NewDir(l.AtoB, rtt, start, mix(n.seed, uint64(2*k)))
+		dba := NewDir(l.BtoA, rtt, start, mix(n.seed, uint64(2*k+1)))
 		n.dirs = append(n.dirs, dab, dba)
 		pab := &path{mu: new(sync.Mutex), arrive: dab.Arrive, stats: dab.Stats, out: b, link: l.Name, from: l.A, to: l.B}
 		pba := &path{mu: new(sync.Mutex), arrive: dba.Arrive, stats: dba.Stats, out: a, link: l.Name, from: l.B, to: l.A}
@@ -335,7 +335,7 @@ func (n *Network) build(ctx context.Context, topo Topology) error {
 			sn.addrs[name] = e.addr
 			sn.ifs[name] = e.ifname
 		}
-		model := NewMediumModel(m.MediumParams, len(members), mix(seed64(n.seed), uint64(1000+k)))
+		model := NewMediumModel(m.MediumParams, len(members), mix(n.seed, uint64(1000+k)))
 		mu := new(sync.Mutex)
 		for i := range members {
 			table := make([]*path, len(members))
@@ -984,9 +984,7 @@ func freeHostSubnet() (netip.Prefix, error) {
 
 var ccRE = regexp.MustCompile(`^[a-z0-9_]{1,16}$`)
 
-// seed64 and mix derive independent per-direction seeds (splitmix64).
-func seed64(s uint64) uint64 { return s }
-
+// mix derives independent per-direction seeds from the run seed (splitmix64).
 func mix(s, k uint64) uint64 {
 	z := s + (k+1)*0x9e3779b97f4a7c15
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
