@@ -47,11 +47,13 @@ It needs root (CAP_NET_ADMIN) and /dev/net/tun.
 	  --cc NAME       TCP congestion control inside the shell (cubic, bbr, reno)
 	  --seed N        seed of the random decisions (0: random)
 	  --stats json    print the counters as JSON instead of a table
+	  -v              log setup and teardown
 
-  iotq link up TOPOLOGY.yaml
+  iotq link up [-v] TOPOLOGY.yaml
 	Builds the nodes, links and shared media of a topology file (same
 	words: 25ms, 20mbit, 5%) and forwards until Ctrl-C. Reach a node with
 	"ip netns exec NAMESPACE CMD"; the namespaces and addresses are printed.
+	The file format is in docs/link.md.
 
   iotq link down
 	Stops running "iotq link up" processes and removes namespaces left
