@@ -240,8 +240,9 @@ func (h *authHook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 // disconnected so its session keeps the messages.
 
 const (
-	scanInterval = time.Millisecond
-	waitStep     = 100 * time.Microsecond
+	idleScanInterval = 100 * time.Millisecond
+	scanInterval     = time.Millisecond
+	waitStep         = 100 * time.Microsecond
 )
 
 // errSlowConsumer is the stop cause of a client disconnected by the
@@ -437,7 +438,13 @@ func (h *flowHook) waitFor(sc *mqtt.Client, qos byte) {
 	if f == nil || f.cl != sc {
 		return
 	}
-	if outboundLen(sc) < h.high {
+	// A QoS 1/2 delivery takes the subscriber's lock, which its writer
+	// holds while a write blocks: a blocked writer stalls the publisher
+	// inside the engine, before any queue fills. Treat it as congestion.
+	congested := func() bool {
+		return outboundLen(sc) >= h.high || (qos > 0 && blockedWriter(sc))
+	}
+	if !congested() {
 		return
 	}
 	if f.stalled.Load() {
@@ -447,7 +454,7 @@ func (h *flowHook) waitFor(sc *mqtt.Client, qos byte) {
 		return
 	}
 	deadline := time.Now().Add(h.e.cfg.flow.MaxStall)
-	for outboundLen(sc) >= h.high {
+	for congested() {
 		if sc.Closed() {
 			return
 		}
@@ -485,8 +492,9 @@ func (h *flowHook) scan(stop <-chan struct{}) {
 		case <-t.C:
 		}
 		n := h.published.Load()
-		if n == last && !h.pressure.Load() {
-			continue // idle: nothing can fill a queue
+		idle := n == last && !h.pressure.Load()
+		if idle && time.Since(time.Unix(0, h.lastScan.Load())) < idleScanInterval {
+			continue // idle: nothing fills a queue; still look for stuck writes now and then
 		}
 		last = n
 		h.scanOnce()
@@ -515,18 +523,42 @@ func (h *flowHook) scanOnce() {
 	defer h.scanMu.Unlock()
 	h.lastScan.Store(time.Now().UnixNano())
 	pressure := false
+	var stuck []*mqtt.Client
+	now := time.Now().UnixNano()
 	h.mu.RLock()
 	for _, f := range h.clients {
 		l := outboundLen(f.cl)
-		if l >= h.high/2 {
+		if l >= h.high/2 || blockedWriter(f.cl) {
 			pressure = true
 		}
 		if l < h.low && f.stalled.Load() {
 			f.stalled.Store(false)
 		}
+		if mc, ok := f.cl.Net.Conn.(*meteredConn); ok && mc.writeBlockedFor(now) > h.e.cfg.flow.WriteTimeout {
+			stuck = append(stuck, f.cl)
+		}
 	}
 	h.mu.RUnlock()
 	h.pressure.Store(pressure)
+	for _, cl := range stuck {
+		if cl.Closed() {
+			continue
+		}
+		h.obs.dropped(dropSlowConsumer, 0)
+		h.e.log.Warn("disconnecting client: a write has been blocked longer than write_timeout", "client", cl.ID, "write_timeout", h.e.cfg.flow.WriteTimeout)
+		cl.Stop(errSlowConsumer)
+	}
+}
+
+// blockThreshold is how long a write may block before its client counts as
+// congested.
+const blockThreshold = 20 * time.Millisecond
+
+// blockedWriter reports whether cl's connection has had a write blocked for
+// more than blockThreshold.
+func blockedWriter(cl *mqtt.Client) bool {
+	mc, ok := cl.Net.Conn.(*meteredConn)
+	return ok && mc.writeBlockedFor(time.Now().UnixNano()) > blockThreshold
 }
 
 // outboundIndex is the field index path of mqtt.Client.State.outbound, the

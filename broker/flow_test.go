@@ -110,7 +110,7 @@ func TestSlowConsumerPolicies(t *testing.T) {
 // delivered when it comes back.
 func TestSlowConsumerKeepsQoS1(t *testing.T) {
 	srv := testutil.StartBroker(t, broker.Options{Flow: broker.FlowOptions{
-		QueueLength: 64, MaxStall: 200 * time.Millisecond, WriteBuffer: 512,
+		QueueLength: 64, MaxStall: 200 * time.Millisecond, WriteBuffer: 512, WriteTimeout: 300 * time.Millisecond,
 	}})
 	u := testutil.Endpoint(t, srv, "mqtt")
 	addr := strings.TrimPrefix(u, "mqtt://")

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -116,6 +117,7 @@ type meteredConn struct {
 	open     prometheus.Gauge
 	quic     quicStatser
 	closeOne sync.Once
+	writing  atomic.Int64 // UnixNano when the current Write began; 0 when none is in progress
 }
 
 func (c *meteredConn) Read(p []byte) (int, error) {
@@ -127,12 +129,33 @@ func (c *meteredConn) Read(p []byte) (int, error) {
 }
 
 func (c *meteredConn) Write(p []byte) (int, error) {
+	c.writing.Store(time.Now().UnixNano())
 	n, err := c.Conn.Write(p)
+	c.writing.Store(0)
 	if n > 0 {
 		c.out.Add(float64(n))
 	}
 	return n, err
 }
+
+// writeBlockedFor reports how long the current Write has been blocked (0
+// if no Write is in progress).
+func (c *meteredConn) writeBlockedFor(now int64) time.Duration {
+	st := c.writing.Load()
+	if st == 0 {
+		return 0
+	}
+	return time.Duration(now - st)
+}
+
+// SetDeadline sets only the read deadline. The engine calls SetDeadline
+// from a client's read goroutine (keep-alive) while its write goroutine may
+// be writing; some transports (gorilla WebSocket) do not allow a write
+// deadline to change during a write. Dropping the write deadline is safe:
+// a dead peer trips the read deadline, and the engine then closes the
+// connection, which ends any blocked write; slow readers are handled by
+// the slow-consumer policy.
+func (c *meteredConn) SetDeadline(t time.Time) error { return c.Conn.SetReadDeadline(t) }
 
 // QUICStats passes through the statistics of a QUIC connection.
 func (c *meteredConn) QUICStats() (transport.QUICStats, bool) {

@@ -137,6 +137,11 @@ type FlowOptions struct {
 	WriteBuffer int `yaml:"write_buffer"`
 	// ReadBuffer is each client's read buffer in bytes. Default 4 KiB.
 	ReadBuffer int `yaml:"read_buffer"`
+	// WriteTimeout disconnects a client when one write to it has been
+	// blocked this long (the peer stopped reading, or the link is dead); its
+	// session keeps its QoS 1/2 messages. Default 30s, generous enough for
+	// retransmission timeouts on lossy satellite links.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
 	// NoBackpressure turns off holding publishers back while a subscriber's
 	// queue is full: the engine's original behaviour (QoS 0 messages are
 	// dropped as soon as a queue is full). For comparisons only.
@@ -162,6 +167,7 @@ const (
 	DefaultMaxPacketSize    = 16 << 20
 	DefaultWriteBuffer      = 16 << 10
 	DefaultReadBuffer       = 4 << 10
+	DefaultWriteTimeout     = 30 * time.Second
 )
 
 // DefaultStateDir is the state directory used for generated TLS material
@@ -223,6 +229,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.Flow.WriteBuffer == 0 {
 		o.Flow.WriteBuffer = DefaultWriteBuffer
+	}
+	if o.Flow.WriteTimeout == 0 {
+		o.Flow.WriteTimeout = DefaultWriteTimeout
 	}
 	if o.Flow.ReadBuffer == 0 {
 		o.Flow.ReadBuffer = DefaultReadBuffer
@@ -302,6 +311,9 @@ func (o Options) Validate() error {
 	}
 	if o.Flow.WriteBuffer < 0 {
 		add("flow.write_buffer", "must not be negative, got %d", o.Flow.WriteBuffer)
+	}
+	if o.Flow.WriteTimeout < 0 {
+		add("flow.write_timeout", "must not be negative, got %v", o.Flow.WriteTimeout)
 	}
 	if o.Flow.ReadBuffer < 0 {
 		add("flow.read_buffer", "must not be negative, got %d", o.Flow.ReadBuffer)

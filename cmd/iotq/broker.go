@@ -72,6 +72,7 @@ gracefully: stop accepting, disconnect clients, flush the store, exit 0.`,
 				shutdownTimeout  = fs.Duration("shutdown-timeout", broker.DefaultShutdownTimeout, "how long to wait for clients to leave on shutdown")
 				printConfig      = fs.Bool("print-config", false, "print the effective configuration as YAML and exit")
 				check            = fs.Bool("check", false, "validate the configuration (and files it names) and exit")
+				writeTimeout     = fs.Duration("write-timeout", broker.DefaultWriteTimeout, "disconnect a client when one write to it blocks this long")
 				store            = fs.String("store", broker.StoreBolt, "persistence with --state-dir: bolt (STATE_DIR/store.db) or none")
 				fsync            = fs.Bool("fsync", false, "fsync the store on every write (slower; survives power loss)")
 			)
@@ -150,6 +151,9 @@ gracefully: stop accepting, disconnect clients, flush the store, exit 0.`,
 				}
 				if set["shutdown-timeout"] {
 					opts.ShutdownTimeout = *shutdownTimeout
+				}
+				if set["write-timeout"] {
+					opts.Flow.WriteTimeout = *writeTimeout
 				}
 				if set["store"] {
 					opts.Store = *store
