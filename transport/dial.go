@@ -41,6 +41,19 @@ func Dial(ctx context.Context, raw string, opts DialOptions) (Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", ep, err)
 	}
+	// A cache that writes behind (FileSessionCache) is flushed when the
+	// conn closes, so a process that closes its conn before exiting keeps
+	// the ticket it received.
+	if f, ok := opts.SessionCache.(interface{ Flush() }); ok {
+		switch cc := c.(type) {
+		case *plainConn:
+			cc.flush = f.Flush
+		case *wsConn:
+			cc.flush = f.Flush
+		case *quicConn:
+			cc.flush = f.Flush
+		}
+	}
 	return c, nil
 }
 
@@ -111,14 +124,20 @@ func dialTLS(ctx context.Context, ep Endpoint, opts DialOptions, start time.Time
 // plainConn is a net.Conn with Info (mqtt, mqtts). Close is idempotent.
 type plainConn struct {
 	net.Conn
-	info Info
+	info  Info
+	flush func() // session cache flush, may be nil
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
 func (c *plainConn) Close() error {
-	c.closeOnce.Do(func() { c.closeErr = c.Conn.Close() })
+	c.closeOnce.Do(func() {
+		c.closeErr = c.Conn.Close()
+		if c.flush != nil {
+			c.flush()
+		}
+	})
 	return c.closeErr
 }
 

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ type lossyProxy struct {
 	target *net.UDPAddr
 	loss   float64
 	delay  time.Duration
+	jitter time.Duration // uniform extra delay in [0, jitter): reorders
 
 	mu       sync.Mutex
 	rng      *rand.Rand
@@ -58,6 +60,10 @@ func (p *lossyProxy) addr() string { return p.pc.LocalAddr().String() }
 func (p *lossyProxy) send(b []byte, write func([]byte)) {
 	p.mu.Lock()
 	drop := p.rng.Float64() < p.loss
+	d := p.delay
+	if p.jitter > 0 {
+		d += time.Duration(p.rng.Int64N(int64(p.jitter)))
+	}
 	if drop {
 		p.dropped++
 	} else {
@@ -69,12 +75,12 @@ func (p *lossyProxy) send(b []byte, write func([]byte)) {
 		return
 	}
 	b = bytes.Clone(b)
-	if p.delay <= 0 {
+	if d <= 0 {
 		write(b)
 		return
 	}
 	p.wg.Add(1)
-	time.AfterFunc(p.delay, func() {
+	time.AfterFunc(d, func() {
 		defer p.wg.Done()
 		write(b)
 	})
@@ -175,8 +181,11 @@ func TestQUICUnderLoss(t *testing.T) {
 			errc <- err
 		}()
 		got := make([]byte, len(payload))
-		if _, err := io.ReadFull(c, got); err != nil {
-			t.Fatalf("conn %d: read: %v", i, err)
+		if n, err := io.ReadFull(c, got); err != nil {
+			st, _ := c.QUICStats()
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Fatalf("conn %d: read after %d bytes: %v; info %+v; stats %+v\n%s", i, n, err, c.Info(), st, buf)
 		}
 		if err := <-errc; err != nil {
 			t.Fatalf("conn %d: write: %v", i, err)

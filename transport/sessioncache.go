@@ -35,9 +35,9 @@ const fileCacheMaxEntries = 256
 // Put stores in memory at once and writes the file right behind it from a
 // short-lived goroutine (temporary file + rename, mode 0600: it holds
 // resumption secrets; merged with what other processes wrote meanwhile), so
-// the file write never delays the connection that received the ticket. Call
-// Flush, or Close, before the process exits: both wait until the file is
-// written. A missing, unreadable or corrupt file or entry is a cache miss,
+// the file write never delays the connection that received the ticket.
+// Closing a Conn that Dial made with this cache flushes it; Flush and Close
+// do so explicitly (call one before exiting if conns may still be open). A missing, unreadable or corrupt file or entry is a cache miss,
 // never an error. Safe for concurrent use.
 type FileSessionCache struct {
 	path string

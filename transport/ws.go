@@ -30,7 +30,8 @@ type wsConn struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	info Info // client side only
+	info  Info   // client side only
+	flush func() // client side: session cache flush, may be nil
 }
 
 func newWSConn(ws *websocket.Conn) *wsConn { return &wsConn{ws: ws} }
@@ -84,6 +85,9 @@ func (c *wsConn) Close() error {
 			websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""),
 			time.Now().Add(time.Second))
 		c.closeErr = c.ws.Close()
+		if c.flush != nil {
+			c.flush()
+		}
 	})
 	return c.closeErr
 }
