@@ -3,6 +3,7 @@ package link
 import (
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -43,7 +44,7 @@ func ParseBytes(s string) (int, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
-	if err != nil || v < 0 || v*float64(mult) > 1<<40 {
+	if err != nil || math.IsNaN(v) || v < 0 || v*float64(mult) > 1<<40 {
 		return 0, fmt.Errorf("size %q is not understood: give bytes such as 125000, 64kb or 1mb", s)
 	}
 	return int(v * float64(mult)), nil
