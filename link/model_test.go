@@ -194,6 +194,21 @@ func TestQueueOverflowAndQueueingDelayBound(t *testing.T) {
 	if s.QueueDelay.Max > bound {
 		t.Errorf("histogram max %v > bound %v", s.QueueDelay.Max, bound)
 	}
+	var inHist int64
+	prev := int64(0)
+	for _, b := range s.QueueDelay.Hist {
+		inHist += b.N
+		if b.UpperUS <= prev {
+			t.Fatalf("buckets out of order: %+v", s.QueueDelay.Hist)
+		}
+		prev = b.UpperUS
+	}
+	if inHist != int64(delivered) || inHist != s.QueueDelay.N {
+		t.Errorf("histogram holds %d delays, %d packets delivered", inHist, delivered)
+	}
+	if last := s.QueueDelay.Hist[len(s.QueueDelay.Hist)-1]; time.Duration(last.UpperUS/2)*time.Microsecond > bound {
+		t.Errorf("last bucket %+v starts above the bound %v", last, bound)
+	}
 }
 
 func TestDefaultQueueIsOneBDP(t *testing.T) {

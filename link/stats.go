@@ -48,6 +48,16 @@ type DelaySummary struct {
 	P99  time.Duration `json:"p99_ns"`
 	P999 time.Duration `json:"p999_ns"`
 	Max  time.Duration `json:"max_ns"`
+	// Hist counts delays in power-of-two buckets: bucket i holds delays
+	// below UpperUS microseconds (and at least the previous bucket's
+	// bound). Empty buckets at the ends are left out.
+	Hist []Bucket `json:"hist,omitempty"`
+}
+
+// Bucket is one bar of DelaySummary.Hist.
+type Bucket struct {
+	UpperUS int64 `json:"upper_us"`
+	N       int64 `json:"n"`
 }
 
 // histogram records durations in microseconds. The HdrHistogram (about
@@ -74,7 +84,33 @@ func (h *histogram) summary() DelaySummary {
 		return DelaySummary{}
 	}
 	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+	// Power-of-two buckets: [0,1), [1,2), [2,4), ... microseconds.
+	var counts [64]int64
+	for _, b := range h.h.Distribution() {
+		if b.Count == 0 {
+			continue
+		}
+		i := 0
+		for v := b.From; v > 0; v >>= 1 {
+			i++
+		}
+		counts[i] += b.Count
+	}
+	lo, hi := -1, -1
+	for i, c := range counts {
+		if c > 0 {
+			if lo < 0 {
+				lo = i
+			}
+			hi = i
+		}
+	}
+	var hist []Bucket
+	for i := max(lo, 0); lo >= 0 && i <= hi; i++ {
+		hist = append(hist, Bucket{UpperUS: int64(1) << i, N: counts[i]})
+	}
 	return DelaySummary{
+		Hist: hist,
 		N:    h.h.TotalCount(),
 		Mean: time.Duration(h.h.Mean() * float64(time.Microsecond)),
 		P50:  us(h.h.ValueAtQuantile(50)),
