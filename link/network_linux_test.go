@@ -491,3 +491,36 @@ func TestPidReusedDetectsYoungerProcess(t *testing.T) {
 		t.Error("a file older than this process should mark its pid as reused")
 	}
 }
+
+// TestEndStatsSeeTheSamePackets: the kernel's interface counters agree
+// with the model's: what a node sent arrived at the model, nothing was
+// dropped outside it.
+func TestEndStatsSeeTheSamePackets(t *testing.T) {
+	n := up(t, twoNodes(Params{Loss: 0.2}, Params{}), Options{})
+	srv := udpEcho(t, n, "b", "ab", 7070)
+	c := dialUDP(t, n, "a", srv)
+	pingUDP(t, c, 200, time.Millisecond, 100)
+	ends, err := n.EndStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ab, ba := statsOf(t, n, "ab", "a->b"), statsOf(t, n, "ab", "b->a")
+	for _, e := range ends {
+		if e.TxDropped != 0 {
+			t.Errorf("%s/%s: kernel dropped %d packets outside the model", e.Node, e.Interface, e.TxDropped)
+		}
+		switch e.Node {
+		case "a":
+			if e.TxPackets != ab.Arrived || e.RxPackets != ba.Packets {
+				t.Errorf("a: kernel tx %d rx %d, model arrived %d delivered %d", e.TxPackets, e.RxPackets, ab.Arrived, ba.Packets)
+			}
+		case "b":
+			if e.TxPackets != ba.Arrived || e.RxPackets != ab.Packets {
+				t.Errorf("b: kernel tx %d rx %d, model arrived %d delivered %d", e.TxPackets, e.RxPackets, ba.Arrived, ab.Packets)
+			}
+		}
+	}
+	if len(ends) != 2 {
+		t.Errorf("%d link ends, want 2", len(ends))
+	}
+}

@@ -35,6 +35,7 @@ type ShellConfig struct {
 type ShellResult struct {
 	ExitCode          int
 	Stats             []LinkStats
+	Ends              []EndStats // kernel counters of both link ends
 	HostAddr          string
 	ShellAddr         string
 	CongestionControl string
@@ -118,6 +119,7 @@ func Shell(ctx context.Context, cfg ShellConfig, argv []string) (ShellResult, er
 	}
 	res.ExitCode = exitCode(cmd, werr)
 	res.Stats = n.Stats()
+	res.Ends, _ = n.EndStats() // informative only: a failure leaves it empty
 	if err := n.Close(); err != nil {
 		return res, err
 	}

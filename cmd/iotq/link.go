@@ -210,9 +210,14 @@ func (a *app) linkShell(ctx context.Context, args []string) error {
 	if !res.RealTime {
 		fmt.Fprintln(a.stderr, "iotq link shell: notice: no real-time priority for the forwarding thread; delays may be up to ~1 ms late under load")
 	}
+	for _, e := range res.Ends {
+		if e.TxDropped > 0 {
+			fmt.Fprintf(a.stderr, "iotq link shell: warning: the kernel dropped %d packets at %s's interface before the emulator read them\n", e.TxDropped, e.Node)
+		}
+	}
 	if *stats == "json" {
 		b, _ := json.Marshal(map[string]any{"exit_code": res.ExitCode, "host_addr": res.HostAddr,
-			"congestion_control": res.CongestionControl, "seed": res.Seed, "links": res.Stats})
+			"congestion_control": res.CongestionControl, "seed": res.Seed, "links": res.Stats, "ends": res.Ends})
 		fmt.Fprintln(a.stderr, string(b))
 	} else {
 		fmt.Fprintf(a.stderr, "iotq link shell: exit code %d, congestion control %s, seed %d\n", res.ExitCode, res.CongestionControl, res.Seed)
