@@ -26,7 +26,7 @@
 // ParseTopology (YAML), ProfileByName, ParseRate, ParseLoss, ParseDuration.
 // A running Network gives Command (run a program in a node), Do (create
 // sockets in a node from this process), Addr/AddrOn, CongestionControl,
-// Stats, Lateness and Close. The design note is docs/link.md.
+// Stats, EndStats, Lateness and Close. The design note is docs/link.md.
 //
 // # Lifecycle and concurrency
 //
