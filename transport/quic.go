@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -337,6 +338,7 @@ type quicConn struct {
 	earlyPending bool // 0-RTT attempted and not yet known to be accepted
 	reading      int  // Read calls in progress
 	closed       bool
+	closing      chan struct{} // closed when Close starts
 	peerFIN      bool // the peer's stream end was read
 	peerFINFirst bool // ... before our Close
 	peerFINCh    chan struct{}
@@ -351,7 +353,10 @@ type quicConn struct {
 }
 
 func newQUICConn(conn *quic.Conn, str *quic.Stream, client bool, opts QUICOptions, release func()) *quicConn {
-	return &quicConn{conn: conn, str: str, client: client, opts: opts, release: release, peerFINCh: make(chan struct{})}
+	return &quicConn{
+		conn: conn, str: str, client: client, opts: opts, release: release,
+		peerFINCh: make(chan struct{}), closing: make(chan struct{}),
+	}
 }
 
 // watchHandshake records when the client's handshake completed and what it
@@ -512,13 +517,31 @@ func (c *quicConn) Write(p []byte) (int, error) {
 		c.mu.Lock()
 		str, pending := c.str, c.earlyPending
 		c.mu.Unlock()
-		n, err := str.Write(p[written:])
+		chunk := p[written:]
 		if pending {
-			c.early = append(c.early, p[written:written+n]...)
+			room := max0RTTBytes - len(c.early)
+			if room <= 0 {
+				// Early-data budget spent: the rest waits for the
+				// handshake, then the loop settles 0-RTT.
+				if err := c.waitHandshake(); err != nil {
+					return written, err
+				}
+				continue
+			}
+			if len(chunk) > room {
+				chunk = chunk[:room]
+			}
+		}
+		n, err := str.Write(chunk)
+		if pending {
+			c.early = append(c.early, chunk[:n]...)
 		}
 		written += n
 		if err == nil {
-			return written, nil
+			if written == len(p) {
+				return written, nil
+			}
+			continue
 		}
 		if c.client && errors.Is(err, quic.Err0RTTRejected) {
 			if rerr := c.recover(str); rerr != nil {
@@ -527,6 +550,39 @@ func (c *quicConn) Write(p []byte) (int, error) {
 			continue
 		}
 		return written, mapQUICError(err)
+	}
+}
+
+// max0RTTBytes bounds what a client sends as 0-RTT data; more waits for
+// the handshake. It keeps early data to CONNECT and what rides right behind
+// it (docs/0rtt.md), and it avoids a stall seen with quic-go v0.65.0: with
+// much unacknowledgeable 0-RTT data in flight and the client's first Initial
+// packet lost, the reduced congestion window blocked the Initial
+// retransmission and the handshake never completed (the same case as
+// ngtcp2 PR 815).
+const max0RTTBytes = 8 << 10
+
+// waitHandshake blocks until the handshake completes, the connection ends,
+// Close starts or the write deadline passes. wmu must be held.
+func (c *quicConn) waitHandshake() error {
+	c.mu.Lock()
+	wdl := c.wdl
+	c.mu.Unlock()
+	var timeout <-chan time.Time
+	if !wdl.IsZero() {
+		t := time.NewTimer(time.Until(wdl))
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-c.conn.HandshakeComplete():
+		return nil
+	case <-c.conn.Context().Done():
+		return mapQUICError(context.Cause(c.conn.Context()))
+	case <-c.closing:
+		return net.ErrClosed
+	case <-timeout:
+		return os.ErrDeadlineExceeded
 	}
 }
 
@@ -552,6 +608,7 @@ func (c *quicConn) close() error {
 	c.closed = true
 	str := c.str
 	c.mu.Unlock()
+	close(c.closing)
 	// Stop a blocked writer, then take the write lock so the FIN never
 	// races a Write.
 	if !c.wmu.TryLock() {

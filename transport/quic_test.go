@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -400,5 +401,58 @@ func TestFileSessionCacheMergesProcesses(t *testing.T) {
 	var nilCache *FileSessionCache
 	if nilCache.Close() != nil {
 		t.Fatal("nil Close")
+	}
+}
+
+// TestQUIC0RTTBudget: at most max0RTTBytes ride as early data; a larger
+// first write waits for the handshake, and everything arrives.
+func TestQUIC0RTTBudget(t *testing.T) {
+	noLeak(t)
+	srv, cli := serverTLS(t, t.TempDir())
+	l := quicEcho(t, "127.0.0.1:0", srv, QUICOptions{})
+	cacheFile := filepath.Join(t.TempDir(), "c.json")
+	dialEcho(t, l.Endpoint().String(), cli, cacheFile, QUICOptions{})
+	waitTicket(t, cacheFile)
+
+	cache, err := NewFileSessionCache(cacheFile, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, l.Endpoint().String(), DialOptions{TLSConfig: cli, SessionCache: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	qc := c.(*quicConn)
+	select {
+	case <-qc.conn.HandshakeComplete():
+		t.Skip("handshake completed before the first write; nothing to check")
+	default:
+	}
+	big := make([]byte, 3*max0RTTBytes)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Write(big)
+		if err == nil {
+			select {
+			case <-qc.conn.HandshakeComplete():
+			default:
+				err = errors.New("a write larger than the 0-RTT budget returned before the handshake completed")
+			}
+		}
+		errc <- err
+	}()
+	got := make([]byte, len(big))
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if !c.Info().Used0RTT {
+		t.Fatal("0-RTT not used")
 	}
 }
