@@ -339,8 +339,8 @@ type quicConn struct {
 	reading      int  // Read calls in progress
 	closed       bool
 	closing      chan struct{} // closed when Close starts
-	peerFIN      bool // the peer's stream end was read
-	peerFINFirst bool // ... before our Close
+	peerFIN      bool          // the peer's stream end was read
+	peerFINFirst bool          // ... before our Close
 	peerFINCh    chan struct{}
 	rdl, wdl     time.Time // deadlines, re-applied after 0-RTT recovery
 	info         Info
