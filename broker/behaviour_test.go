@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	pahopackets "github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 	pahov3 "github.com/eclipse/paho.mqtt.golang"
 
@@ -175,7 +176,7 @@ func TestGracefulShutdown(t *testing.T) {
 	u := testutil.Endpoint(t, srv, "mqtt")
 	reason := make(chan byte, 1)
 	conn := dial(t, srv, u)
-	c := paho.NewClient(paho.ClientConfig{ClientID: "v5", Conn: &lockedConn{Conn: conn},
+	c := paho.NewClient(paho.ClientConfig{ClientID: "v5", Conn: pahopackets.NewThreadSafeConn(conn),
 		OnServerDisconnect: func(d *paho.Disconnect) { reason <- d.ReasonCode }})
 	if _, err := c.Connect(ctxT(t), &paho.Connect{ClientID: "v5", KeepAlive: 30, CleanStart: true}); err != nil {
 		t.Fatal(err)

@@ -33,12 +33,13 @@ type engine interface {
 
 // engineConfig is what every engine needs.
 type engineConfig struct {
-	logger    *slog.Logger
-	auth      authorizer // nil: everyone may connect, read and write
-	obs       observer   // never nil
-	storePath string     // "" : no persistence
-	fsync     bool       // fsync the store on every write
-	flow      FlowOptions
+	logger       *slog.Logger
+	auth         authorizer // nil: everyone may connect, read and write
+	obs          observer   // never nil
+	storePath    string     // "" : no persistence
+	inflightPath string     // in-flight messages (group commit)
+	fsync        bool       // fsync the store on every write
+	flow         FlowOptions
 }
 
 // authorizer decides who may connect and what they may read and write.

@@ -8,17 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/storage"
-	"github.com/mochi-mqtt/server/v2/hooks/storage/bolt"
 	"github.com/mochi-mqtt/server/v2/packets"
-	"go.etcd.io/bbolt"
 )
 
 // mochiEngine is the engine backed by mochi-mqtt v2.7.9.
@@ -60,13 +56,15 @@ func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
 		return nil, fmt.Errorf("broker: add flow hook: %w", err)
 	}
 	if cfg.storePath != "" {
-		bo := *bbolt.DefaultOptions
-		bo.Timeout = 2 * time.Second
-		bo.NoSync = !cfg.fsync
-		e.store = &storeHook{Hook: new(bolt.Hook)}
-		if err := srv.AddHook(e.store, &bolt.Options{Path: cfg.storePath, Bucket: "iotq", Options: &bo}); err != nil {
+		st, bopts, err := openStoreHook(cfg.storePath, cfg.inflightPath, cfg.fsync, cfg.logger.With("component", "store"))
+		if err != nil {
+			return nil, err
+		}
+		if err := srv.AddHook(st, bopts); err != nil {
+			_ = st.Stop()
 			return nil, fmt.Errorf("broker: open store %s: %w (is another broker using this state directory?)", cfg.storePath, err)
 		}
+		e.store = st
 	}
 	return e, nil
 }
@@ -165,28 +163,6 @@ func (e *mochiEngine) subscriptions(id string) int {
 		return 0
 	}
 	return cl.State.Subscriptions.Len()
-}
-
-// storeHook is mochi's bolt storage hook with one fix: mochi v2.7.9's
-// storage hooks do not save the packet identifier of in-flight messages, so
-// after a restart every restored message of a client has identifier 0 and
-// they overwrite each other (all but one are lost). The identifier is the
-// last ':'-separated part of the stored key ("IFM_CLIENT:ID"), so it is
-// restored from there.
-type storeHook struct {
-	*bolt.Hook
-}
-
-func (h *storeHook) StoredInflightMessages() ([]storage.Message, error) {
-	v, err := h.Hook.StoredInflightMessages()
-	for i := range v {
-		if j := strings.LastIndexByte(v[i].ID, ':'); j >= 0 {
-			if id, perr := strconv.ParseUint(v[i].ID[j+1:], 10, 16); perr == nil {
-				v[i].PacketID = uint16(id)
-			}
-		}
-	}
-	return v, err
 }
 
 // authHook adapts an authorizer to mochi. mochi denies everything without an

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	pahopackets "github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 	pahov3 "github.com/eclipse/paho.mqtt.golang"
 
@@ -220,7 +221,7 @@ func (b *inbox) len() int {
 func v5Client(t *testing.T, srv *broker.Server, rawURL, id string, box *inbox) *paho.Client {
 	t.Helper()
 	conn := dial(t, srv, rawURL)
-	cfg := paho.ClientConfig{ClientID: id, Conn: &lockedConn{Conn: conn}}
+	cfg := paho.ClientConfig{ClientID: id, Conn: pahopackets.NewThreadSafeConn(conn)}
 	if box != nil {
 		cfg.OnPublishReceived = []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
 			box.add(msg{pr.Packet.Topic, string(pr.Packet.Payload), pr.Packet.QoS, pr.Packet.Retain})
@@ -239,18 +240,6 @@ func v5Client(t *testing.T, srv *broker.Server, rawURL, id string, box *inbox) *
 	}
 	t.Cleanup(func() { _ = c.Disconnect(&paho.Disconnect{}) })
 	return c
-}
-
-// lockedConn serialises writes (paho.golang writes from several goroutines).
-type lockedConn struct {
-	net.Conn
-	mu sync.Mutex
-}
-
-func (c *lockedConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.Conn.Write(p)
 }
 
 func ctxT(t *testing.T) context.Context {

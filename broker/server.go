@@ -75,20 +75,22 @@ func New(opts Options) (*Server, error) {
 		}
 	}
 
-	storePath := ""
+	storePath, inflightPath := "", ""
 	if o.StateDir != "" && o.Store == StoreBolt {
 		if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
 			return nil, fmt.Errorf("broker: create state directory %s: %w", o.StateDir, err)
 		}
 		storePath = filepath.Join(o.StateDir, "store.db")
+		inflightPath = filepath.Join(o.StateDir, "inflight.db")
 	}
 	eng, err := newMochiEngine(engineConfig{
-		logger:    log,
-		auth:      auth,
-		obs:       s.met,
-		storePath: storePath,
-		fsync:     o.Fsync,
-		flow:      o.Flow,
+		logger:       log,
+		auth:         auth,
+		obs:          s.met,
+		storePath:    storePath,
+		inflightPath: inflightPath,
+		fsync:        o.Fsync,
+		flow:         o.Flow,
 	})
 	if err != nil {
 		return nil, err
