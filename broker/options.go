@@ -118,7 +118,7 @@ const (
 // FlowOptions set queue sizes and the slow-consumer policy.
 type FlowOptions struct {
 	// QueueLength is the outbound queue of each client, in messages.
-	// Default 2048.
+	// Default 512.
 	QueueLength int `yaml:"queue_length"`
 	// SlowConsumer is PolicyDrop (default) or PolicyDisconnect.
 	SlowConsumer string `yaml:"slow_consumer"`
@@ -161,7 +161,7 @@ const (
 	DefaultShutdownTimeout  = 5 * time.Second
 	DefaultHandshakeTimeout = 20 * time.Second
 	DefaultIdleTimeout      = 120 * time.Second
-	DefaultQueueLength      = 2048
+	DefaultQueueLength      = 512
 	DefaultMaxStall         = 2 * time.Second
 	DefaultMaxInflight      = 65535
 	DefaultMaxPacketSize    = 16 << 20
