@@ -2,6 +2,8 @@ package testutil
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"os"
@@ -59,6 +61,16 @@ func StartBroker(t testing.TB, opts broker.Options) *broker.Server {
 	if opts.ShutdownTimeout == 0 {
 		opts.ShutdownTimeout = 2 * time.Second
 	}
+	if opts.StateDir == "" && opts.TLS.Cert == "" {
+		for _, l := range opts.Listen {
+			if strings.HasPrefix(l, "mqtts:") || strings.HasPrefix(l, "wss:") || strings.HasPrefix(l, "quic:") {
+				// Keep the generated CA out of the user's home directory.
+				opts.StateDir = t.TempDir()
+				opts.Store = broker.StoreNone
+				break
+			}
+		}
+	}
 	srv, err := broker.New(opts)
 	if err != nil {
 		t.Fatalf("testutil: new broker: %v", err)
@@ -90,6 +102,25 @@ func Endpoint(t testing.TB, srv *broker.Server, scheme string) string {
 	}
 	t.Fatalf("testutil: broker has no %s listener (has %v)", scheme, srv.Endpoints())
 	return ""
+}
+
+// ClientTLS returns a client TLS configuration that trusts the CA the broker
+// generated (ServerName 127.0.0.1), or nil if the broker has no generated
+// CA.
+func ClientTLS(t testing.TB, srv *broker.Server) *tls.Config {
+	t.Helper()
+	if srv.CAFile() == "" {
+		return nil
+	}
+	b, err := os.ReadFile(srv.CAFile())
+	if err != nil {
+		t.Fatalf("testutil: read CA: %v", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		t.Fatalf("testutil: no certificate in %s", srv.CAFile())
+	}
+	return &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
 }
 
 // Eventually calls fn until it returns nil or timeout (scaled by
