@@ -63,13 +63,10 @@ type observer interface {
 
 // Drop reasons used in metrics and logs.
 const (
-	dropQueueFull       = "queue_full"           // outbound queue full (QoS 0 under PolicyDrop)
-	dropInflightFull    = "inflight_full"        // QoS 1/2 store of a client full
-	dropPacketIDs       = "packet_ids_exhausted" // no packet identifier left
-	dropExpired         = "expired"              // QoS 1/2 message expired before delivery
-	dropSlowConsumer    = "slow_consumer"        // subscriber disconnected by the slow-consumer policy
-	dropNotAuthorized   = "not_authorized"       // publish denied by ACL
-	dropPacketMalformed = "malformed"            // connection closed on a malformed packet
+	dropQueueFull    = "queue_full"           // outbound queue full (QoS 0 under PolicyDrop)
+	dropPacketIDs    = "packet_ids_exhausted" // no packet identifier left
+	dropExpired      = "expired"              // QoS 1/2 message expired before delivery
+	dropSlowConsumer = "slow_consumer"        // subscriber disconnected by the slow-consumer policy
 )
 
 // engineStats is a snapshot of engine counters.

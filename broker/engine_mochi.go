@@ -295,9 +295,6 @@ func (h *flowHook) OnDisconnect(cl *mqtt.Client, err error, expire bool) {
 	if registered {
 		h.obs.sessionClosed(cl.Net.Listener)
 	}
-	if err != nil && errors.Is(err, packets.ErrMalformedPacket) {
-		h.obs.dropped(dropPacketMalformed, 0)
-	}
 }
 
 func (h *flowHook) OnPublished(cl *mqtt.Client, pk packets.Packet) {
