@@ -366,3 +366,39 @@ func metricValue(text, key string) float64 {
 	}
 	return -1
 }
+
+func TestStartFailsClearlyWhenPortIsTaken(t *testing.T) {
+	first := testutil.StartBroker(t, broker.Options{})
+	srv, err := broker.New(broker.Options{Listen: []string{"mqtt://127.0.0.1:0", first.Endpoints()[0]}, Logger: testutil.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = srv.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), first.Endpoints()[0]) || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("Start = %v, want an address-in-use error naming %s", err, first.Endpoints()[0])
+	}
+	if err := srv.Ready(context.Background()); err == nil {
+		t.Fatal("Ready after a failed Start returned nil")
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The first broker is untouched.
+	v3Client(t, first, first.Endpoints()[0], "still-ok", nil)
+}
+
+func TestInvalidOptionsReportEverything(t *testing.T) {
+	_, err := broker.New(broker.Options{
+		Listen: []string{"tcp://:1883", "carrier-pigeon://x"},
+		TLS:    broker.TLSOptions{Cert: "only-cert.pem"},
+		Flow:   broker.FlowOptions{SlowConsumer: "panic", QueueLength: -1},
+	})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{"listen[1]", "tls: give both cert and key", "flow.slow_consumer", "flow.queue_length"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+}
