@@ -402,3 +402,26 @@ func TestInvalidOptionsReportEverything(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseDoesNotWaitForSilentConnections: a connection that never sends
+// CONNECT does not hold Close beyond the shutdown timeout.
+func TestCloseDoesNotWaitForSilentConnections(t *testing.T) {
+	srv := testutil.StartBroker(t, broker.Options{ShutdownTimeout: 300 * time.Millisecond})
+	c, err := net.Dial("tcp", srv.Addrs()[0].String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	time.Sleep(50 * time.Millisecond) // let the broker accept it
+	start := time.Now()
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > testutil.Scale(5*time.Second) {
+		t.Fatalf("Close took %v with a silent connection open", d)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(testutil.Scale(5 * time.Second)))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("silent connection still open after Close")
+	}
+}

@@ -28,6 +28,9 @@ type mochiEngine struct {
 	stopOnce sync.Once
 	stop     chan struct{}
 	wg       sync.WaitGroup // flow scanner
+	connMu   sync.Mutex     // guards closing and conns.Add against conns.Wait
+	closing  bool           // set by disconnectAll: no new connections
+	active   map[net.Conn]struct{}
 	conns    sync.WaitGroup // serveConn calls
 }
 
@@ -46,7 +49,7 @@ func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
 		Logger:                   slog.New(engineLogHandler{cfg.logger.Handler()}).With("component", "engine"),
 		SysTopicResendInterval:   10,
 	})
-	e := &mochiEngine{srv: srv, cfg: cfg, log: cfg.logger, stop: make(chan struct{})}
+	e := &mochiEngine{srv: srv, cfg: cfg, log: cfg.logger, stop: make(chan struct{}), active: map[net.Conn]struct{}{}}
 
 	if err := srv.AddHook(&authHook{a: cfg.auth}, nil); err != nil {
 		return nil, fmt.Errorf("broker: add auth hook: %w", err)
@@ -86,8 +89,21 @@ func (e *mochiEngine) start() error {
 const connectTimeout = 30 * time.Second
 
 func (e *mochiEngine) serveConn(listener string, c net.Conn) error {
+	e.connMu.Lock()
+	if e.closing {
+		e.connMu.Unlock()
+		_ = c.Close()
+		return ErrClosed
+	}
 	e.conns.Add(1)
-	defer e.conns.Done()
+	e.active[c] = struct{}{}
+	e.connMu.Unlock()
+	defer func() {
+		e.connMu.Lock()
+		delete(e.active, c)
+		e.connMu.Unlock()
+		e.conns.Done()
+	}()
 	_ = c.SetReadDeadline(time.Now().Add(connectTimeout))
 	err := e.srv.EstablishConnection(listener, c)
 	_ = c.Close()
@@ -95,6 +111,9 @@ func (e *mochiEngine) serveConn(listener string, c net.Conn) error {
 }
 
 func (e *mochiEngine) disconnectAll() {
+	e.connMu.Lock()
+	e.closing = true
+	e.connMu.Unlock()
 	for _, cl := range e.srv.Clients.GetAll() {
 		if cl.Net.Inline || cl.Closed() {
 			continue
@@ -117,6 +136,9 @@ func (e *mochiEngine) disconnectAll() {
 }
 
 func (e *mochiEngine) waitClients(ctx context.Context) error {
+	e.connMu.Lock()
+	e.closing = true
+	e.connMu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		e.conns.Wait()
@@ -130,6 +152,12 @@ func (e *mochiEngine) waitClients(ctx context.Context) error {
 		for _, cl := range e.srv.Clients.GetAll() {
 			cl.Stop(packets.ErrServerShuttingDown)
 		}
+		// Connections that never completed CONNECT are not clients yet.
+		e.connMu.Lock()
+		for c := range e.active {
+			_ = c.Close()
+		}
+		e.connMu.Unlock()
 		<-done
 		return ctx.Err()
 	}
