@@ -483,7 +483,9 @@ func (h *flowHook) disconnectSlow(sc *mqtt.Client, qos byte) {
 
 // scan samples queue depths until stop is closed.
 func (h *flowHook) scan(stop <-chan struct{}) {
-	t := time.NewTicker(scanInterval)
+	// Tick every scanInterval while messages flow, every idleScanInterval
+	// otherwise: an idle broker wakes up 10 times a second, not 1000.
+	t := time.NewTimer(idleScanInterval)
 	defer t.Stop()
 	var last uint64
 	for {
@@ -493,12 +495,14 @@ func (h *flowHook) scan(stop <-chan struct{}) {
 		case <-t.C:
 		}
 		n := h.published.Load()
-		idle := n == last && !h.pressure.Load()
-		if idle && time.Since(time.Unix(0, h.lastScan.Load())) < idleScanInterval {
-			continue // idle: nothing fills a queue; still look for stuck writes now and then
-		}
+		busy := n != last || h.pressure.Load()
 		last = n
 		h.scanOnce()
+		if busy {
+			t.Reset(scanInterval)
+		} else {
+			t.Reset(idleScanInterval)
+		}
 	}
 }
 
