@@ -342,16 +342,20 @@ func (h *flowHook) OnPacketSent(cl *mqtt.Client, pk packets.Packet, b []byte) {
 // configured) and the slow subscriber is disconnected, so it receives the
 // message when it reconnects.
 func (h *flowHook) OnPublishDropped(cl *mqtt.Client, pk packets.Packet) {
-	if pk.FixedHeader.Qos > 0 && h.keepForRedelivery(cl, pk) {
-		return
+	qos := byte(0)
+	if pk.FixedHeader.Qos > 0 {
+		var kept bool
+		if kept, qos = h.keepForRedelivery(cl, pk); kept {
+			return
+		}
 	}
-	h.drop(dropQueueFull, cl.ID, pk.TopicName, pk.FixedHeader.Qos)
+	h.drop(dropQueueFull, cl.ID, pk.TopicName, qos)
 }
 
 // keepForRedelivery stores pk in cl's session for redelivery and
 // disconnects cl. It reports false if pk was a QoS 0 delivery for cl or
-// could not be stored.
-func (h *flowHook) keepForRedelivery(cl *mqtt.Client, pk packets.Packet) bool {
+// could not be stored, and the QoS of the delivery to cl.
+func (h *flowHook) keepForRedelivery(cl *mqtt.Client, pk packets.Packet) (bool, byte) {
 	var qos byte
 	matched := false
 	for filter, sub := range cl.State.Subscriptions.GetAll() {
@@ -367,25 +371,25 @@ func (h *flowHook) keepForRedelivery(cl *mqtt.Client, pk packets.Packet) bool {
 	}
 	qos = min(qos, pk.FixedHeader.Qos)
 	if !matched || qos == 0 {
-		return false
+		return false, qos
 	}
 	out := pk.Copy(false)
 	out.FixedHeader.Qos = qos
 	out.FixedHeader.Retain = false
 	id, err := cl.NextPacketID()
 	if err != nil {
-		return false
+		return false, qos
 	}
 	out.PacketID = uint16(id)
 	if !cl.State.Inflight.Set(out) {
-		return false
+		return false, qos
 	}
 	atomic.AddInt64(&h.e.srv.Info.Inflight, 1)
 	if h.e.store != nil {
 		h.e.store.OnQosPublish(cl, out, out.Created, 0)
 	}
 	h.disconnectSlow(cl, qos)
-	return true
+	return true, qos
 }
 
 // OnQosDropped is called by mochi for real expiries (twice: once with the
