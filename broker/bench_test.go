@@ -2,6 +2,8 @@ package broker_test
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"os"
@@ -204,40 +206,58 @@ func pingPong(tb testing.TB, dial func() (net.Conn, error), n int) (p50, p99 tim
 }
 
 // BenchmarkIdleConnectionMemory opens 1000 idle MQTT connections to a
-// broker process and reports its RSS growth per connection (b.N is
-// ignored: one measurement per run).
+// broker process (one per transport) and reports its RSS growth per
+// connection (b.N is ignored: one measurement per run).
 func BenchmarkIdleConnectionMemory(b *testing.B) {
 	const conns = 1000
 	bin := filepath.Join(b.TempDir(), "iotq")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/iotq/iotq/cmd/iotq").CombinedOutput(); err != nil {
 		b.Fatalf("build iotq: %v\n%s", err, out)
 	}
-	port := freePort(b)
-	cmd := exec.Command(bin, "broker", "--listen", fmt.Sprintf("mqtt://127.0.0.1:%d", port), "--log-level", "warn")
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	iotqAddr := fmt.Sprintf("127.0.0.1:%d", port)
-	testutil.Eventually(b, 10*time.Second, func() error {
-		c, err := net.Dial("tcp", iotqAddr)
-		if err != nil {
-			return err
-		}
-		return c.Close()
-	})
-	targets := []struct {
+	type target struct {
 		name string
-		addr string
+		dial func() (net.Conn, error)
 		pid  int
-	}{{"iotq", iotqAddr, cmd.Process.Pid}}
+	}
+	var targets []target
+	// One broker process per transport, so each RSS delta is one transport's.
+	for _, scheme := range allSchemes {
+		if scheme != "mqtt" && !implementedB(b, scheme) {
+			continue
+		}
+		port := freePort(b)
+		state := b.TempDir()
+		rf := filepath.Join(state, "ready.json")
+		cmd := exec.Command(bin, "broker", "--listen", fmt.Sprintf("%s://127.0.0.1:%d", scheme, port), "--log-level", "warn",
+			"--state-dir", state, "--store", "none", "--ready-file", rf)
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		testutil.Eventually(b, 20*time.Second, func() error { _, err := os.Stat(rf); return err })
+		u := fmt.Sprintf("%s://127.0.0.1:%d", scheme, port)
+		if scheme == "ws" || scheme == "wss" {
+			u += "/mqtt"
+		}
+		var tlsConf *tls.Config
+		if scheme != "mqtt" && scheme != "ws" {
+			ca, err := os.ReadFile(filepath.Join(state, "tls", "ca.pem"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			pool := x509.NewCertPool()
+			pool.AppendCertsFromPEM(ca)
+			tlsConf = &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
+		}
+		targets = append(targets, target{"iotq/transport=" + scheme, func() (net.Conn, error) {
+			ctx, cancel := contextTimeout(10 * time.Second)
+			defer cancel()
+			return transport.Dial(ctx, u, transport.DialOptions{TLSConfig: tlsConf})
+		}, cmd.Process.Pid})
+	}
 	if fileExists("/usr/sbin/mosquitto") {
 		a, pid := startMosquitto(b)
-		targets = append(targets, struct {
-			name string
-			addr string
-			pid  int
-		}{"mosquitto", a, pid})
+		targets = append(targets, target{"mosquitto/transport=mqtt", func() (net.Conn, error) { return net.Dial("tcp", a) }, pid})
 	}
 	for _, tg := range targets {
 		b.Run("broker="+tg.name, func(b *testing.B) {
@@ -249,7 +269,7 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 				}
 			}()
 			for i := range conns {
-				c, err := net.Dial("tcp", tg.addr)
+				c, err := tg.dial()
 				if err != nil {
 					b.Fatal(err)
 				}
