@@ -256,6 +256,10 @@ var errSlowConsumer = errors.New("slow consumer: outbound queue full")
 type clientFlow struct {
 	cl      *mqtt.Client
 	stalled atomic.Bool
+	// stashed is an outbound QoS 1/2 message set aside while an inbound
+	// PUBLISH with the same packet identifier is processed (see
+	// OnPacketRead). Only the client's read goroutine touches it.
+	stashed *packets.Packet
 }
 
 type flowHook struct {
@@ -302,7 +306,66 @@ func (h *flowHook) Provides(b byte) bool {
 		mqtt.OnPacketSent,
 		mqtt.OnQosDropped,
 		mqtt.OnPacketIDExhausted,
+		mqtt.OnPacketRead,
+		mqtt.OnPacketProcessed,
 	}, b) >= 0
+}
+
+// Packet identifiers: MQTT gives each direction its own identifier space,
+// but mochi keeps inbound and outbound QoS state in one map per client, and
+// an inbound QoS 1 PUBLISH deletes whatever outbound message waits for its
+// PUBACK under the same identifier (mochi issue #545 is the QoS 2 variant):
+// a client that publishes and subscribes with QoS 1 would lose messages.
+// OnPacketRead sets the outbound message aside; OnPacketProcessed puts it
+// back (and into the store, whose copy the inbound processing removed).
+
+func (h *flowHook) flowOf(cl *mqtt.Client) *clientFlow {
+	h.mu.RLock()
+	f := h.clients[cl.ID]
+	h.mu.RUnlock()
+	if f == nil || f.cl != cl {
+		return nil
+	}
+	return f
+}
+
+func (h *flowHook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	if pk.FixedHeader.Type != packets.Publish || pk.FixedHeader.Qos != 1 {
+		return pk, nil
+	}
+	out, ok := cl.State.Inflight.Get(pk.PacketID)
+	if !ok || out.FixedHeader.Type == packets.Pubrec {
+		return pk, nil // free, or inbound QoS 2 state (mochi handles that)
+	}
+	if f := h.flowOf(cl); f != nil {
+		h.restore(cl, f)
+		f.stashed = &out
+	}
+	return pk, nil
+}
+
+func (h *flowHook) OnPacketProcessed(cl *mqtt.Client, pk packets.Packet, err error) {
+	if pk.FixedHeader.Type != packets.Publish {
+		return
+	}
+	if f := h.flowOf(cl); f != nil {
+		h.restore(cl, f)
+	}
+}
+
+// restore puts a stashed outbound message back. Read goroutine only.
+func (h *flowHook) restore(cl *mqtt.Client, f *clientFlow) {
+	if f.stashed == nil {
+		return
+	}
+	out := *f.stashed
+	f.stashed = nil
+	if cl.State.Inflight.Set(out) {
+		atomic.AddInt64(&h.e.srv.Info.Inflight, 1)
+	}
+	if h.e.store != nil {
+		h.e.store.OnQosPublish(cl, out, out.Created, 0)
+	}
 }
 
 func (h *flowHook) OnSessionEstablished(cl *mqtt.Client, pk packets.Packet) {
@@ -316,6 +379,17 @@ func (h *flowHook) OnDisconnect(cl *mqtt.Client, err error, expire bool) {
 	h.mu.Lock()
 	f, ok := h.clients[cl.ID]
 	registered := ok && f.cl == cl
+	if registered && f.stashed != nil && !expire {
+		// Processing was cut short (invalid PUBLISH): keep the message.
+		out := *f.stashed
+		f.stashed = nil
+		if cl.State.Inflight.Set(out) {
+			atomic.AddInt64(&h.e.srv.Info.Inflight, 1)
+		}
+		if h.e.store != nil {
+			h.e.store.OnQosPublish(cl, out, out.Created, 0)
+		}
+	}
 	if registered {
 		delete(h.clients, cl.ID)
 	}

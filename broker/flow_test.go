@@ -176,3 +176,81 @@ func TestSlowConsumerKeepsQoS1(t *testing.T) {
 		}
 	}
 }
+
+// TestPacketIDSpacesAreSeparate: a client's QoS 1 PUBLISH that reuses the
+// identifier of an unacknowledged message the broker sent it must not
+// delete that message (MQTT keeps one identifier space per direction;
+// mochi shares one map).
+func TestPacketIDSpacesAreSeparate(t *testing.T) {
+	srv := testutil.StartBroker(t, broker.Options{StateDir: t.TempDir()})
+	u := testutil.Endpoint(t, srv, "mqtt")
+	addr := strings.TrimPrefix(u, "mqtt://")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := rawConnectSession(c, "bidir", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.subscribe("to-s", 1); err != nil {
+		t.Fatal(err)
+	}
+	pub := v3Client(t, srv, u, "pub", nil)
+	wait(t, pub.Publish("to-s", 1, false, "hello"), "publish")
+
+	_ = c.SetReadDeadline(time.Now().Add(testutil.Scale(5 * time.Second)))
+	var id uint16
+	for {
+		typ, flags, body, err := s.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if typ == 3 {
+			_, _, id, _, err = parsePublish(flags, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	// Publish with the same identifier, without acknowledging "hello".
+	s.publish("elsewhere", 1, id, []byte("mine"))
+	if err := s.flush(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		typ, _, body, err := s.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if typ == 4 && len(body) >= 2 && uint16(body[0])<<8|uint16(body[1]) == id {
+			break
+		}
+	}
+	_ = c.Close()
+
+	// Reconnect: the unacknowledged "hello" must come again.
+	c2, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	s2, err := rawConnectSession(c2, "bidir", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c2.SetReadDeadline(time.Now().Add(testutil.Scale(5 * time.Second)))
+	for {
+		typ, flags, body, err := s2.read()
+		if err != nil {
+			t.Fatalf("\"hello\" was not redelivered: %v", err)
+		}
+		if typ == 3 {
+			if _, _, _, payload, _ := parsePublish(flags, body); string(payload) == "hello" {
+				return
+			}
+		}
+	}
+}
