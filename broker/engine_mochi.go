@@ -256,10 +256,11 @@ var errSlowConsumer = errors.New("slow consumer: outbound queue full")
 type clientFlow struct {
 	cl      *mqtt.Client
 	stalled atomic.Bool
-	// stashed is an outbound QoS 1/2 message set aside while an inbound
-	// PUBLISH with the same packet identifier is processed (see
-	// OnPacketRead). Only the client's read goroutine touches it.
-	stashed *packets.Packet
+	// stashed holds outbound QoS 1/2 messages set aside while an inbound
+	// PUBLISH with the same packet identifier is processed (QoS 1) or
+	// until its PUBREL (QoS 2); see OnPacketRead. Only the client's read
+	// goroutine touches it, except OnDisconnect, which runs there too.
+	stashed map[uint16]packets.Packet
 }
 
 type flowHook struct {
@@ -317,7 +318,11 @@ func (h *flowHook) Provides(b byte) bool {
 // PUBACK under the same identifier (mochi issue #545 is the QoS 2 variant):
 // a client that publishes and subscribes with QoS 1 would lose messages.
 // OnPacketRead sets the outbound message aside; OnPacketProcessed puts it
-// back (and into the store, whose copy the inbound processing removed).
+// back after the inbound QoS 1 PUBLISH or the PUBREL that ends an inbound
+// QoS 2 exchange (and into the store, whose copy the inbound processing
+// removed). If the client acknowledges the outbound message in between,
+// it may be delivered once more after a reconnect: a duplicate, never a
+// loss.
 
 func (h *flowHook) flowOf(cl *mqtt.Client) *clientFlow {
 	h.mu.RLock()
@@ -330,7 +335,7 @@ func (h *flowHook) flowOf(cl *mqtt.Client) *clientFlow {
 }
 
 func (h *flowHook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
-	if pk.FixedHeader.Type != packets.Publish || pk.FixedHeader.Qos != 1 {
+	if pk.FixedHeader.Type != packets.Publish || pk.FixedHeader.Qos == 0 {
 		return pk, nil
 	}
 	out, ok := cl.State.Inflight.Get(pk.PacketID)
@@ -338,28 +343,34 @@ func (h *flowHook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Pac
 		return pk, nil // free, or inbound QoS 2 state (mochi handles that)
 	}
 	if f := h.flowOf(cl); f != nil {
-		h.restore(cl, f)
-		f.stashed = &out
+		if f.stashed == nil {
+			f.stashed = map[uint16]packets.Packet{}
+		}
+		f.stashed[pk.PacketID] = out
 	}
 	return pk, nil
 }
 
 func (h *flowHook) OnPacketProcessed(cl *mqtt.Client, pk packets.Packet, err error) {
-	if pk.FixedHeader.Type != packets.Publish {
+	switch {
+	case pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos == 1,
+		pk.FixedHeader.Type == packets.Pubrel: // end of an inbound QoS 2 exchange
+	default:
 		return
 	}
-	if f := h.flowOf(cl); f != nil {
-		h.restore(cl, f)
+	if f := h.flowOf(cl); f != nil && len(f.stashed) > 0 {
+		h.restore(cl, f, pk.PacketID)
 	}
 }
 
-// restore puts a stashed outbound message back. Read goroutine only.
-func (h *flowHook) restore(cl *mqtt.Client, f *clientFlow) {
-	if f.stashed == nil {
+// restore puts the stashed outbound message with identifier id back. Read
+// goroutine only.
+func (h *flowHook) restore(cl *mqtt.Client, f *clientFlow, id uint16) {
+	out, ok := f.stashed[id]
+	if !ok {
 		return
 	}
-	out := *f.stashed
-	f.stashed = nil
+	delete(f.stashed, id)
 	if cl.State.Inflight.Set(out) {
 		atomic.AddInt64(&h.e.srv.Info.Inflight, 1)
 	}
@@ -379,22 +390,18 @@ func (h *flowHook) OnDisconnect(cl *mqtt.Client, err error, expire bool) {
 	h.mu.Lock()
 	f, ok := h.clients[cl.ID]
 	registered := ok && f.cl == cl
-	if registered && f.stashed != nil && !expire {
-		// Processing was cut short (invalid PUBLISH): keep the message.
-		out := *f.stashed
-		f.stashed = nil
-		if cl.State.Inflight.Set(out) {
-			atomic.AddInt64(&h.e.srv.Info.Inflight, 1)
-		}
-		if h.e.store != nil {
-			h.e.store.OnQosPublish(cl, out, out.Created, 0)
-		}
-	}
 	if registered {
 		delete(h.clients, cl.ID)
 	}
 	h.mu.Unlock()
 	if registered {
+		// Exchanges cut short (invalid PUBLISH, no PUBREL): keep the
+		// messages in the session.
+		if !expire {
+			for id := range f.stashed {
+				h.restore(cl, f, id)
+			}
+		}
 		h.obs.sessionClosed(cl.Net.Listener)
 	}
 }

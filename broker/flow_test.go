@@ -182,6 +182,12 @@ func TestSlowConsumerKeepsQoS1(t *testing.T) {
 // delete that message (MQTT keeps one identifier space per direction;
 // mochi shares one map).
 func TestPacketIDSpacesAreSeparate(t *testing.T) {
+	for _, inQoS := range []byte{1, 2} {
+		t.Run(fmt.Sprintf("inbound QoS %d", inQoS), func(t *testing.T) { testPacketIDSpaces(t, inQoS) })
+	}
+}
+
+func testPacketIDSpaces(t *testing.T, inQoS byte) {
 	srv := testutil.StartBroker(t, broker.Options{StateDir: t.TempDir()})
 	u := testutil.Endpoint(t, srv, "mqtt")
 	addr := strings.TrimPrefix(u, "mqtt://")
@@ -216,18 +222,31 @@ func TestPacketIDSpacesAreSeparate(t *testing.T) {
 		}
 	}
 	// Publish with the same identifier, without acknowledging "hello".
-	s.publish("elsewhere", 1, id, []byte("mine"))
+	s.publish("elsewhere", inQoS, id, []byte("mine"))
 	if err := s.flush(); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		typ, _, body, err := s.read()
-		if err != nil {
+	ackOf := func(want byte) {
+		t.Helper()
+		for {
+			typ, _, body, err := s.read()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if typ == want && len(body) >= 2 && uint16(body[0])<<8|uint16(body[1]) == id {
+				return
+			}
+		}
+	}
+	if inQoS == 1 {
+		ackOf(4) // PUBACK
+	} else {
+		ackOf(5) // PUBREC
+		s.w.Write([]byte{0x62, 2, byte(id >> 8), byte(id)})
+		if err := s.flush(); err != nil {
 			t.Fatal(err)
 		}
-		if typ == 4 && len(body) >= 2 && uint16(body[0])<<8|uint16(body[1]) == id {
-			break
-		}
+		ackOf(7) // PUBCOMP
 	}
 	_ = c.Close()
 
