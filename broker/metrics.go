@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"crypto/tls"
 	"net"
 	"net/http"
 	"sync"
@@ -30,6 +31,8 @@ type metrics struct {
 	msgBytesOut prometheus.Counter
 	droppedVec  *prometheus.CounterVec
 	quicLost    prometheus.Counter // from closed QUIC connections
+	resumed     *prometheus.CounterVec
+	early       prometheus.Counter
 
 	eng atomic.Pointer[engineRef]
 
@@ -62,6 +65,9 @@ func newMetrics() *metrics {
 		}
 	}
 	m.quicLost = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "quic_closed_packets_lost_total", Help: "Packets lost on QUIC connections that have closed."})
+	m.resumed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tls_resumed_total", Help: "Closed TLS and QUIC connections that resumed a session from a ticket, by transport."}, []string{"transport"})
+	m.early = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "quic_0rtt_total", Help: "Closed QUIC connections whose 0-RTT data the broker accepted."})
+	m.reg.MustRegister(m.resumed, m.early)
 	m.reg.MustRegister(m.connsOpen, m.connsTotal, m.bytesIn, m.bytesOut, m.sessions, in, out, m.msgBytesOut, m.droppedVec, m.quicLost,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &engineCollector{m: m})
 	return m
@@ -94,7 +100,7 @@ type quicStatser interface {
 
 // wrapConn counts bytes and open connections of c.
 func (m *metrics) wrapConn(c net.Conn, scheme string) *meteredConn {
-	mc := &meteredConn{Conn: c, m: m, in: m.bytesIn.WithLabelValues(scheme), out: m.bytesOut.WithLabelValues(scheme), open: m.connsOpen.WithLabelValues(scheme)}
+	mc := &meteredConn{Conn: c, m: m, scheme: scheme, in: m.bytesIn.WithLabelValues(scheme), out: m.bytesOut.WithLabelValues(scheme), open: m.connsOpen.WithLabelValues(scheme)}
 	m.connsTotal.WithLabelValues(scheme).Inc()
 	mc.open.Inc()
 	if qs, ok := c.(quicStatser); ok {
@@ -113,6 +119,7 @@ func (m *metrics) wrapConn(c net.Conn, scheme string) *meteredConn {
 type meteredConn struct {
 	net.Conn
 	m        *metrics
+	scheme   string
 	in, out  prometheus.Counter
 	open     prometheus.Gauge
 	quic     quicStatser
@@ -169,6 +176,20 @@ func (c *meteredConn) Close() error {
 	err := c.Conn.Close()
 	c.closeOne.Do(func() {
 		c.open.Dec()
+		switch ic := c.Conn.(type) {
+		case interface{ Info() transport.Info }:
+			info := ic.Info()
+			if info.Used0RTT {
+				c.m.early.Inc()
+			}
+			if info.TLSResumed {
+				c.m.resumed.WithLabelValues(c.scheme).Inc()
+			}
+		case interface{ ConnectionState() tls.ConnectionState }:
+			if ic.ConnectionState().DidResume {
+				c.m.resumed.WithLabelValues(c.scheme).Inc()
+			}
+		}
 		if c.quic != nil {
 			if st, ok := c.quic.QUICStats(); ok {
 				c.m.quicLost.Add(float64(st.PacketsLost))

@@ -91,13 +91,19 @@ func TestQUIC0RTT(t *testing.T) {
 		return c.Info()
 	}
 	cache := tls.NewLRUClientSessionCache(8)
-	srv, u := quicBroker(t, broker.Options{StateDir: state})
+	srv, u := quicBroker(t, broker.Options{StateDir: state, Metrics: "127.0.0.1:0"})
 	if info := connectOnce(t, srv, u, cache); info.Used0RTT {
 		t.Fatal("first connection used 0-RTT")
 	}
 	if info := connectOnce(t, srv, u, cache); !info.Used0RTT {
 		t.Fatalf("second connection did not use 0-RTT: %+v", info)
 	}
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if v := metricValue(scrape(t, srv), "iotq_broker_quic_0rtt_total"); v != 1 {
+			return notYet("quic_0rtt_total = %v, want 1", v)
+		}
+		return nil
+	})
 	_ = srv.Close()
 
 	srv2, u2 := quicBrokerAt(t, broker.Options{StateDir: state}, u) // same port: the client's ticket is for this server
