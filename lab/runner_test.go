@@ -158,4 +158,35 @@ func TestProcRunnerCancelLeavesNoChildren(t *testing.T) {
 	if _, ok, _ := readDone(filepath.Join(dir, DirCells, cellsOf(t, dir)[0])); ok {
 		t.Fatal("interrupted cell marked done")
 	}
+	if kids := childPIDs(t); len(kids) > 0 {
+		t.Fatalf("child processes left after cancellation: %v", kids)
+	}
+}
+
+// childPIDs lists the processes whose parent is this test process.
+func childPIDs(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	me := strconv.Itoa(os.Getpid())
+	var out []string
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) > 1 && f[1] == me {
+			out = append(out, e.Name()+" "+s[:i+1])
+		}
+	}
+	return out
 }
