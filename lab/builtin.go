@@ -32,6 +32,27 @@ func builtin() map[string][]Spec {
 		Messages:     30,
 		Repetitions:  1,
 	}
+	// smokeResume is the smoke run's pattern B: a publisher reconnects with
+	// its session ticket (QUIC 0-RTT, TLS resumption), so the main job's
+	// report shows startup latency too.
+	smokeResume := Spec{
+		Experiment:   "smoke",
+		Description:  "wifi at 0 % and 5 % loss, startup latency of a resumed connection (pattern B), TCP+TLS vs QUIC",
+		Topology:     TopologySpec{Kind: KindPubBrokerSub, Impaired: ImpairedBoth},
+		Profiles:     []string{"wifi"},
+		Delay:        DelayRTT,
+		Losses:       []Percent{0, 5},
+		Transports:   []string{TransportTLS, TransportQUIC},
+		QoS:          []int{1},
+		PayloadSizes: []int{100},
+		Patterns:     []string{PatternReconnect},
+		Intervals:    []Duration{ms(100)},
+		Messages:     1,
+		Repetitions:  5,
+		Scales: map[string]ScaleSpec{
+			ScaleSmoke: {Repetitions: 3},
+		},
+	}
 	e1 := Spec{
 		Experiment:   "E1",
 		Description:  "one-way delay vs loss, MQTT over TCP+TLS vs QUIC; publisher link impaired, broker-subscriber link clean",
@@ -133,7 +154,7 @@ func builtin() map[string][]Spec {
 	}
 	copyE4 := func() Spec { c := e4; return c }
 	return map[string][]Spec{
-		"smoke": {smoke},
+		"smoke": {smoke, smokeResume},
 		"e1":    {e1},
 		"e2":    {e2},
 		"e3":    {e3a, e3b},

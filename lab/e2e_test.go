@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/iotq/iotq/report"
 )
 
 // requireNetAdmin skips unless root with /dev/net/tun; under CI=true a
@@ -229,6 +231,43 @@ func TestSmokeCampaignEndToEnd(t *testing.T) {
 		if st, err := os.Stat(filepath.Join(dir, DirCells, c.ID, "pub.pcap")); err != nil || st.Size() <= 24 {
 			t.Errorf("cell %s: pub.pcap missing or empty: %v", c.ID, err)
 		}
+	}
+	// The report reads the directory: its files exist and the HTML page
+	// references every figure; pattern B cells give startup latencies.
+	sum, err := report.Generate(ctx, report.Options{Dir: dir})
+	if err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	html, err := os.ReadFile(filepath.Join(dir, "report", "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"report.md", "tables.csv", "summary.json"} {
+		if _, err := os.Stat(filepath.Join(dir, "report", f)); err != nil {
+			t.Errorf("report file: %v", err)
+		}
+	}
+	if len(sum.Figures) == 0 {
+		t.Error("report has no figures")
+	}
+	for _, f := range sum.Figures {
+		if !strings.Contains(string(html), f.Name) {
+			t.Errorf("report.html does not reference figure %s", f.Name)
+		}
+		for _, ext := range []string{".png", ".svg"} {
+			if _, err := os.Stat(filepath.Join(dir, "report", "figures", f.Name+ext)); err != nil {
+				t.Errorf("figure file: %v", err)
+			}
+		}
+	}
+	startup := 0
+	for _, c := range sum.Cells {
+		if c.StartupMs.N > 0 {
+			startup++
+		}
+	}
+	if startup == 0 {
+		t.Error("no cell of the smoke run reports a startup latency")
 	}
 }
 
