@@ -247,6 +247,7 @@ const (
 	idleScanInterval = 100 * time.Millisecond
 	scanInterval     = time.Millisecond
 	waitStep         = 100 * time.Microsecond
+	restoreWait      = time.Second
 )
 
 // errSlowConsumer is the stop cause of a client disconnected by the
@@ -261,6 +262,9 @@ type clientFlow struct {
 	// until its PUBREL (QoS 2); see OnPacketRead. Only the client's read
 	// goroutine touches it, except OnDisconnect, which runs there too.
 	stashed map[uint16]packets.Packet
+	// pending counts stashed messages; a new connection of the same client
+	// waits (briefly) for it to reach 0 before it inherits the session.
+	pending atomic.Int32
 }
 
 type flowHook struct {
@@ -299,6 +303,7 @@ func (h *flowHook) ID() string { return "iotq-flow" }
 
 func (h *flowHook) Provides(b byte) bool {
 	return bytes.IndexByte([]byte{
+		mqtt.OnSessionEstablish,
 		mqtt.OnSessionEstablished,
 		mqtt.OnDisconnect,
 		mqtt.OnPublish,
@@ -346,6 +351,9 @@ func (h *flowHook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Pac
 		if f.stashed == nil {
 			f.stashed = map[uint16]packets.Packet{}
 		}
+		if _, dup := f.stashed[pk.PacketID]; !dup {
+			f.pending.Add(1)
+		}
 		f.stashed[pk.PacketID] = out
 	}
 	return pk, nil
@@ -376,6 +384,26 @@ func (h *flowHook) restore(cl *mqtt.Client, f *clientFlow, id uint16) {
 	}
 	if h.e.store != nil {
 		h.e.store.OnQosPublish(cl, out, out.Created, 0)
+	}
+	f.pending.Add(-1)
+}
+
+// OnSessionEstablish runs on a new connection's goroutine just before it
+// inherits the session of an earlier connection with the same client
+// identifier. The earlier connection restores set-aside messages right
+// after writing its last acknowledgement, and the client may reconnect
+// within that instant: wait for the restore (at most restoreWait), so the
+// new connection inherits the messages.
+func (h *flowHook) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
+	h.mu.RLock()
+	old := h.clients[cl.ID]
+	h.mu.RUnlock()
+	if old == nil || old.cl == cl {
+		return
+	}
+	deadline := time.Now().Add(restoreWait)
+	for old.pending.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(waitStep)
 	}
 }
 
