@@ -392,15 +392,9 @@ func (s *Server) Close() error {
 			c()
 		}
 		s.wg.Wait()
-		if started {
-			if err := s.eng.close(); err != nil {
-				errs = append(errs, err)
-			}
-		} else {
-			// The store was opened by New: release it.
-			if err := s.eng.close(); err != nil {
-				errs = append(errs, err)
-			}
+		// Flush and close the store (opened by New, so also without Start).
+		if err := s.eng.close(); err != nil {
+			errs = append(errs, err)
 		}
 		s.log.Info("broker stopped")
 		s.closeErr = errors.Join(errs...)
