@@ -430,3 +430,16 @@ func TestCloseDoesNotWaitForSilentConnections(t *testing.T) {
 		t.Fatal("silent connection still open after Close")
 	}
 }
+
+func TestSecondBrokerOnSameStateDirFails(t *testing.T) {
+	state := t.TempDir()
+	testutil.StartBroker(t, broker.Options{StateDir: state})
+	start := time.Now()
+	_, err := broker.New(broker.Options{StateDir: state})
+	if err == nil || !strings.Contains(err.Error(), "another broker") {
+		t.Fatalf("New = %v, want an error saying the state directory is in use", err)
+	}
+	if d := time.Since(start); d > testutil.Scale(10*time.Second) {
+		t.Fatalf("took %v", d)
+	}
+}
