@@ -36,6 +36,15 @@
 // Network methods are safe for concurrent use. Dir and MediumModel are not:
 // the Network guards each with its own mutex.
 //
+// Files, one concern each: model.go (the pure model), build_linux.go
+// (topology to namespaces and TUNs), plumbing_linux.go (TUN, ip, setns),
+// subnet_linux.go (address plan and the host subnet lock),
+// forward_linux.go (readers, departure heap, forwarding thread),
+// timer_linux.go (monotonic clock, timerfd), realtime_linux.go
+// (SCHED_FIFO), sysctl_linux.go (congestion control), cleanup_linux.go
+// (stale namespaces), network_linux.go (the Network's lifecycle and
+// accessors).
+//
 // Names: every namespace is called PREFIX<pid>-<token>-<node> (Options.Prefix,
 // default "iotq-"), so a later run (or Cleanup) can tell namespaces of a
 // dead process from those of a live one and remove only the stale ones.
