@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,6 +79,24 @@ func TestBrokerCommand(t *testing.T) {
 		err := exec.Command(bin, "broker", "--listen", "gopher://x", "--check").Run()
 		if exitCode(err) != 2 {
 			t.Fatalf("exit %v, want 2", err)
+		}
+	})
+	t.Run("a taken port gives one clear line with a hint", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		var stderr bytes.Buffer
+		cmd := exec.Command(bin, "broker", "--listen", "mqtt://"+l.Addr().String(), "--state-dir", filepath.Join(dir, "taken"))
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); exitCode(err) != 1 {
+			t.Fatalf("exit %v, want 1; stderr: %s", err, stderr.String())
+		}
+		out := strings.TrimSpace(stderr.String())
+		if strings.Count(out, "\n") != 0 || !strings.Contains(out, "already in use") || !strings.Contains(out, "--listen") ||
+			strings.Contains(out, "broker: broker:") || strings.Contains(out, "broker stopped") {
+			t.Fatalf("want one line naming the taken address and a hint, got:\n%s", out)
 		}
 	})
 	t.Run("passwd adds a hashed user", func(t *testing.T) {

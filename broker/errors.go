@@ -10,4 +10,6 @@ var (
 	ErrStarted = errors.New("broker already started")
 	// ErrNotStarted is returned by Ready before Start.
 	ErrNotStarted = errors.New("broker not started")
+	// ErrAddressInUse: a listen address is already taken by another process.
+	ErrAddressInUse = errors.New("listen address already in use")
 )

@@ -12,7 +12,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/iotq/iotq/internal/certs"
@@ -186,7 +188,10 @@ func (s *Server) start(ctx context.Context) error {
 	for _, raw := range s.opts.Listen {
 		l, err := transport.Listen(raw, lopts)
 		if err != nil {
-			return fmt.Errorf("broker: listen %s: %w", raw, err)
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return fmt.Errorf("%w: %s is taken by another process (find it with: ss -ltnup | grep %s); choose another port with --listen", ErrAddressInUse, raw, portOf(raw))
+			}
+			return fmt.Errorf("broker: %w", err)
 		}
 		s.listeners = append(s.listeners, l)
 		s.endpoints = append(s.endpoints, l.Endpoint().String())
@@ -396,7 +401,9 @@ func (s *Server) Close() error {
 		if err := s.eng.close(); err != nil {
 			errs = append(errs, err)
 		}
-		s.log.Info("broker stopped")
+		if started && len(listeners) > 0 {
+			s.log.Info("broker stopped")
+		}
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
@@ -428,4 +435,17 @@ func writeReadyFile(path string, listeners []string, caFile string) error {
 		return fmt.Errorf("broker: ready file %s: %w", path, err)
 	}
 	return nil
+}
+
+// portOf returns the port of a listen URL for the hint of ErrAddressInUse
+// ("mqtt://127.0.0.1:1883" -> ":1883"), or the URL itself.
+func portOf(raw string) string {
+	if i := strings.LastIndexByte(raw, ':'); i >= 0 && i+1 < len(raw) {
+		p := raw[i+1:]
+		if j := strings.IndexByte(p, '/'); j >= 0 {
+			p = p[:j]
+		}
+		return ":" + p
+	}
+	return raw
 }

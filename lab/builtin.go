@@ -1,7 +1,10 @@
 package lab
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -189,12 +192,12 @@ func Resolve(arg string) ([]Spec, error) {
 	if s, ok := Builtin(arg); ok {
 		return s, nil
 	}
+	if _, err := os.Stat(arg); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w %q: neither a built-in name (%s) nor an existing YAML file", ErrUnknownScenario, arg, strings.Join(BuiltinNames(), ", "))
+	}
 	specs, err := LoadSpecs(arg)
 	if err != nil {
-		if strings.ContainsAny(arg, "./") {
-			return nil, err
-		}
-		return nil, fmt.Errorf("scenario %q: neither a built-in (%s) nor a readable file: %w", arg, strings.Join(BuiltinNames(), ", "), err)
+		return nil, err
 	}
 	return specs, nil
 }

@@ -10,4 +10,7 @@ var (
 	ErrNodeExited = errors.New("node process exited early")
 	// ErrStalled: a stop-and-wait repetition got no receipt in time.
 	ErrStalled = errors.New("stop-and-wait stalled")
+	// ErrUnknownScenario: a scenario argument is neither a built-in name
+	// nor an existing file.
+	ErrUnknownScenario = errors.New("unknown scenario")
 )

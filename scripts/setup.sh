@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs everything iotq's tests and lab need on a fresh Debian 12 machine
 # (run as root): Mosquitto (interop peer), tshark (pcap checks), iproute2,
-# Python paho-mqtt 2.1.0 (independent client), and the pinned Go modules.
+# ping (the README's link example), Python paho-mqtt 2.1.0 (independent
+# client), and the pinned Go modules. It never stops or reconfigures a
+# service: tests start their own Mosquitto on free loopback ports, so a
+# system Mosquitto on 1883 may keep running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,15 +13,18 @@ command -v mosquitto >/dev/null || need_apt+=(mosquitto)
 command -v mosquitto_pub >/dev/null || need_apt+=(mosquitto-clients)
 command -v tshark >/dev/null || need_apt+=(tshark)
 command -v ip >/dev/null || need_apt+=(iproute2)
+# iputils-ping pinned to Debian 12's version (falls back to the current one
+# below if the mirror no longer carries it).
+command -v ping >/dev/null || need_apt+=(iputils-ping=3:20221126-1+deb12u1)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+  if ! apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null; then
+    echo "setup: pinned versions unavailable; installing the mirror's current ones" >&2
+    apt-get install -y -qq --no-install-recommends "${need_apt[@]%%=*}" >/dev/null
+  fi
 fi
-# Mosquitto from apt starts a system broker on :1883; tests start their own.
-if command -v systemctl >/dev/null 2>&1; then systemctl stop mosquitto >/dev/null 2>&1 || true; fi
-pkill -x mosquitto >/dev/null 2>&1 || true
 
 # Python paho-mqtt 2.x is an independent MQTT peer in the interop tests.
 if ! python3 -c 'import paho.mqtt, sys; sys.exit(0 if paho.mqtt.__version__.startswith("2.") else 1)' 2>/dev/null; then

@@ -19,7 +19,7 @@ func (a *app) labCommand() *Command {
 		Name:      "lab",
 		UsageLine: "iotq lab run SCENARIO|FILE [flags] | list | show SCENARIO|FILE [--scale S] | merge OUT DIR...",
 		Short:     "run experiment campaigns end to end (scenarios, cells, results directory)",
-		Long: `Lab runs the experiments of experiments.md end to end: for each cell it builds the
+		Long: `Lab runs the experiments of docs/experiments.md end to end: for each cell it builds the
 topology with the link emulator (one network namespace per node), starts "iotq broker",
 "iotq sub" and "iotq pub" as separate processes in their namespaces, drives the traffic
 pattern, and collects the records into a results directory (docs/records.md, docs/lab.md).
@@ -107,6 +107,9 @@ func splitList(s string) []string {
 // resolve loads the scenario, applies overrides and the scale.
 func (s *labSelect) resolve(name string) ([]lab.Spec, error) {
 	specs, err := lab.Resolve(name)
+	if errors.Is(err, lab.ErrUnknownScenario) {
+		return nil, usageErrorf("%v", err)
+	}
 	if err != nil {
 		return nil, err
 	}
