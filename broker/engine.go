@@ -40,6 +40,7 @@ type engineConfig struct {
 	inflightPath string     // in-flight messages (group commit)
 	fsync        bool       // fsync the store on every write
 	flow         FlowOptions
+	limits       LimitsOptions
 }
 
 // authorizer decides who may connect and what they may read and write.

@@ -51,7 +51,11 @@ func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
 	})
 	e := &mochiEngine{srv: srv, cfg: cfg, log: cfg.logger, stop: make(chan struct{}), active: map[net.Conn]struct{}{}}
 
-	if err := srv.AddHook(&authHook{a: cfg.auth}, nil); err != nil {
+	ah := &authHook{a: cfg.auth, srv: srv, maxIDLen: cfg.limits.MaxClientIDLength, log: newRateLimitedLog(cfg.logger, time.Second)}
+	if ah.maxIDLen == 0 {
+		ah.maxIDLen = DefaultMaxClientIDLen
+	}
+	if err := srv.AddHook(ah, nil); err != nil {
 		return nil, fmt.Errorf("broker: add auth hook: %w", err)
 	}
 	e.flow = newFlowHook(e)
@@ -191,34 +195,6 @@ func (e *mochiEngine) subscriptions(id string) int {
 		return 0
 	}
 	return cl.State.Subscriptions.Len()
-}
-
-// authHook adapts an authorizer to mochi. mochi denies everything without an
-// auth hook, so one is always registered.
-type authHook struct {
-	mqtt.HookBase
-	a authorizer
-}
-
-func (h *authHook) ID() string { return "iotq-auth" }
-
-func (h *authHook) Provides(b byte) bool {
-	return b == mqtt.OnConnectAuthenticate || b == mqtt.OnACLCheck
-}
-
-func (h *authHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
-	if h.a == nil {
-		return true
-	}
-	return h.a.authenticate(pk.Connect.Username, pk.Connect.Password, pk.Connect.UsernameFlag)
-}
-
-func (h *authHook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
-	if h.a == nil {
-		return true
-	}
-	u := cl.Properties.Username
-	return h.a.authorize(string(u), len(u) == 0, topic, write)
 }
 
 // ---- flow control -----------------------------------------------------------

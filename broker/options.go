@@ -45,6 +45,8 @@ type Options struct {
 	Auth AuthOptions `yaml:"auth"`
 	// Flow is the slow-consumer policy and queue sizing.
 	Flow FlowOptions `yaml:"flow"`
+	// Limits bound what one client may ask of the broker.
+	Limits LimitsOptions `yaml:"limits"`
 	// Metrics is the listen address (HOST:PORT) of the HTTP server for
 	// /metrics (Prometheus) and /healthz. Empty: off.
 	Metrics string `yaml:"metrics"`
@@ -148,6 +150,14 @@ type FlowOptions struct {
 	NoBackpressure bool `yaml:"no_backpressure"`
 }
 
+// LimitsOptions bound what one client may ask of the broker.
+type LimitsOptions struct {
+	// MaxClientIDLength is the longest client identifier accepted, in
+	// bytes; a longer one is refused with CONNACK "client identifier not
+	// valid". Default 256.
+	MaxClientIDLength int `yaml:"max_client_id_length"`
+}
+
 // LogOptions select the log output of the iotq command.
 type LogOptions struct {
 	// Format is "text" (default) or "json".
@@ -168,6 +178,7 @@ const (
 	DefaultWriteBuffer      = 16 << 10
 	DefaultReadBuffer       = 4 << 10
 	DefaultWriteTimeout     = 30 * time.Second
+	DefaultMaxClientIDLen   = 256
 )
 
 // DefaultStateDir is the state directory used for generated TLS material
@@ -235,6 +246,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.Flow.ReadBuffer == 0 {
 		o.Flow.ReadBuffer = DefaultReadBuffer
+	}
+	if o.Limits.MaxClientIDLength == 0 {
+		o.Limits.MaxClientIDLength = DefaultMaxClientIDLen
 	}
 	if o.Store == "" {
 		o.Store = StoreBolt
@@ -317,6 +331,9 @@ func (o Options) Validate() error {
 	}
 	if o.Flow.ReadBuffer < 0 {
 		add("flow.read_buffer", "must not be negative, got %d", o.Flow.ReadBuffer)
+	}
+	if o.Limits.MaxClientIDLength < 0 || o.Limits.MaxClientIDLength > 65535 {
+		add("limits.max_client_id_length", "want 1 to 65535 bytes (0 for the default %d), got %d", DefaultMaxClientIDLen, o.Limits.MaxClientIDLength)
 	}
 	switch o.Store {
 	case "", StoreBolt, StoreNone:

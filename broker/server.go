@@ -93,6 +93,7 @@ func New(opts Options) (*Server, error) {
 		inflightPath: inflightPath,
 		fsync:        o.Fsync,
 		flow:         o.Flow,
+		limits:       o.Limits,
 	})
 	if err != nil {
 		return nil, err

@@ -33,13 +33,14 @@ import (
 type storeHook struct {
 	*bolt.Hook
 
-	log   *slog.Logger
-	db    *bbolt.DB
-	ops   chan storeOp
-	flush chan chan struct{}
-	done  chan struct{}
-	wg    sync.WaitGroup
-	stop  sync.Once
+	log    *slog.Logger
+	errLog *rateLimitedLog // per-message problems
+	db     *bbolt.DB
+	ops    chan storeOp
+	flush  chan chan struct{}
+	done   chan struct{}
+	wg     sync.WaitGroup
+	stop   sync.Once
 }
 
 const (
@@ -69,12 +70,13 @@ func openStoreHook(path, inflightPath string, fsync bool, log *slog.Logger) (*st
 		return nil, nil, fmt.Errorf("broker: init store %s: %w", inflightPath, err)
 	}
 	h := &storeHook{
-		Hook:  new(bolt.Hook),
-		log:   log,
-		db:    db,
-		ops:   make(chan storeOp, 8192),
-		flush: make(chan chan struct{}),
-		done:  make(chan struct{}),
+		Hook:   new(bolt.Hook),
+		log:    log,
+		errLog: newRateLimitedLog(log, time.Second),
+		db:     db,
+		ops:    make(chan storeOp, 8192),
+		flush:  make(chan chan struct{}),
+		done:   make(chan struct{}),
 	}
 	h.wg.Add(1)
 	go h.writer()
@@ -114,7 +116,7 @@ func (h *storeHook) OnQosPublish(cl *mqtt.Client, pk packets.Packet, sent int64,
 	}
 	b, err := m.MarshalBinary()
 	if err != nil {
-		h.log.Error("store: encode in-flight message", "client", cl.ID, "error", err)
+		h.errLog.warn("store: encode in-flight message", "client", cl.ID, "error", err)
 		return
 	}
 	h.enqueue(storeOp{key: m.ID, value: b})
@@ -131,6 +133,10 @@ func (h *storeHook) OnQosDropped(cl *mqtt.Client, pk packets.Packet) {
 }
 
 func (h *storeHook) enqueue(op storeOp) {
+	if len(op.key) == 0 || len(op.key) > bbolt.MaxKeySize || len(op.value) > bbolt.MaxValueSize {
+		h.errLog.warn("store: in-flight record too large to store, kept in memory only", "key", logKey(op.key), "key_bytes", len(op.key), "value_bytes", len(op.value))
+		return
+	}
 	select {
 	case <-h.done:
 		return // stopped: the engine is shutting down
@@ -183,20 +189,20 @@ func (h *storeHook) writer() {
 		err := h.db.Update(func(tx *bbolt.Tx) error {
 			b := tx.Bucket([]byte(inflightBucket))
 			for _, op := range batch {
-				var err error
-				if op.value == nil {
-					err = b.Delete([]byte(op.key))
-				} else {
-					err = b.Put([]byte(op.key), op.value)
-				}
-				if err != nil {
+				if err := op.apply(b); err != nil {
 					return err
 				}
 			}
 			return nil
 		})
 		if err != nil {
-			h.log.Error("store: write in-flight messages", "ops", len(batch), "error", err)
+			// One bad record must not cost the others theirs: write
+			// them one transaction each and report only the bad ones.
+			for _, op := range batch {
+				if err := h.db.Update(func(tx *bbolt.Tx) error { return op.apply(tx.Bucket([]byte(inflightBucket))) }); err != nil {
+					h.errLog.warn("store: in-flight record not written", "key", logKey(op.key), "error", err)
+				}
+			}
 		}
 		batch = batch[:0]
 	}
@@ -227,6 +233,21 @@ func (h *storeHook) writer() {
 			return
 		}
 	}
+}
+
+func (op storeOp) apply(b *bbolt.Bucket) error {
+	if op.value == nil {
+		return b.Delete([]byte(op.key))
+	}
+	return b.Put([]byte(op.key), op.value)
+}
+
+// logKey shortens a store key for logs.
+func logKey(k string) string {
+	if len(k) > 80 {
+		return k[:80] + fmt.Sprintf("... (%d bytes)", len(k))
+	}
+	return k
 }
 
 func (h *storeHook) drain(batch *[]storeOp) {
