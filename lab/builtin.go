@@ -70,8 +70,8 @@ func builtin() map[string][]Spec {
 		Messages:     1000,
 		Repetitions:  1,
 		Scales: map[string]ScaleSpec{
-			ScaleSmoke:   {Messages: 20, Intervals: []Duration{ms(100)}},
-			ScaleReduced: {Messages: 100, Intervals: []Duration{ms(200)}},
+			ScaleSmoke:   {Messages: 10},
+			ScaleReduced: {Messages: 100},
 		},
 	}
 	e2 := e1

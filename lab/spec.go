@@ -102,7 +102,7 @@ type Spec struct {
 	// Energy holds the energy model parameters, recorded in the manifest for
 	// the report. Zero fields take the defaults of DefaultEnergy.
 	Energy EnergyModel `yaml:"energy"`
-	// Scales override message counts, intervals and repetitions per scale
+	// Scales override message counts and repetitions per scale
 	// (smoke, reduced). "full" is the spec as written. A missing scale uses
 	// the generic rule of Spec.Scaled.
 	Scales map[string]ScaleSpec `yaml:"scales,omitempty"`
@@ -138,9 +138,11 @@ type LinkSpec struct {
 // ScaleSpec overrides the scale-dependent fields. Zero fields keep the
 // value of the spec.
 type ScaleSpec struct {
-	Messages    int        `yaml:"messages,omitempty"`
-	Repetitions int        `yaml:"repetitions,omitempty"`
-	Intervals   []Duration `yaml:"intervals,omitempty"`
+	Messages    int `yaml:"messages,omitempty"`
+	Repetitions int `yaml:"repetitions,omitempty"`
+	// Intervals is refused by Validate: a scale never changes the
+	// inter-arrival time. It is parsed only to say so clearly.
+	Intervals []Duration `yaml:"intervals,omitempty"`
 }
 
 // Profile is a named link profile: rate and delay figure. How the delay is
@@ -412,10 +414,8 @@ func (s Spec) Validate() error {
 		if sc.Repetitions < 0 {
 			bad(p+".repetitions", "%d: must not be negative", sc.Repetitions)
 		}
-		for i, iv := range sc.Intervals {
-			if iv <= 0 {
-				bad(fmt.Sprintf("%s.intervals[%d]", p, i), "must be positive")
-			}
+		if len(sc.Intervals) > 0 {
+			bad(p+".intervals", "a scale must not change the inter-arrival time (it decides how many messages are in flight); cut messages or repetitions instead")
 		}
 	}
 	errs = append(errs, d.Energy.validate()...)
@@ -459,11 +459,11 @@ func (e *FieldError) Error() string {
 	return b.String()
 }
 
-// Scaled returns the spec at the given scale: only Messages, Intervals and
-// Repetitions change, never link parameters. "full" (or "") is the spec
-// itself. A scale the spec does not define follows the generic rule:
-// smoke caps messages at 20, repetitions at 1 and intervals at 100ms;
-// reduced caps messages at 100, repetitions at 5 and intervals at 200ms.
+// Scaled returns the spec at the given scale: only Messages and
+// Repetitions change, never the inter-arrival time, payload, loss or link
+// parameters. "full" (or "") is the spec itself. A scale the spec does not
+// define follows the generic rule: smoke caps messages at 20 and
+// repetitions at 1; reduced caps messages at 100 and repetitions at 5.
 func (s Spec) Scaled(scale string) (Spec, error) {
 	switch scale {
 	case "", ScaleFull:
@@ -472,9 +472,11 @@ func (s Spec) Scaled(scale string) (Spec, error) {
 	default:
 		return s, fmt.Errorf("scale %q: want smoke, reduced or full", scale)
 	}
+	// A scale cuts counts only: the inter-arrival time, payload, loss and
+	// links set the physics being measured (how many messages are in
+	// flight on a long link), so they stay as written.
 	d := s.withDefaults()
 	out := s
-	out.Intervals = append([]Duration(nil), d.Intervals...)
 	out.Messages, out.Repetitions = d.Messages, d.Repetitions
 	if sc, ok := s.Scales[scale]; ok {
 		if sc.Messages > 0 {
@@ -483,20 +485,14 @@ func (s Spec) Scaled(scale string) (Spec, error) {
 		if sc.Repetitions > 0 {
 			out.Repetitions = sc.Repetitions
 		}
-		if len(sc.Intervals) > 0 {
-			out.Intervals = append([]Duration(nil), sc.Intervals...)
-		}
 		return out, nil
 	}
-	maxMsg, maxRep, maxIv := 20, 1, Duration(100*time.Millisecond)
+	maxMsg, maxRep := 20, 1
 	if scale == ScaleReduced {
-		maxMsg, maxRep, maxIv = 100, 5, Duration(200*time.Millisecond)
+		maxMsg, maxRep = 100, 5
 	}
 	out.Messages = min(out.Messages, maxMsg)
 	out.Repetitions = min(out.Repetitions, maxRep)
-	for i, iv := range out.Intervals {
-		out.Intervals[i] = min(iv, maxIv)
-	}
 	return out, nil
 }
 
