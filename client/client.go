@@ -2,13 +2,14 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/iotq/iotq/client/internal/core"
 	"github.com/iotq/iotq/client/mqtt"
+	"github.com/iotq/iotq/transport/endpoint"
 )
 
 // Types of the common API (defined in client/internal/core).
@@ -23,6 +24,9 @@ type (
 	Handler          = core.Handler
 	Receipt          = core.Receipt
 	ConnectionInfo   = core.ConnectionInfo
+	// DialFunc is the signature of a protocol package's Dial (a row of the
+	// dialer table).
+	DialFunc = core.DialFunc
 )
 
 // Errors of the common API.
@@ -45,24 +49,59 @@ func NewReceipt() (*Receipt, func(at time.Time, err error)) { return core.NewRec
 // MatchTopic reports whether an MQTT topic matches a subscription filter.
 func MatchTopic(filter, topic string) bool { return core.MatchTopic(filter, topic) }
 
-// Schemes lists the URL schemes Dial understands.
-func Schemes() []string { return []string{"mqtt", "mqtts", "ws", "wss", "quic"} }
+// Endpoint is a parsed URL (transport/endpoint): protocol, transport,
+// address and options. Parse it once where the URL enters (ParseURL) and
+// pass it down (DialEndpoint).
+type Endpoint = endpoint.Endpoint
 
-// Dial connects to the broker at rawURL and returns once the broker accepted
-// the session. The scheme picks protocol and transport: mqtt (TCP), mqtts
-// (TLS), ws and wss (WebSocket, path /mqtt), quic (QUIC, ALPN "mqtt"), all
-// speaking MQTT (3.1.1 unless opts.ProtocolVersion is 5). ctx bounds the
-// connection attempt only; opts.ConnectTimeout bounds it too.
+// ParseURL parses a client URL; see transport/endpoint for the scheme table.
+func ParseURL(raw string) (Endpoint, error) { return endpoint.Parse(raw) }
+
+// ErrProtocolNotBuilt: the scheme table knows the URL's protocol, but no
+// implementation of it is built into this client yet.
+var ErrProtocolNotBuilt = errors.New("not built into this client yet")
+
+// dialers is the table of protocol implementations: one row per protocol
+// package. Adding a protocol (client/coap, client/amqp) is one row here;
+// its URL schemes are rows of the scheme table in transport/endpoint.
+func dialers() map[endpoint.Protocol]core.DialFunc {
+	return map[endpoint.Protocol]core.DialFunc{
+		endpoint.ProtocolMQTT: mqtt.Dial,
+	}
+}
+
+// Schemes lists the URL schemes Dial can connect with (those whose protocol
+// is built in).
+func Schemes() []string {
+	d := dialers()
+	var out []string
+	for _, r := range endpoint.Schemes() {
+		if d[r.Protocol] != nil {
+			out = append(out, string(r.Scheme))
+		}
+	}
+	return out
+}
+
+// Dial parses rawURL and calls DialEndpoint.
 func Dial(ctx context.Context, rawURL string, opts Options) (Client, error) {
-	u, err := url.Parse(rawURL)
+	ep, err := endpoint.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("broker URL %q: %w (want e.g. mqtt://127.0.0.1:1883 or quic://host:14567)", rawURL, err)
+		return nil, err
 	}
-	switch strings.ToLower(u.Scheme) {
-	case "mqtt", "mqtts", "ws", "wss", "quic", "tcp", "tls", "ssl":
-		return mqtt.Dial(ctx, rawURL, opts)
-	case "":
-		return nil, fmt.Errorf("broker URL %q has no scheme (want %s://HOST:PORT)", rawURL, strings.Join(Schemes(), ", "))
+	return DialEndpoint(ctx, ep, opts)
+}
+
+// DialEndpoint connects to the server at ep and returns once it accepted
+// the session. ep.Protocol picks the implementation (the dialer table):
+// mqtt (schemes mqtt, mqtts, ws, wss, quic; MQTT 3.1.1 unless
+// opts.ProtocolVersion is 5). A protocol of the scheme table that is not
+// built in fails with ErrProtocolNotBuilt. ctx bounds the connection
+// attempt only; opts.ConnectTimeout bounds it too.
+func DialEndpoint(ctx context.Context, ep Endpoint, opts Options) (Client, error) {
+	dial := dialers()[ep.Protocol]
+	if dial == nil {
+		return nil, fmt.Errorf("dial %s: protocol %s %w (built in: %s)", ep, ep.Protocol, ErrProtocolNotBuilt, strings.Join(Schemes(), ", "))
 	}
-	return nil, fmt.Errorf("broker URL %q: unsupported scheme %q (want one of %s)", rawURL, u.Scheme, strings.Join(Schemes(), ", "))
+	return dial(ctx, ep, opts)
 }

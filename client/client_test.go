@@ -16,6 +16,8 @@ import (
 	"github.com/iotq/iotq/client"
 	"github.com/iotq/iotq/internal/certs"
 	"github.com/iotq/iotq/internal/testutil"
+	"github.com/iotq/iotq/transport"
+	"github.com/iotq/iotq/transport/endpoint"
 )
 
 // The transport matrix: our client against our broker (internal/testutil)
@@ -189,14 +191,23 @@ func TestQUIC0RTT(t *testing.T) {
 
 func TestDialErrors(t *testing.T) {
 	ctx := context.Background()
-	for url, want := range map[string]string{
-		"coap://x":           "unsupported scheme",
-		"127.0.0.1:1883":     "want e.g. mqtt://",
-		"mqtt://127.0.0.1:1": "check that a broker listens",
+	for _, c := range []struct {
+		url  string
+		kind error
+		want string
+	}{
+		{"coap://x", client.ErrProtocolNotBuilt, "protocol coap not built into this client yet"},
+		{"amqp+quic://x", client.ErrProtocolNotBuilt, "protocol amqp not built into this client yet"},
+		{"127.0.0.1:1883", endpoint.ErrNoScheme, "mqtt://127.0.0.1:1883"},
+		{"gopher://x", endpoint.ErrUnknownScheme, "mqtt, mqtts"},
+		{"mqtt://127.0.0.1:1", transport.ErrRefused, "check that a server listens"},
 	} {
-		_, err := client.Dial(ctx, url, client.Options{})
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("Dial(%q) = %v, want %q", url, err, want)
+		_, err := client.Dial(ctx, c.url, client.Options{})
+		if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Dial(%q) = %v, want %v with %q", c.url, err, c.kind, c.want)
+		}
+		if err != nil && strings.Count(err.Error(), "(") > 2 {
+			t.Errorf("Dial(%q) = %v: more than one hint", c.url, err)
 		}
 	}
 	if _, err := client.Dial(ctx, "mqtt://127.0.0.1:1", client.Options{}); errors.Is(err, client.ErrClosed) {

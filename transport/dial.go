@@ -8,38 +8,52 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/iotq/iotq/transport/endpoint"
 )
 
-// Dial connects to the URL raw ("mqtt://host:1883", "quic://host", ...).
-// ctx bounds connection establishment only; cancelling it later does not
-// affect the returned Conn. The caller must Close the Conn.
+// Dial parses raw ("mqtt://host:1883", "quic://host", ...) and calls
+// DialEndpoint. Callers that already hold an Endpoint call DialEndpoint.
 func Dial(ctx context.Context, raw string, opts DialOptions) (Conn, error) {
-	ep, err := ParseURL(raw)
+	ep, err := endpoint.Parse(raw)
 	if err != nil {
 		return nil, err
 	}
+	return DialEndpoint(ctx, ep, opts)
+}
+
+// DialEndpoint opens a connection of ep's transport (tcp, tls, ws, wss,
+// quic) to ep's address. ctx bounds connection establishment only;
+// cancelling it later does not affect the returned Conn. The caller must
+// Close the Conn. Every error is a *DialError: errors.Is tells its kind
+// (ErrRefused, ErrTimeout, ErrCertificate, ...) and its message carries one
+// hint.
+func DialEndpoint(ctx context.Context, ep Endpoint, opts DialOptions) (Conn, error) {
 	if ep.Host == "" {
-		return nil, fmt.Errorf("dial %s: %w (write scheme://HOST:PORT)", raw, ErrNoHost)
+		return nil, &DialError{Endpoint: ep, Kind: ErrNoHost, Err: ErrNoHost}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	start := time.Now()
-	var c Conn
-	switch ep.Scheme {
-	case SchemeTCP:
+	var (
+		c   Conn
+		err error
+	)
+	switch ep.Transport {
+	case endpoint.TransportTCP:
 		c, err = dialTCP(ctx, ep, start)
-	case SchemeTLS:
+	case endpoint.TransportTLS:
 		c, err = dialTLS(ctx, ep, opts, start)
-	case SchemeWS, SchemeWSS:
+	case endpoint.TransportWS, endpoint.TransportWSS:
 		c, err = dialWS(ctx, ep, opts, start)
-	case SchemeQUIC:
+	case endpoint.TransportQUIC:
 		c, err = dialQUIC(ctx, ep, opts, start)
 	default:
-		err = fmt.Errorf("transport %q not supported", ep.Scheme)
+		err = fmt.Errorf("transport %s: %w", ep.Transport, ErrTransportNotBuilt)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", ep, err)
+		return nil, newDialError(ep, err)
 	}
 	// A cache that writes behind (FileSessionCache) is flushed when the
 	// conn closes, so a process that closes its conn before exiting keeps
@@ -63,30 +77,7 @@ func dialTCP(ctx context.Context, ep Endpoint, start time.Time) (Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &plainConn{Conn: c, info: Info{Scheme: SchemeTCP, DialStart: start, TransportReady: time.Now()}}, nil
-}
-
-// clientTLSConfig clones cfg (nil: system roots), defaults ServerName to the
-// URL host and installs the session cache keyed by scheme and address.
-func clientTLSConfig(ep Endpoint, opts DialOptions) *tls.Config {
-	var cfg *tls.Config
-	if opts.TLSConfig != nil {
-		cfg = opts.TLSConfig.Clone()
-	} else {
-		cfg = &tls.Config{}
-	}
-	if cfg.ServerName == "" {
-		cfg.ServerName = ep.Host
-	}
-	if cfg.MinVersion == 0 {
-		cfg.MinVersion = tls.VersionTLS12
-	}
-	if opts.SessionCache != nil {
-		cfg.ClientSessionCache = prefixedCache{prefix: string(ep.Scheme) + "://" + ep.Address() + " ", c: opts.SessionCache}
-	} else if cfg.ClientSessionCache != nil {
-		cfg.ClientSessionCache = prefixedCache{prefix: string(ep.Scheme) + "://" + ep.Address() + " ", c: cfg.ClientSessionCache}
-	}
-	return cfg
+	return &plainConn{Conn: c, info: Info{Scheme: ep.Scheme, DialStart: start, TransportReady: time.Now()}}, nil
 }
 
 // tlsHandshake runs a client TLS handshake over c.
@@ -105,14 +96,19 @@ func dialTLS(ctx context.Context, ep Endpoint, opts DialOptions, start time.Time
 	if err != nil {
 		return nil, err
 	}
-	tc, err := tlsHandshake(ctx, raw, clientTLSConfig(ep, opts))
+	cfg, err := ClientTLSConfig(ep, opts)
+	if err != nil {
+		raw.Close()
+		return nil, err
+	}
+	tc, err := tlsHandshake(ctx, raw, cfg)
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now()
 	st := tc.ConnectionState()
 	return &plainConn{Conn: tc, info: Info{
-		Scheme:          SchemeTLS,
+		Scheme:          ep.Scheme,
 		DialStart:       start,
 		TransportReady:  now,
 		HandshakeDone:   now,

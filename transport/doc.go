@@ -4,7 +4,15 @@
 // "mqtt", one client-opened bidirectional stream per session, 0-RTT with a
 // persistent session-ticket cache, FileSessionCache).
 //
-// Dial and Listen take URLs (ParseURL). Every transport yields a net.Conn,
+// URLs are parsed once into an endpoint.Endpoint (package transport/endpoint
+// holds the scheme table: protocol, transport, default port, TLS, ALPN,
+// default path per scheme). DialEndpoint dispatches on Endpoint.Transport;
+// Dial and Listen also take URL strings for convenience. ClientTLSConfig is
+// the one builder of client TLS configurations. Dial errors are
+// *DialError values whose kind (ErrRefused, ErrTimeout, ErrCertificate,
+// ErrALPN, ...) is found by type, never by message text, and whose message
+// carries exactly one hint. Rows of the table whose transport is not built
+// here yet (udp, dtls) fail with ErrTransportNotBuilt. Every transport yields a net.Conn,
 // so neither the broker nor the client knows which transport is underneath.
 // Conn adds connection facts (timings, TLS resumption, 0-RTT, QUIC
 // statistics); StatsOf reads QUIC statistics of any conn.
@@ -25,6 +33,6 @@
 // (ws and quic serialise writes internally). A client QUIC conn runs one
 // goroutine until its handshake ends; Close waits for it.
 //
-// transport imports neither broker nor client; from iotq only internal
-// packages (tests use internal/certs).
+// transport imports neither broker nor client; from iotq only
+// transport/endpoint and internal packages (tests use internal/certs).
 package transport

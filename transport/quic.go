@@ -210,6 +210,10 @@ func dialQUIC(ctx context.Context, ep Endpoint, opts DialOptions, start time.Tim
 	if raddr.IP.To4() != nil {
 		network = "udp4" // works where IPv6 is disabled, e.g. in a lab namespace
 	}
+	tlsConf, err := ClientTLSConfig(ep, opts)
+	if err != nil {
+		return nil, err
+	}
 	udp, err := net.ListenUDP(network, nil)
 	if err != nil {
 		return nil, err
@@ -218,11 +222,6 @@ func dialQUIC(ctx context.Context, ep Endpoint, opts DialOptions, start time.Tim
 	release := func() {
 		_ = tr.Close()
 		_ = udp.Close()
-	}
-	tlsConf := clientTLSConfig(ep, opts)
-	tlsConf.NextProtos = []string{ALPN}
-	if tlsConf.MinVersion < tls.VersionTLS13 {
-		tlsConf.MinVersion = tls.VersionTLS13
 	}
 	qc := quicConfig(q, false)
 	var conn *quic.Conn
@@ -233,7 +232,7 @@ func dialQUIC(ctx context.Context, ep Endpoint, opts DialOptions, start time.Tim
 	}
 	if err != nil {
 		release()
-		return nil, explainQUICError(err)
+		return nil, err
 	}
 	ready := time.Now()
 	// If DialEarly returned before the handshake completed, we may send
@@ -261,7 +260,7 @@ func dialQUIC(ctx context.Context, ep Endpoint, opts DialOptions, start time.Tim
 		return nil, fmt.Errorf("open stream: %w", err)
 	}
 	c := newQUICConn(conn, str, true, q, release)
-	c.info = Info{Scheme: SchemeQUIC, DialStart: start, TransportReady: ready}
+	c.info = Info{Scheme: ep.Scheme, DialStart: start, TransportReady: ready}
 	c.earlyPending = attempted
 	c.hsWatch = make(chan struct{})
 	c.wg.Add(1)
@@ -289,19 +288,6 @@ func resolveUDP(ctx context.Context, hostport string) (*net.UDPAddr, error) {
 		}
 	}
 	return net.ResolveUDPAddr("udp", net.JoinHostPort(ip.Unmap().String(), port))
-}
-
-// explainQUICError adds a hint to common QUIC dial failures.
-func explainQUICError(err error) error {
-	var te *quic.TransportError
-	if errors.As(err, &te) && te.Remote && te.ErrorCode == quic.TransportErrorCode(0x100+0x78) {
-		return fmt.Errorf("%w (the server does not speak ALPN %q: is it an MQTT-over-QUIC listener?)", err, ALPN)
-	}
-	var it *quic.IdleTimeoutError
-	if errors.As(err, &it) {
-		return fmt.Errorf("%w (no answer: check host, UDP port and firewall)", err)
-	}
-	return err
 }
 
 // ---------------------------------------------------------------------------

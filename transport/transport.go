@@ -3,133 +3,40 @@ package transport
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
-	"net/url"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/iotq/iotq/transport/endpoint"
 )
 
-// Scheme names a transport.
-type Scheme string
+// Scheme, Endpoint and the scheme table live in transport/endpoint; these
+// aliases keep the names transport's callers already use.
+type (
+	// Scheme names a URL scheme (endpoint.Scheme).
+	Scheme = endpoint.Scheme
+	// Endpoint is a parsed URL (endpoint.Endpoint).
+	Endpoint = endpoint.Endpoint
+)
 
-// Supported URL schemes.
+// MQTT URL schemes (rows of endpoint.Schemes).
 const (
-	SchemeTCP  Scheme = "mqtt"
-	SchemeTLS  Scheme = "mqtts"
-	SchemeWS   Scheme = "ws"
-	SchemeWSS  Scheme = "wss"
-	SchemeQUIC Scheme = "quic"
+	SchemeTCP  = endpoint.SchemeMQTT
+	SchemeTLS  = endpoint.SchemeMQTTS
+	SchemeWS   = endpoint.SchemeWS
+	SchemeWSS  = endpoint.SchemeWSS
+	SchemeQUIC = endpoint.SchemeQUIC
 )
 
-// DefaultPort returns the default port of a scheme.
+// DefaultPort returns the default port of a scheme (0 if unknown).
 func DefaultPort(s Scheme) int {
-	switch s {
-	case SchemeTCP:
-		return 1883
-	case SchemeTLS:
-		return 8883
-	case SchemeWS:
-		return 8083
-	case SchemeWSS:
-		return 8084
-	case SchemeQUIC:
-		return 14567
-	}
-	return 0
+	r, _ := endpoint.Lookup(string(s))
+	return r.DefaultPort
 }
 
-// Endpoint is a parsed transport URL.
-type Endpoint struct {
-	Scheme Scheme
-	Host   string // host without port; may be empty for "all interfaces" when listening
-	Port   int
-	Path   string // WebSocket path, "/mqtt" by default
-}
-
-// Address returns host:port.
-func (e Endpoint) Address() string { return net.JoinHostPort(e.Host, fmt.Sprint(e.Port)) }
-
-// String returns the canonical URL.
-func (e Endpoint) String() string {
-	u := url.URL{Scheme: string(e.Scheme), Host: e.Address()}
-	if e.Scheme == SchemeWS || e.Scheme == SchemeWSS {
-		u.Path = e.Path
-	}
-	return u.String()
-}
-
-// ParseURL parses a transport URL such as "quic://127.0.0.1:14567" and fills
-// in the default port and WebSocket path. The error says what was wrong.
-func ParseURL(raw string) (Endpoint, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return Endpoint{}, fmt.Errorf("transport URL %q: %w", raw, err)
-	}
-	s := Scheme(strings.ToLower(u.Scheme))
-	switch s {
-	case SchemeTCP, SchemeTLS, SchemeWS, SchemeWSS, SchemeQUIC:
-	case "tcp":
-		s = SchemeTCP
-	case "tls", "ssl":
-		s = SchemeTLS
-	default:
-		return Endpoint{}, fmt.Errorf("transport URL %q: unknown scheme %q (want mqtt, mqtts, ws, wss or quic)", raw, u.Scheme)
-	}
-	if u.Opaque != "" || (u.Host == "" && !strings.Contains(raw, "://")) {
-		return Endpoint{}, fmt.Errorf("transport URL %q: want %s://HOST[:PORT]", raw, s)
-	}
-	ep := Endpoint{Scheme: s, Host: u.Hostname(), Port: DefaultPort(s), Path: u.Path}
-	if !validHost(ep.Host) {
-		return Endpoint{}, fmt.Errorf("transport URL %q: bad host %q (want a DNS name or an IP address)", raw, ep.Host)
-	}
-	if p := u.Port(); p != "" {
-		port, err := strconv.Atoi(p)
-		if err != nil || port < 0 || port > 65535 {
-			return Endpoint{}, fmt.Errorf("transport URL %q: bad port %q (want 0-65535)", raw, p)
-		}
-		ep.Port = port
-	}
-	switch {
-	case s == SchemeWS || s == SchemeWSS:
-		if ep.Path == "" {
-			ep.Path = "/mqtt"
-		}
-	case ep.Path == "/":
-		ep.Path = ""
-	case ep.Path != "":
-		return Endpoint{}, fmt.Errorf("transport URL %q: a path (%q) only applies to ws:// and wss://; remove it", raw, ep.Path)
-	}
-	return ep, nil
-}
-
-// validHost accepts "", DNS names (letters, digits, '-', '_', '.') and IP
-// addresses, IPv6 with an optional zone made of name characters.
-func validHost(h string) bool {
-	if h == "" {
-		return true
-	}
-	if len(h) > 253 {
-		return false
-	}
-	if a, err := netip.ParseAddr(h); err == nil {
-		return nameChars(a.Zone())
-	}
-	return !strings.Contains(h, ":") && nameChars(h)
-}
-
-func nameChars(s string) bool {
-	for _, r := range s {
-		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.'
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
+// ParseURL parses a URL with endpoint.Parse. Prefer parsing once where the
+// URL enters and passing the Endpoint down (DialEndpoint, ListenEndpoint).
+func ParseURL(raw string) (Endpoint, error) { return endpoint.Parse(raw) }
 
 // QUICOptions tune QUIC for lossy, high-latency links. Zero values mean the
 // documented defaults.
@@ -163,8 +70,9 @@ const (
 	maxCloseTimeout             = 15 * time.Second
 )
 
-// ALPN is the TLS application protocol of MQTT over QUIC.
-const ALPN = "mqtt"
+// ALPN is the TLS application protocol of MQTT over QUIC
+// (endpoint.ALPNMQTT; each QUIC row of the scheme table names its own).
+const ALPN = endpoint.ALPNMQTT
 
 // WebSocket subprotocols: clients offer WSSubprotocol; listeners accept it
 // and the legacy "mqttv3.1".
@@ -188,9 +96,19 @@ func (q QUICOptions) withDefaults() QUICOptions {
 
 // DialOptions configure Dial.
 type DialOptions struct {
-	// TLSConfig for mqtts, wss and quic. nil means system roots. ServerName
-	// defaults to the URL host. NextProtos is set by the transport for QUIC.
+	// TLSConfig is the base TLS configuration for encrypted transports
+	// (ClientTLSConfig applies the fields below to a clone). nil means
+	// system roots, TLS 1.2 minimum (1.3 for QUIC). NextProtos is set from
+	// the scheme table's ALPN where the row names one.
 	TLSConfig *tls.Config
+	// CAFile is a PEM file with the CA certificates that sign the server's
+	// certificate. Default: TLSConfig.RootCAs, else the system roots.
+	CAFile string
+	// Insecure skips verification of the server's certificate (tests only).
+	Insecure bool
+	// ServerName is the name checked in the server's certificate. Default:
+	// TLSConfig.ServerName, else the URL host.
+	ServerName string
 	// SessionCache, if set, is used for TLS and QUIC session resumption
 	// (and QUIC 0-RTT). Dial keys entries by scheme and address, so one
 	// cache (for example one FileSessionCache) can serve every transport.

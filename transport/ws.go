@@ -109,8 +109,11 @@ func dialWS(ctx context.Context, ep Endpoint, opts DialOptions, start time.Time)
 		NetDialContext: nd.DialContext,
 		Subprotocols:   []string{WSSubprotocol},
 	}
-	if ep.Scheme == SchemeWSS {
-		cfg := clientTLSConfig(ep, opts)
+	if ep.TLS {
+		cfg, err := ClientTLSConfig(ep, opts)
+		if err != nil {
+			return nil, err
+		}
 		d.NetDialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			raw, err := nd.DialContext(ctx, network, addr)
 			if err != nil {

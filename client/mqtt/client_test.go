@@ -12,6 +12,8 @@ import (
 
 	"github.com/iotq/iotq/client/internal/core"
 	"github.com/iotq/iotq/internal/payload"
+	"github.com/iotq/iotq/transport"
+	"github.com/iotq/iotq/transport/endpoint"
 )
 
 var protocols = []struct {
@@ -64,7 +66,7 @@ func dialT(t *testing.T, url string, o core.Options) core.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, url, o)
+	c, err := dialRaw(ctx, url, o)
 	if err != nil {
 		t.Fatalf("dial %s: %v", url, err)
 	}
@@ -234,26 +236,38 @@ func TestUnreachableBroker(t *testing.T) {
 	port := freePort(t)
 	for _, p := range protocols {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := Dial(ctx, fmt.Sprintf("mqtt://127.0.0.1:%d", port), core.Options{ProtocolVersion: p.v})
+		_, err := dialRaw(ctx, fmt.Sprintf("mqtt://127.0.0.1:%d", port), core.Options{ProtocolVersion: p.v})
 		cancel()
 		if err == nil {
 			t.Fatal("dial to a closed port succeeded")
 		}
-		if !strings.Contains(err.Error(), "check that a broker listens at 127.0.0.1:") {
+		if !errors.Is(err, transport.ErrRefused) || !strings.Contains(err.Error(), "check that a server listens at 127.0.0.1:") {
 			t.Fatalf("%s: error lacks a hint: %v", p.name, err)
 		}
 	}
 }
 
 func TestBadOptions(t *testing.T) {
-	_, err := Dial(context.Background(), "mqtt://127.0.0.1:1", core.Options{ProtocolVersion: 4 + 3})
+	_, err := dialRaw(context.Background(), "mqtt://127.0.0.1:1", core.Options{ProtocolVersion: 4 + 3})
 	if err == nil || !strings.Contains(err.Error(), "ProtocolVersion 7") {
 		t.Fatalf("got %v", err)
 	}
-	_, err = Dial(context.Background(), "gopher://x", core.Options{})
-	if err == nil || !strings.Contains(err.Error(), "unknown scheme") {
+	ep, err := endpoint.Parse("coap://x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = Dial(context.Background(), ep, core.Options{}); err == nil || !strings.Contains(err.Error(), "not MQTT") {
 		t.Fatalf("got %v", err)
 	}
 }
 
 var _ = bytes.Equal
+
+// dialRaw parses raw (as the CLI or client.Dial would) and dials.
+func dialRaw(ctx context.Context, raw string, o core.Options) (core.Client, error) {
+	ep, err := endpoint.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	return Dial(ctx, ep, o)
+}

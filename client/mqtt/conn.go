@@ -3,20 +3,15 @@ package mqtt
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"net"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/iotq/iotq/client/internal/core"
 	"github.com/iotq/iotq/transport"
+	"github.com/iotq/iotq/transport/endpoint"
 )
 
 // timedConn is the transport connection as paho sees it: writes are
@@ -152,72 +147,18 @@ func randomID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// tlsConfig builds the client TLS configuration from the options.
-func tlsConfig(o core.Options) (*tls.Config, error) {
-	var cfg *tls.Config
-	if o.TLSConfig != nil {
-		cfg = o.TLSConfig.Clone()
-	} else {
-		cfg = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	if o.CAFile != "" {
-		pem, err := os.ReadFile(o.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("read CA file: %w (check the --ca path)", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("CA file %s holds no PEM certificate (want the broker's CA, e.g. STATE_DIR/tls/ca.pem)", o.CAFile)
-		}
-		cfg.RootCAs = pool
-	}
-	if o.Insecure {
-		cfg.InsecureSkipVerify = true
-	}
-	if o.ServerName != "" {
-		cfg.ServerName = o.ServerName
-	}
-	return cfg, nil
-}
-
-// sessionCache opens the persistent ticket cache, if one is configured.
-// transport keys its entries by scheme and address, so QUIC tickets and
-// tickets of TLS over TCP never mix even though they share the file.
-func sessionCache(o core.Options) (*transport.FileSessionCache, error) {
-	if o.SessionCacheFile == "" {
-		return nil, nil
-	}
-	return transport.NewFileSessionCache(o.SessionCacheFile, o.Logger)
-}
-
-// dial opens the transport connection for url.
-func dial(ctx context.Context, url string, o core.Options) (*timedConn, transport.Endpoint, error) {
-	ep, err := transport.ParseURL(url)
+// dial opens the transport connection of ep (core.DialTransport: one TLS
+// builder, one hint per error, in transport).
+func dial(ctx context.Context, ep endpoint.Endpoint, o core.Options) (*timedConn, error) {
+	c, cache, err := core.DialTransport(ctx, ep, o)
 	if err != nil {
-		return nil, ep, err
-	}
-	tc, err := tlsConfig(o)
-	if err != nil {
-		return nil, ep, err
-	}
-	dopts := transport.DialOptions{TLSConfig: tc, QUIC: o.QUIC, Logger: o.Logger}
-	cache, err := sessionCache(o)
-	if err != nil {
-		return nil, ep, fmt.Errorf("session cache %s: %w (check --session-cache)", o.SessionCacheFile, err)
-	}
-	if cache != nil {
-		dopts.SessionCache = cache
-	}
-	c, err := transport.Dial(ctx, url, dopts)
-	if err != nil {
-		_ = cache.Close()
-		return nil, ep, dialHint(ep, err)
+		return nil, err
 	}
 	tcn := &timedConn{Conn: c, cache: cache}
 	if o.Early != nil {
 		tcn.early = encodeEarly(o.Early, o.ProtocolVersion)
 	}
-	return tcn, ep, nil
+	return tcn, nil
 }
 
 // finish closes the connection and writes the ticket cache.
@@ -226,34 +167,11 @@ func (c *timedConn) finish() {
 	_ = c.cache.Close()
 }
 
-// dialHint wraps a transport error with what to check.
-func dialHint(ep transport.Endpoint, err error) error {
-	var (
-		unknownCA x509.UnknownAuthorityError
-		hostErr   x509.HostnameError
-		certErr   *tls.CertificateVerificationError
-		opErr     *net.OpError
-	)
-	msg := err.Error()
-	switch {
-	case errors.As(err, &unknownCA), errors.As(err, &hostErr), errors.As(err, &certErr),
-		strings.Contains(msg, "x509:"), strings.Contains(msg, "certificate"):
-		return fmt.Errorf("connect %s: %w (check --ca: it must be the CA that signed the broker's certificate, and the URL host must be in the certificate; --insecure skips the check for tests)", ep, err)
-	case strings.Contains(msg, "no application protocol"), strings.Contains(msg, "ALPN"):
-		return fmt.Errorf("connect %s: %w (the server does not speak MQTT over QUIC with ALPN \"mqtt\"; check the port)", ep, err)
-	case errors.Is(err, context.DeadlineExceeded), strings.Contains(msg, "timeout"), strings.Contains(msg, "no recent network activity"):
-		return fmt.Errorf("connect %s: %w (no answer in time: check the host and port, that the broker has a %s listener, firewalls, or raise --timeout)", ep, err, ep.Scheme)
-	case errors.As(err, &opErr), strings.Contains(msg, "refused"):
-		return fmt.Errorf("connect %s: %w (check that a broker listens at %s and that it serves %s:// there)", ep, err, ep.Address(), ep.Scheme)
-	}
-	return fmt.Errorf("connect %s: %w (check the address, port and transport scheme)", ep, err)
-}
-
 // infoFrom fills the transport part of ConnectionInfo.
-func infoFrom(url string, c *timedConn, proto, clientID string, sessionPresent bool) core.ConnectionInfo {
+func infoFrom(ep endpoint.Endpoint, c *timedConn, proto, clientID string, sessionPresent bool) core.ConnectionInfo {
 	ti := c.Info()
 	info := core.ConnectionInfo{
-		URL:            url,
+		URL:            ep.String(),
 		Transport:      string(ti.Scheme),
 		Protocol:       proto,
 		ClientID:       clientID,
@@ -349,10 +267,14 @@ func checkQoS(q byte) error {
 	return nil
 }
 
-// Dial connects to the broker at url (mqtt, mqtts, ws, wss or quic scheme)
-// with MQTT 3.1.1 or 5 as o.ProtocolVersion says, and returns once the
-// broker accepted the connection (CONNACK).
-func Dial(ctx context.Context, url string, o core.Options) (core.Client, error) {
+// Dial connects to the broker at ep (a row of protocol mqtt: mqtt, mqtts,
+// ws, wss or quic) with MQTT 3.1.1 or 5 as o.ProtocolVersion says, and
+// returns once the broker accepted the connection (CONNACK). It is the
+// mqtt row of client's dialer table (a core.DialFunc).
+func Dial(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Client, error) {
+	if ep.Protocol != endpoint.ProtocolMQTT {
+		return nil, fmt.Errorf("client/mqtt: %s is a %s URL, not MQTT", ep, ep.Protocol)
+	}
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("client options: %w", err)
 	}
@@ -360,7 +282,7 @@ func Dial(ctx context.Context, url string, o core.Options) (core.Client, error) 
 	ctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
 	defer cancel()
 	if o.ProtocolVersion == core.ProtocolMQTT5 {
-		return dialV5(ctx, url, o)
+		return dialV5(ctx, ep, o)
 	}
-	return dialV3(ctx, url, o)
+	return dialV3(ctx, ep, o)
 }

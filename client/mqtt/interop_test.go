@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/iotq/iotq/client/internal/core"
 	"github.com/iotq/iotq/internal/certs"
+	"github.com/iotq/iotq/transport"
 )
 
 // TestMosquittoTLSAndWebSocket: our client against Mosquitto over TLS
@@ -88,8 +90,8 @@ func TestMosquittoTLSAndWebSocket(t *testing.T) {
 	t.Run("mqtts without the CA", func(t *testing.T) {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		_, err := Dial(cctx, urls["mqtts"], core.Options{})
-		if err == nil || !strings.Contains(err.Error(), "check --ca") {
+		_, err := dialRaw(cctx, urls["mqtts"], core.Options{})
+		if !errors.Is(err, transport.ErrCertificate) || !strings.Contains(err.Error(), "check the CA (--ca)") {
 			t.Fatalf("got %v, want a hint about --ca", err)
 		}
 	})
@@ -108,7 +110,7 @@ func TestMosquittoAuthRefused(t *testing.T) {
 	ctx := context.Background()
 	for _, p := range protocols {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := Dial(cctx, m.url(), core.Options{ProtocolVersion: p.v, Username: "alice", Password: "wrong"})
+		_, err := dialRaw(cctx, m.url(), core.Options{ProtocolVersion: p.v, Username: "alice", Password: "wrong"})
 		cancel()
 		if err == nil || !strings.Contains(err.Error(), "check --username/--password") {
 			t.Fatalf("%s: got %v, want a hint about --username/--password", p.name, err)

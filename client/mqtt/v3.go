@@ -14,12 +14,13 @@ import (
 	"github.com/eclipse/paho.mqtt.golang/packets"
 
 	"github.com/iotq/iotq/client/internal/core"
+	"github.com/iotq/iotq/transport/endpoint"
 )
 
 // v3Client is MQTT 3.1.1 over paho.mqtt.golang.
 type v3Client struct {
 	lifecycle
-	url  string
+	ep   endpoint.Endpoint
 	o    core.Options
 	pc   paho.Client
 	conn *timedConn
@@ -30,14 +31,14 @@ type v3Client struct {
 	closeOnce      sync.Once
 }
 
-func dialV3(ctx context.Context, rawURL string, o core.Options) (core.Client, error) {
-	c := &v3Client{lifecycle: newLifecycle(), url: rawURL, o: o}
+func dialV3(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Client, error) {
+	c := &v3Client{lifecycle: newLifecycle(), ep: ep, o: o}
 	var (
 		dialErr error
 		dialled bool
 	)
 	po := paho.NewClientOptions()
-	po.AddBroker(rawURL)
+	po.AddBroker(ep.String())
 	po.SetClientID(o.ClientID)
 	po.SetUsername(o.Username)
 	po.SetPassword(o.Password)
@@ -59,7 +60,7 @@ func dialV3(ctx context.Context, rawURL string, o core.Options) (core.Client, er
 			return nil, errors.New("reconnect disabled")
 		}
 		dialled = true
-		tc, _, err := dial(ctx, rawURL, o)
+		tc, err := dial(ctx, ep, o)
 		if err != nil {
 			dialErr = err
 			return nil, err
@@ -89,7 +90,7 @@ func dialV3(ctx context.Context, rawURL string, o core.Options) (core.Client, er
 		if dialErr != nil {
 			return nil, dialErr
 		}
-		return nil, fmt.Errorf("connect %s: no CONNACK within the connect timeout: %w (check that the port serves MQTT and the transport scheme matches)", rawURL, ctx.Err())
+		return nil, fmt.Errorf("connect %s: no CONNACK within the connect timeout: %w (check that the port serves MQTT and the transport scheme matches)", ep, ctx.Err())
 	}
 	if err := tok.Error(); err != nil {
 		if dialErr != nil {
@@ -98,17 +99,17 @@ func dialV3(ctx context.Context, rawURL string, o core.Options) (core.Client, er
 		if c.conn != nil {
 			c.conn.finish()
 		}
-		return nil, connectHintV3(rawURL, err)
+		return nil, connectHintV3(ep, err)
 	}
 	if ct, ok := tok.(*paho.ConnectToken); ok {
 		c.sessionPresent = ct.SessionPresent()
 	}
-	o.Logger.Debug("connected", "url", rawURL, "protocol", "mqtt/3.1.1", "client_id", o.ClientID)
+	o.Logger.Debug("connected", "url", ep, "protocol", "mqtt/3.1.1", "client_id", o.ClientID)
 	return c, nil
 }
 
 // connectHintV3 explains a refused or failed MQTT 3.1.1 connect.
-func connectHintV3(u string, err error) error {
+func connectHintV3(u endpoint.Endpoint, err error) error {
 	switch {
 	case errors.Is(err, packets.ErrorRefusedBadUsernameOrPassword), errors.Is(err, packets.ErrorRefusedNotAuthorised):
 		return fmt.Errorf("connect %s: broker refused: %w (check --username/--password)", u, err)
@@ -189,7 +190,7 @@ func (c *v3Client) Subscribe(ctx context.Context, filter string, opts core.Subsc
 }
 
 func (c *v3Client) ConnectionInfo() core.ConnectionInfo {
-	return infoFrom(c.url, c.conn, "mqtt/3.1.1", c.o.ClientID, c.sessionPresent)
+	return infoFrom(c.ep, c.conn, "mqtt/3.1.1", c.o.ClientID, c.sessionPresent)
 }
 
 func (c *v3Client) Close() error {

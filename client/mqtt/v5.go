@@ -13,12 +13,13 @@ import (
 	"github.com/eclipse/paho.golang/paho/session/state"
 
 	"github.com/iotq/iotq/client/internal/core"
+	"github.com/iotq/iotq/transport/endpoint"
 )
 
 // v5Client is MQTT 5.0 over paho.golang.
 type v5Client struct {
 	lifecycle
-	url  string
+	ep   endpoint.Endpoint
 	o    core.Options
 	pc   *paho.Client
 	conn *timedConn
@@ -93,12 +94,12 @@ func (s *sessionTap) AddToSession(ctx context.Context, p session.Packet, resp ch
 	return nil
 }
 
-func dialV5(ctx context.Context, rawURL string, o core.Options) (core.Client, error) {
-	tc, _, err := dial(ctx, rawURL, o)
+func dialV5(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Client, error) {
+	tc, err := dial(ctx, ep, o)
 	if err != nil {
 		return nil, err
 	}
-	c := &v5Client{lifecycle: newLifecycle(), url: rawURL, o: o, conn: tc, clientID: o.ClientID}
+	c := &v5Client{lifecycle: newLifecycle(), ep: ep, o: o, conn: tc, clientID: o.ClientID}
 	c.st = &sessionTap{State: state.NewInMemory(), c: c}
 	c.pc = paho.NewClient(paho.ClientConfig{
 		ClientID:      o.ClientID,
@@ -150,7 +151,7 @@ func dialV5(ctx context.Context, rawURL string, o core.Options) (core.Client, er
 	if err != nil {
 		tc.finish()
 		_ = c.st.Close()
-		return nil, connectHintV5(rawURL, ca, err)
+		return nil, connectHintV5(ep, ca, err)
 	}
 	c.sessionPresent = ca.SessionPresent
 	if ca.Properties != nil && ca.Properties.AssignedClientID != "" {
@@ -163,12 +164,12 @@ func dialV5(ctx context.Context, rawURL string, o core.Options) (core.Client, er
 		c.end(c.endReason())
 		_ = c.st.Close() // fails pending receipts
 	}()
-	o.Logger.Debug("connected", "url", rawURL, "protocol", "mqtt/5", "client_id", c.clientID)
+	o.Logger.Debug("connected", "url", ep, "protocol", "mqtt/5", "client_id", c.clientID)
 	return c, nil
 }
 
 // connectHintV5 explains a refused or failed MQTT 5 connect.
-func connectHintV5(u string, ca *paho.Connack, err error) error {
+func connectHintV5(u endpoint.Endpoint, ca *paho.Connack, err error) error {
 	if ca != nil && ca.ReasonCode >= 0x80 {
 		hint := "check the broker's log"
 		switch ca.ReasonCode {
@@ -248,7 +249,7 @@ func (c *v5Client) Subscribe(ctx context.Context, filter string, opts core.Subsc
 }
 
 func (c *v5Client) ConnectionInfo() core.ConnectionInfo {
-	return infoFrom(c.url, c.conn, "mqtt/5", c.clientID, c.sessionPresent)
+	return infoFrom(c.ep, c.conn, "mqtt/5", c.clientID, c.sessionPresent)
 }
 
 func (c *v5Client) Close() error {

@@ -38,6 +38,8 @@ type clientFlags struct {
 	handshake    time.Duration
 	stats        string
 	records      string
+
+	ep client.Endpoint // --url, parsed once by check
 }
 
 func (f *clientFlags) register(fs *flag.FlagSet) {
@@ -72,9 +74,11 @@ func (f *clientFlags) check() error {
 	if f.keepAlive < time.Second || f.keepAlive > 65535*time.Second {
 		return usageErrorf("--keepalive %s: want 1s to 18h", f.keepAlive)
 	}
-	if _, err := transport.ParseURL(f.url); err != nil {
+	ep, err := client.ParseURL(f.url)
+	if err != nil {
 		return usageErrorf("--url: %v", err)
 	}
+	f.ep = ep
 	return nil
 }
 
@@ -165,7 +169,7 @@ func statsObject(conn connectionStats, extra map[string]any) map[string]any {
 // connect dials and turns failures into a message that says what to check.
 func connect(ctx context.Context, f *clientFlags, timeout time.Duration, early *client.EarlyMessage) (client.Client, time.Duration, error) {
 	start := time.Now()
-	c, err := client.Dial(ctx, f.url, f.options(timeout, early))
+	c, err := client.DialEndpoint(ctx, f.ep, f.options(timeout, early))
 	if err != nil {
 		return nil, 0, &exitError{code: exitFailure, msg: err.Error()}
 	}

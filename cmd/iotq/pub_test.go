@@ -300,8 +300,8 @@ func TestPubSubErrors(t *testing.T) {
 		{[]string{"pub", "-t", "a", "-m", "x", "--protocol", "4.5"}, 2, "invalid value"},
 		{[]string{"pub", "-t", "a", "-m", "x", "--url", "http://x"}, 2, "unknown scheme"},
 		{[]string{"sub"}, 2, "-t FILTER is required"},
-		{[]string{"pub", "--url", "mqtt://127.0.0.1:1", "-t", "a", "-m", "x"}, 1, "check that a broker listens at 127.0.0.1:1"},
-		{[]string{"sub", "--url", "mqtt://127.0.0.1:1", "-t", "a"}, 1, "check that a broker listens at 127.0.0.1:1"},
+		{[]string{"pub", "--url", "mqtt://127.0.0.1:1", "-t", "a", "-m", "x"}, 1, "check that a server listens at 127.0.0.1:1"},
+		{[]string{"sub", "--url", "mqtt://127.0.0.1:1", "-t", "a"}, 1, "check that a server listens at 127.0.0.1:1"},
 	}
 	for _, c := range cases {
 		code, _, errOut := runCLI(ctx, c.args...)
