@@ -249,16 +249,12 @@ func runCellSafely(ctx context.Context, r CellRunner, c Cell, dir string) (sum C
 // ensureRecordFiles creates any record file the runner did not write, with
 // its header only, so every complete cell has the same files.
 func ensureRecordFiles(dir string) error {
-	for _, rf := range recordFiles {
+	for _, rf := range recordFiles() {
 		p := filepath.Join(dir, rf.name)
 		if _, err := os.Stat(p); err == nil {
 			continue
 		}
-		f, err := createCSV(p, rf.header)
-		if err != nil {
-			return err
-		}
-		if err := f.Close(); err != nil {
+		if err := rf.create(p); err != nil {
 			return err
 		}
 	}

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/iotq/iotq/records"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +35,7 @@ func (f *fakeRunner) RunCell(ctx context.Context, c Cell, dir string) (CellSumma
 	if c.ID == f.failID {
 		return CellSummary{}, errors.New("broker did not start")
 	}
-	m, err := createCSV(filepath.Join(dir, FileMessages), HeaderMessages)
+	m, err := records.Create[records.Message](filepath.Join(dir, FileMessages))
 	if err != nil {
 		return CellSummary{}, err
 	}
@@ -44,8 +44,8 @@ func (f *fakeRunner) RunCell(ctx context.Context, c Cell, dir string) (CellSumma
 		for seq := 1; seq <= c.Messages; seq++ {
 			send := base + int64(seq)*c.IntervalNs
 			d := int64(c.PathDelay()) + int64(seq)
-			m.Write([]string{c.ID, strconv.Itoa(rep), "mqtt", c.Transport, strconv.Itoa(c.QoS), strconv.Itoa(seq), strconv.Itoa(c.Size),
-				i64(send), i64(send + d), i64(d), NodePub, "t"})
+			m.Write(records.Message{Cell: c.ID, Rep: rep, Protocol: "mqtt", Transport: c.Transport, QoS: c.QoS, Seq: int64(seq),
+				Size: c.Size, SendNs: send, RecvNs: send + d, DelayNs: d, Node: NodePub, Topic: "t"})
 		}
 	}
 	if err := m.Close(); err != nil {
@@ -113,7 +113,7 @@ func TestCampaignRecordsFailedCellAndGoesOn(t *testing.T) {
 	if len(rows) != 12 {
 		t.Fatalf("cells.csv has %d rows", len(rows))
 	}
-	st := len(HeaderCells) - 4
+	st := len(records.Header[records.CellRow]()) - 4
 	if rows[2][st] != StatusFailed || !strings.Contains(rows[2][st+1], "broker did not start") || rows[0][st] != StatusOK {
 		t.Fatalf("status columns: %v / %v", rows[2], rows[0])
 	}

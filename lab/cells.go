@@ -5,70 +5,20 @@ import (
 	"hash/fnv"
 	"strings"
 	"time"
+
+	"github.com/iotq/iotq/records"
 )
 
-// LinkParams are the resolved parameters of one emulated link (both
-// directions alike).
-type LinkParams struct {
-	// Name is the profile or sub-link name.
-	Name string `json:"name"`
-	// RateBps is the rate in bit/s; 0 means unlimited.
-	RateBps int64 `json:"rate_bps"`
-	// DelayNs is the one-way propagation delay per direction.
-	DelayNs int64 `json:"delay_ns"`
-	// LossPct is the random loss (or, on a shared medium, the frame error
-	// rate) per packet, in percent.
-	LossPct float64 `json:"loss_pct"`
-	// QueueBytes limits the queue; 0 means one bandwidth-delay product.
-	QueueBytes int `json:"queue_bytes"`
-}
+// LinkParams are the resolved parameters of one emulated link
+// (records.LinkParams: the lab records them in done.json and the manifest).
+type LinkParams = records.LinkParams
 
-// Delay returns the one-way delay.
-func (l LinkParams) Delay() time.Duration { return time.Duration(l.DelayNs) }
+// Cell is one point of a campaign (records.Cell): a single combination of
+// link, transport and traffic parameters, run Repetitions times.
+type Cell = records.Cell
 
-// Cell is one point of a campaign: a single combination of link,
-// transport and traffic parameters, run Repetitions times.
-type Cell struct {
-	ID          string  `json:"cell"`
-	Experiment  string  `json:"experiment"`
-	Profile     string  `json:"profile"`
-	LossPct     float64 `json:"loss_pct"`
-	Transport   string  `json:"transport"`
-	QoS         int     `json:"qos"`
-	Size        int     `json:"size"`
-	Pattern     string  `json:"pattern"`
-	IntervalNs  int64   `json:"interval_ns"`
-	Messages    int     `json:"messages"`
-	Repetitions int     `json:"repetitions"`
-	// Topology kind and, for a shared medium, publishers and retries.
-	Kind       string `json:"topology"`
-	Publishers int    `json:"publishers"`
-	Retries    int    `json:"retries"`
-	// DelayConvention is how the profile's delay figure was read.
-	DelayConvention string `json:"delay_convention"`
-	// PubLink is the publisher's link (on a shared medium: the medium);
-	// SubLink the broker-subscriber link.
-	PubLink       LinkParams `json:"pub_link"`
-	SubLink       LinkParams `json:"sub_link"`
-	TCPCongestion string     `json:"tcp_congestion"`
-	Seed          int64      `json:"seed"`
-	GraceNs       int64      `json:"grace_ns"`
-}
-
-// Interval returns the publish interval.
-func (c Cell) Interval() time.Duration { return time.Duration(c.IntervalNs) }
-
-// PathDelay is the one-way propagation delay from publisher to subscriber:
-// the physical lower bound of a message's one-way delay.
-func (c Cell) PathDelay() time.Duration {
-	return c.PubLink.Delay() + c.SubLink.Delay()
-}
-
-// PathRTT is the round trip publisher-broker plus broker-subscriber.
-func (c Cell) PathRTT() time.Duration { return 2 * c.PathDelay() }
-
-// Estimate is a rough duration of the cell, for the progress bar's ETA.
-func (c Cell) Estimate() time.Duration {
+// estimate is a rough duration of the cell, for the progress bar's ETA.
+func estimate(c Cell) time.Duration {
 	rtt := c.PathRTT()
 	per := 2*time.Second + 4*rtt + time.Duration(c.GraceNs)
 	switch c.Pattern {

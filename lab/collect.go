@@ -1,145 +1,25 @@
 package lab
 
 import (
-	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
+	"io/fs"
+	"path/filepath"
+
+	"github.com/iotq/iotq/records"
 )
 
-// pubRecord is one row of `iotq pub --records`.
-type pubRecord struct {
-	Seq        int64
-	Size       int
-	SendNs     int64
-	AcceptedNs int64
-	OK         bool
-	Err        string
-}
-
-// subRecord is one row of `iotq sub --records`.
-type subRecord struct {
-	Seq       int64
-	Size      int
-	SendNs    int64
-	RecvNs    int64
-	DelayNs   int64
-	Topic     string
-	QoS       int
-	Duplicate bool
-}
-
-// colIndex maps header names to positions.
-type colIndex map[string]int
-
-func (ci colIndex) get(row []string, name string) string {
-	i, ok := ci[name]
-	if !ok || i >= len(row) {
-		return ""
+// readNodeRecords reads a node's records file (pub.csv, sub.csv); a
+// missing file has no rows.
+func readNodeRecords[T any](path string) ([]T, error) {
+	rows, _, err := records.ReadFile[T](path)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, records.ErrNoHeader) {
+		return nil, nil
 	}
-	return strings.TrimSpace(row[i])
-}
-
-func (ci colIndex) int64(row []string, name string) int64 {
-	v, _ := strconv.ParseInt(ci.get(row, name), 10, 64)
-	return v
-}
-
-func (ci colIndex) bool(row []string, name string) bool {
-	switch strings.ToLower(ci.get(row, name)) {
-	case "1", "true", "yes", "t":
-		return true
-	}
-	return false
-}
-
-func indexHeader(h []string) colIndex {
-	ci := colIndex{}
-	for i, n := range h {
-		ci[strings.TrimSpace(strings.TrimPrefix(n, "\ufeff"))] = i
-	}
-	return ci
-}
-
-func readPubRecords(path string) ([]pubRecord, error) {
-	h, rows, err := readCSV(path)
-	if err != nil || h == nil {
-		return nil, err
-	}
-	ci := indexHeader(h)
-	var out []pubRecord
-	for _, r := range rows {
-		ok := true
-		if _, has := ci["ok"]; has {
-			ok = ci.bool(r, "ok")
-		}
-		out = append(out, pubRecord{Seq: ci.int64(r, "seq"), Size: int(ci.int64(r, "size")), SendNs: ci.int64(r, "send_ns"),
-			AcceptedNs: ci.int64(r, "accepted_ns"), OK: ok, Err: ci.get(r, "error")})
-	}
-	return out, nil
-}
-
-func readSubRecords(path string) ([]subRecord, error) {
-	h, rows, err := readCSV(path)
-	if err != nil || h == nil {
-		return nil, err
-	}
-	ci := indexHeader(h)
-	var out []subRecord
-	for _, r := range rows {
-		out = append(out, subRecord{Seq: ci.int64(r, "seq"), Size: int(ci.int64(r, "size")), SendNs: ci.int64(r, "send_ns"),
-			RecvNs: ci.int64(r, "recv_ns"), DelayNs: ci.int64(r, "delay_ns"), Topic: ci.get(r, "topic"),
-			QoS: int(ci.int64(r, "qos")), Duplicate: ci.bool(r, "duplicate")})
-	}
-	return out, nil
-}
-
-// connStats is the connection part of `--stats json`.
-type connStats struct {
-	Transport        string `json:"transport"`
-	Used0RTT         bool   `json:"used_0rtt"`
-	TLSResumed       bool   `json:"tls_resumed"`
-	DialStartNs      int64  `json:"dial_start_ns"`
-	TransportReadyNs int64  `json:"transport_ready_ns"`
-	ConnackNs        int64  `json:"connack_ns"`
-}
-
-// readStats extracts the stats JSON object from a process's stdout, which
-// may also hold notification lines ("recv SEQ"). The connection fields
-// are read from a "connection" object, or from the top level.
-func readStats(path string) (connStats, bool) {
-	b, err := os.ReadFile(path)
 	if err != nil {
-		return connStats{}, false
+		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	var keep [][]byte
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		if bytes.HasPrefix(bytes.TrimSpace(line), []byte("recv ")) {
-			continue
-		}
-		keep = append(keep, line)
-	}
-	b = bytes.Join(keep, []byte("\n"))
-	i := bytes.IndexByte(b, '{')
-	if i < 0 {
-		return connStats{}, false
-	}
-	dec := json.NewDecoder(bytes.NewReader(b[i:]))
-	var raw map[string]json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		return connStats{}, false
-	}
-	var cs connStats
-	src := b[i:]
-	if c, ok := raw["connection"]; ok {
-		src = c
-	}
-	if err := json.Unmarshal(src, &cs); err != nil {
-		return connStats{}, false
-	}
-	return cs, true
+	return rows, nil
 }
 
 // firstReceipt of each distinct sequence number (per topic).
@@ -148,8 +28,8 @@ type receiptKey struct {
 	seq   int64
 }
 
-func firstReceipts(subs []subRecord) map[receiptKey]subRecord {
-	m := map[receiptKey]subRecord{}
+func firstReceipts(subs []records.SubRecord) map[receiptKey]records.SubRecord {
+	m := map[receiptKey]records.SubRecord{}
 	for _, s := range subs {
 		k := receiptKey{s.Topic, s.Seq}
 		if cur, ok := m[k]; !ok || s.RecvNs < cur.RecvNs {
@@ -159,60 +39,43 @@ func firstReceipts(subs []subRecord) map[receiptKey]subRecord {
 	return m
 }
 
-func b2s(b bool) string {
-	if b {
-		return "true"
-	}
-	return "false"
-}
-
-func nsOrEmpty(v int64) string {
-	if v == 0 {
-		return ""
-	}
-	return strconv.FormatInt(v, 10)
-}
-
 // cellWriters hold a cell's record files while it runs.
 type cellWriters struct {
-	messages, connections, links, cpu, completions *csvFile
+	messages    *records.Writer[records.Message]
+	connections *records.Writer[records.Connection]
+	links       *records.Writer[records.LinkCount]
+	cpu         *records.Writer[records.CPU]
+	completions *records.Writer[records.Completion]
 }
 
 func openCellWriters(dir string) (*cellWriters, error) {
-	w := &cellWriters{}
-	var err error
-	open := func(name string, h []string) *csvFile {
-		if err != nil {
-			return nil
-		}
-		var f *csvFile
-		f, err = createCSV(dir+"/"+name, h)
-		return f
+	var errs []error
+	w := &cellWriters{
+		messages:    create[records.Message](dir, FileMessages, &errs),
+		connections: create[records.Connection](dir, FileConnections, &errs),
+		links:       create[records.LinkCount](dir, FileLinks, &errs),
+		cpu:         create[records.CPU](dir, FileCPU, &errs),
+		completions: create[records.Completion](dir, FileCompletions, &errs),
 	}
-	w.messages = open(FileMessages, HeaderMessages)
-	w.connections = open(FileConnections, HeaderConnections)
-	w.links = open(FileLinks, HeaderLinks)
-	w.cpu = open(FileCPU, HeaderCPU)
-	w.completions = open(FileCompletions, HeaderCompletions)
-	if err != nil {
+	if len(errs) > 0 {
 		w.close()
-		return nil, err
+		return nil, errors.Join(errs...)
 	}
 	return w, nil
 }
 
-func (w *cellWriters) close() error {
-	var first error
-	for _, f := range []*csvFile{w.messages, w.connections, w.links, w.cpu, w.completions} {
-		if f == nil {
-			continue
-		}
-		if err := f.Close(); err != nil && first == nil {
-			first = err
-		}
+func create[T any](dir, name string, errs *[]error) *records.Writer[T] {
+	w, err := records.Create[T](filepath.Join(dir, name))
+	if err != nil {
+		*errs = append(*errs, err)
 	}
-	if first != nil {
-		return fmt.Errorf("record files: %w", first)
+	return w
+}
+
+func (w *cellWriters) close() error {
+	err := errors.Join(w.messages.Close(), w.connections.Close(), w.links.Close(), w.cpu.Close(), w.completions.Close())
+	if err != nil {
+		return fmt.Errorf("record files: %w", err)
 	}
 	return nil
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/iotq/iotq/records"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -166,43 +166,40 @@ func TestSmokeCampaignEndToEnd(t *testing.T) {
 	}
 	cells, _ := Cells(scaled)
 	// Every cell completes.
-	h, rows, _ := readCSV(filepath.Join(dir, FileCells))
-	ci := indexHeader(h)
+	rows, _, _ := records.ReadFile[records.CellRow](filepath.Join(dir, FileCells))
 	if len(rows) != len(cells) || res.Failed != 0 {
 		for _, r := range rows {
-			t.Logf("%s: %s %s", ci.get(r, "cell"), ci.get(r, "status"), ci.get(r, "error"))
+			t.Logf("%s: %s %s", r.Cell, r.Status, r.Error)
 		}
 		t.Fatalf("%d of %d cells, %d failed", len(rows), len(cells), res.Failed)
 	}
 	pathDelay := map[string]int64{}
 	qos := map[string]int{}
 	for _, r := range rows {
-		id := ci.get(r, "cell")
-		pathDelay[id] = ci.int64(r, "path_delay_ns")
-		qos[id], _ = strconv.Atoi(ci.get(r, "qos"))
-		if ci.get(r, "status") != StatusOK {
-			t.Errorf("cell %s: %s", id, ci.get(r, "error"))
+		pathDelay[r.Cell] = r.PathDelayNs
+		qos[r.Cell] = r.QoS
+		if r.Status != StatusOK {
+			t.Errorf("cell %s: %s", r.Cell, r.Error)
 		}
 	}
 	// QoS 1 delivery ratio 1, every delay >= the link delay, both transports.
-	h, msgs, _ := readCSV(filepath.Join(dir, FileMessages))
-	mi := indexHeader(h)
+	msgs, _, _ := records.ReadFile[records.Message](filepath.Join(dir, FileMessages))
 	type count struct{ pub, got int }
 	per := map[string]*count{}
 	transports := map[string]int{}
 	for _, m := range msgs {
-		id := mi.get(m, "cell")
+		id := m.Cell
 		if per[id] == nil {
 			per[id] = &count{}
 		}
 		per[id].pub++
-		transports[mi.get(m, "transport")]++
-		if mi.get(m, "recv_ns") == "" {
+		transports[m.Transport]++
+		if m.RecvNs == 0 {
 			continue
 		}
 		per[id].got++
-		if d := mi.int64(m, "delay_ns"); d < pathDelay[id] {
-			t.Errorf("cell %s seq %s: one-way delay %v below the link delay %v", id, mi.get(m, "seq"), time.Duration(d), time.Duration(pathDelay[id]))
+		if m.DelayNs < pathDelay[id] {
+			t.Errorf("cell %s seq %d: one-way delay %v below the link delay %v", id, m.Seq, time.Duration(m.DelayNs), time.Duration(pathDelay[id]))
 		}
 	}
 	for id, q := range qos {
@@ -298,25 +295,22 @@ func TestSmokeCampaignLocalFabric(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, rows, _ := readCSV(filepath.Join(dir, FileCells))
-	ci := indexHeader(h)
-	for _, row := range rows {
-		if ci.get(row, "status") != StatusOK || ci.get(row, "published") != ci.get(row, "delivered") || ci.get(row, "published") == "0" {
-			t.Errorf("cell %s: %s published %s delivered %s: %s", ci.get(row, "cell"), ci.get(row, "status"),
-				ci.get(row, "published"), ci.get(row, "delivered"), ci.get(row, "error"))
+	rows, _, _ := records.ReadFile[records.CellRow](filepath.Join(dir, FileCells))
+	for _, r := range rows {
+		if r.Status != StatusOK || r.Published != r.Delivered || r.Published == 0 {
+			t.Errorf("cell %s: %s published %d delivered %d: %s", r.Cell, r.Status, r.Published, r.Delivered, r.Error)
 		}
 	}
 	if len(rows) != 6 || res.Failed != 0 {
 		t.Fatalf("%d cells, %+v", len(rows), res)
 	}
-	h, conns, _ := readCSV(filepath.Join(dir, FileConnections))
-	ci = indexHeader(h)
+	conns, _, _ := records.ReadFile[records.Connection](filepath.Join(dir, FileConnections))
 	resumed := map[string]bool{}
 	for _, c := range conns {
-		if ci.get(c, "role") == "pub-resume" {
-			resumed[ci.get(c, "transport")] = ci.get(c, "used_0rtt") == "true" || ci.get(c, "resumed") == "true"
-			if ci.get(c, "first_delivery_ns") == "" || ci.get(c, "dial_start_ns") == "" {
-				t.Errorf("pattern B connection without timings: %v", c)
+		if c.Role == records.RolePubResume {
+			resumed[c.Transport] = c.Used0RTT || c.Resumed
+			if c.FirstDeliveryNs == 0 || c.DialStartNs == 0 {
+				t.Errorf("pattern B connection without timings: %+v", c)
 			}
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/iotq/iotq/records"
 )
 
 // RadioModel is a power-state model of one radio technology (Huang et al.,
@@ -26,7 +28,7 @@ type RadioModel struct {
 
 // EnergyModel holds the parameters of the energy estimate. Scenario files
 // write watts and seconds; manifest.json (experiments[].energy) records
-// milliwatts and milliseconds (see MarshalJSON), as the report reads them.
+// milliwatts and milliseconds (records.Energy), as the report reads them.
 // The report computes the estimate from the pcap, links.csv and cpu.csv.
 type EnergyModel struct {
 	// CPUActiveW is the processor's active power: CPU energy = CPU time x
@@ -128,49 +130,38 @@ func (e EnergyModel) validate() []error {
 	return errs
 }
 
-// energyJSON is how the manifest records the model: milliwatts and
-// milliseconds, the units the report reads (report/energyconf.go).
-type energyJSON struct {
-	CPUActiveMW  float64              `json:"cpu_active_mw"`
-	Radio        map[string]radioJSON `json:"radio"`
-	ProfileRadio map[string]string    `json:"profile_radio"`
-	PowerLog     string               `json:"power_log,omitempty"`
-}
-
-type radioJSON struct {
-	PromotionMW   float64 `json:"promotion_mw"`
-	PromotionMS   float64 `json:"promotion_ms"`
-	ActiveBaseMW  float64 `json:"active_base_mw"`
-	UpMWPerMbps   float64 `json:"up_mw_per_mbps"`
-	DownMWPerMbps float64 `json:"down_mw_per_mbps"`
-	TailMW        float64 `json:"tail_mw"`
-	TailMS        float64 `json:"tail_ms"`
-	IdleMW        float64 `json:"idle_mw"`
-	Source        string  `json:"source,omitempty"`
-}
-
-// MarshalJSON writes the model in milliwatts and milliseconds.
-func (e EnergyModel) MarshalJSON() ([]byte, error) {
-	out := energyJSON{CPUActiveMW: e.CPUActiveW * 1000, Radio: map[string]radioJSON{}, ProfileRadio: e.ProfileRadio, PowerLog: e.PowerLog}
+// record returns the model as the manifest records it (records.Energy:
+// milliwatts and milliseconds).
+func (e EnergyModel) record() *records.Energy {
+	out := &records.Energy{CPUActiveMW: e.CPUActiveW * 1000, Radio: map[string]records.Radio{}, ProfileRadio: e.ProfileRadio, PowerLog: e.PowerLog}
 	for k, r := range e.Radio {
-		out.Radio[k] = radioJSON{PromotionMW: r.PromotionW * 1000, PromotionMS: r.PromotionS * 1000, ActiveBaseMW: r.BaseW * 1000,
+		out.Radio[k] = records.Radio{PromotionMW: r.PromotionW * 1000, PromotionMS: r.PromotionS * 1000, ActiveBaseMW: r.BaseW * 1000,
 			UpMWPerMbps: r.UpWPerMbps * 1000, DownMWPerMbps: r.DownWPerMbps * 1000, TailMW: r.TailW * 1000, TailMS: r.TailS * 1000,
 			IdleMW: r.IdleW * 1000, Source: r.Source}
 	}
-	return json.Marshal(out)
+	return out
 }
 
-// UnmarshalJSON reads what MarshalJSON writes.
-func (e *EnergyModel) UnmarshalJSON(b []byte) error {
-	var in energyJSON
-	if err := json.Unmarshal(b, &in); err != nil {
-		return err
-	}
-	*e = EnergyModel{CPUActiveW: in.CPUActiveMW / 1000, Radio: map[string]RadioModel{}, ProfileRadio: in.ProfileRadio, PowerLog: in.PowerLog}
+// energyFromRecord is the inverse of record.
+func energyFromRecord(in records.Energy) EnergyModel {
+	e := EnergyModel{CPUActiveW: in.CPUActiveMW / 1000, Radio: map[string]RadioModel{}, ProfileRadio: in.ProfileRadio, PowerLog: in.PowerLog}
 	for k, r := range in.Radio {
 		e.Radio[k] = RadioModel{PromotionW: r.PromotionMW / 1000, PromotionS: r.PromotionMS / 1000, BaseW: r.ActiveBaseMW / 1000,
 			UpWPerMbps: r.UpMWPerMbps / 1000, DownWPerMbps: r.DownMWPerMbps / 1000, TailW: r.TailMW / 1000, TailS: r.TailMS / 1000,
 			IdleW: r.IdleMW / 1000, Source: r.Source}
 	}
+	return e
+}
+
+// MarshalJSON writes the model as the manifest does (records.Energy).
+func (e EnergyModel) MarshalJSON() ([]byte, error) { return json.Marshal(e.record()) }
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (e *EnergyModel) UnmarshalJSON(b []byte) error {
+	var in records.Energy
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	*e = energyFromRecord(in)
 	return nil
 }

@@ -11,77 +11,18 @@ import (
 	"time"
 
 	"github.com/iotq/iotq/internal/buildinfo"
+	"github.com/iotq/iotq/records"
 )
 
-// Manifest is DIR/manifest.json: everything needed to interpret and
-// reproduce a campaign.
-type Manifest struct {
-	Tool           ToolInfo         `json:"tool"`
-	Host           HostInfo         `json:"host"`
-	TCPCongestion  CongestionInfo   `json:"tcp_congestion"`
-	QUICCongestion string           `json:"quic_congestion"`
-	Fabric         string           `json:"fabric"`
-	Scenario       string           `json:"scenario"`
-	Scale          string           `json:"scale"`
-	Shard          string           `json:"shard"`
-	CommandLine    []string         `json:"command_line,omitempty"`
-	Experiments    []ExperimentInfo `json:"experiments"`
-	Start          time.Time        `json:"start"`
-	End            time.Time        `json:"end,omitzero"`
-	StartNs        int64            `json:"start_ns"`
-	EndNs          int64            `json:"end_ns,omitempty"`
-	Cells          CellCounts       `json:"cells"`
-	Interrupted    bool             `json:"interrupted,omitempty"`
-	// Shards holds the manifests of merged shard directories.
-	Shards []Manifest `json:"shards,omitempty"`
-}
-
-// ToolInfo records the versions that shape measurements.
-type ToolInfo struct {
-	Version   string `json:"iotq_version"`
-	Commit    string `json:"iotq_commit"`
-	GoVersion string `json:"go_version"`
-	QUICGo    string `json:"quic_go_version"`
-	Mochi     string `json:"mochi_version"`
-	Paho      string `json:"paho_version"`
-	Paho5     string `json:"paho_golang_version"`
-}
-
-// HostInfo describes the machine.
-type HostInfo struct {
-	Hostname     string `json:"hostname"`
-	Kernel       string `json:"kernel"`
-	CPUs         int    `json:"cpus"`
-	LoadavgStart string `json:"loadavg_start"`
-	LoadavgEnd   string `json:"loadavg_end,omitempty"`
-}
-
-// CongestionInfo records TCP congestion control: pinned per experiment,
-// and the host's default outside the lab's namespaces.
-type CongestionInfo struct {
-	Pinned      map[string]string `json:"pinned"`
-	HostDefault string            `json:"host_default"`
-	Note        string            `json:"note,omitempty"`
-}
-
-// ExperimentInfo records one experiment's resolved parameters.
-type ExperimentInfo struct {
-	Name            string       `json:"name"`
-	Description     string       `json:"description,omitempty"`
-	Seed            int64        `json:"seed"`
-	DelayConvention string       `json:"delay_convention"`
-	Links           []LinkParams `json:"links"`
-	Energy          EnergyModel  `json:"energy"`
-}
-
-// CellCounts counts a campaign's cells.
-type CellCounts struct {
-	Total   int `json:"total"`
-	InShard int `json:"in_shard"`
-	OK      int `json:"ok"`
-	Failed  int `json:"failed"`
-	Pending int `json:"pending"`
-}
+// The manifest's types (records.Manifest: DIR/manifest.json).
+type (
+	Manifest       = records.Manifest
+	ToolInfo       = records.ToolInfo
+	HostInfo       = records.HostInfo
+	CongestionInfo = records.CongestionInfo
+	ExperimentInfo = records.ExperimentInfo
+	CellCounts     = records.CellCounts
+)
 
 func readTrim(path string) string {
 	b, err := os.ReadFile(path)
@@ -131,6 +72,7 @@ func toolInfo(ctx context.Context) ToolInfo {
 func newManifest(ctx context.Context, specs []Spec, cells []Cell) Manifest {
 	host, _ := os.Hostname()
 	m := Manifest{
+		RecordsVersion: records.Version,
 		Tool:           toolInfo(ctx),
 		Host:           HostInfo{Hostname: host, Kernel: readTrim("/proc/sys/kernel/osrelease"), CPUs: runtime.NumCPU(), LoadavgStart: loadavg()},
 		TCPCongestion:  CongestionInfo{Pinned: map[string]string{}, HostDefault: hostCongestionControl()},
@@ -140,7 +82,7 @@ func newManifest(ctx context.Context, specs []Spec, cells []Cell) Manifest {
 	for _, s := range specs {
 		d := s.withDefaults()
 		m.TCPCongestion.Pinned[d.Experiment] = d.TCPCongestion
-		ei := ExperimentInfo{Name: d.Experiment, Description: d.Description, Seed: d.Seed, DelayConvention: d.Delay, Energy: d.Energy}
+		ei := ExperimentInfo{Name: d.Experiment, Description: d.Description, Seed: d.Seed, DelayConvention: d.Delay, Energy: d.Energy.record()}
 		seen := map[LinkParams]bool{}
 		for _, c := range cells {
 			if c.Experiment != d.Experiment {

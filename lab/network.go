@@ -4,14 +4,16 @@ import (
 	"context"
 	"os/exec"
 	"strconv"
+
+	"github.com/iotq/iotq/records"
 )
 
 // Node names of a cell's topology. On a shared medium the measured
 // publisher is "pub" and the others are "pub2" ... "pubN".
 const (
-	NodePub    = "pub"
-	NodeBroker = "broker"
-	NodeSub    = "sub"
+	NodePub    = records.NodePub
+	NodeBroker = records.NodeBroker
+	NodeSub    = records.NodeSub
 )
 
 // Topology is the network of one cell in the lab's terms; a Fabric turns

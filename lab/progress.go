@@ -35,7 +35,7 @@ func newProgress(w io.Writer, cells []Cell, now func() time.Time) *progress {
 		}
 	}
 	for _, c := range cells {
-		p.estLeft += c.Estimate()
+		p.estLeft += estimate(c)
 	}
 	return p
 }
@@ -46,7 +46,7 @@ func (p *progress) skip(c Cell) {
 		return
 	}
 	p.done++
-	p.estLeft -= c.Estimate()
+	p.estLeft -= estimate(c)
 }
 
 // start shows the cell about to run.
@@ -66,8 +66,8 @@ func (p *progress) finish(c Cell, took time.Duration, err error) {
 		return
 	}
 	p.done++
-	p.estLeft -= c.Estimate()
-	p.estDone += c.Estimate()
+	p.estLeft -= estimate(c)
+	p.estDone += estimate(c)
 	p.realDone += took
 	status := "ok"
 	if err != nil {

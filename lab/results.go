@@ -1,78 +1,108 @@
 package lab
 
 import (
-	"bufio"
-	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
+
+	"github.com/iotq/iotq/records"
 )
 
-// Per-cell record files (in DIR/cells/CELL/) and their aggregate in DIR.
-// Each per-cell file has the same header as the aggregate.
+// Files of a results directory (records.File*, docs/records.md).
 const (
-	FileMessages    = "messages.csv"
-	FileConnections = "connections.csv"
-	FileLinks       = "links.csv"
-	FileCPU         = "cpu.csv"
-	FileCompletions = "completions.csv"
-	FileCells       = "cells.csv"
-	FileDone        = "done.json"
-	FileManifest    = "manifest.json"
-	FileScenario    = "scenario.yaml"
-	FileCampaign    = "campaign.json"
-	DirCells        = "cells"
+	FileMessages    = records.FileMessages
+	FileConnections = records.FileConnections
+	FileLinks       = records.FileLinks
+	FileCPU         = records.FileCPU
+	FileCompletions = records.FileCompletions
+	FileCells       = records.FileCells
+	FileDone        = records.FileDone
+	FileManifest    = records.FileManifest
+	FileScenario    = records.FileScenario
+	FileCampaign    = records.FileCampaign
+	DirCells        = records.DirCells
 )
 
-// Headers of the record files (docs/records.md). messages.csv has one row
-// per published message; recv_ns and delay_ns are empty when the message
-// never arrived.
-var (
-	HeaderMessages    = []string{"cell", "rep", "protocol", "transport", "qos", "seq", "size", "send_ns", "recv_ns", "delay_ns", "node", "topic"}
-	HeaderConnections = []string{"cell", "rep", "role", "node", "transport", "dial_start_ns", "transport_ready_ns", "connack_ns", "first_delivery_ns", "resumed", "used_0rtt"}
-	HeaderLinks       = []string{"cell", "rep", "link", "direction", "packets", "bytes", "drop_random", "drop_queue", "drop_retries", "drop_down"}
-	HeaderCPU         = []string{"cell", "rep", "node", "role", "user_ns", "sys_ns"}
-	HeaderCompletions = []string{"cell", "rep", "transport", "start_ns", "end_ns", "completion_ns", "delivered", "published"}
-	HeaderCells       = []string{"cell", "experiment", "profile", "loss_pct", "transport", "qos", "pattern", "size", "interval_ns",
-		"messages", "repetitions", "topology", "publishers", "retries", "delay_convention",
-		"pub_link", "pub_rate_bps", "pub_delay_ns", "sub_link", "sub_rate_bps", "sub_delay_ns", "path_delay_ns",
-		"tcp_congestion", "seed", "published", "delivered", "reps_ok", "status", "error", "start_ns", "end_ns"}
-)
+// recordFile is one per-cell record file that Aggregate concatenates
+// into DIR.
+type recordFile struct {
+	name string
+	// create writes the file with its header only.
+	create func(path string) error
+	// concat writes dst from the rows of srcs (missing ones are skipped).
+	concat func(dst string, srcs []string) error
+}
+
+func recordFileOf[T any](name string) recordFile {
+	return recordFile{name: name,
+		create: func(path string) error { return concatRecords[T](path, nil) },
+		concat: concatRecords[T]}
+}
 
 // recordFiles lists the per-cell files that are concatenated into DIR.
-var recordFiles = []struct {
-	name   string
-	header []string
-}{
-	{FileMessages, HeaderMessages},
-	{FileConnections, HeaderConnections},
-	{FileLinks, HeaderLinks},
-	{FileCPU, HeaderCPU},
-	{FileCompletions, HeaderCompletions},
+func recordFiles() []recordFile {
+	return []recordFile{
+		recordFileOf[records.Message](FileMessages),
+		recordFileOf[records.Connection](FileConnections),
+		recordFileOf[records.LinkCount](FileLinks),
+		recordFileOf[records.CPU](FileCPU),
+		recordFileOf[records.Completion](FileCompletions),
+	}
+}
+
+// concatRecords writes dst from the rows of srcs, read by column name.
+func concatRecords[T any](dst string, srcs []string) error {
+	return writeRecords(dst, func(out *records.Writer[T]) error {
+		for _, src := range srcs {
+			rows, _, err := records.ReadFile[T](src)
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, records.ErrNoHeader) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("read %s: %w", src, err)
+			}
+			for _, r := range rows {
+				if err := out.Write(r); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// writeRecords writes the record file dst with the rows fill writes,
+// through dst.tmp and a rename: a reader never sees half a file.
+func writeRecords[T any](dst string, fill func(*records.Writer[T]) error) error {
+	tmp := dst + ".tmp"
+	out, err := records.Create[T](tmp)
+	if err != nil {
+		return err
+	}
+	if err := fill(out); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		return fmt.Errorf("write %s: %w", dst, err)
+	}
+	return nil
 }
 
 // Cell statuses in done.json.
 const (
-	StatusOK     = "ok"
-	StatusFailed = "failed"
+	StatusOK     = records.StatusOK
+	StatusFailed = records.StatusFailed
 )
 
-// Done is the content of a cell's done marker.
-type Done struct {
-	Cell      Cell   `json:"cell"`
-	Status    string `json:"status"`
-	Error     string `json:"error,omitempty"`
-	StartNs   int64  `json:"start_ns"`
-	EndNs     int64  `json:"end_ns"`
-	Published int    `json:"published"`
-	Delivered int    `json:"delivered"`
-	RepsOK    int    `json:"reps_ok"`
-}
+// Done is the content of a cell's done marker (records.Done).
+type Done = records.Done
 
 // CellSummary is what a CellRunner reports for the cells.csv row.
 type CellSummary struct {
@@ -82,125 +112,11 @@ type CellSummary struct {
 }
 
 // readDone reads DIR/cells/ID/done.json; ok is false when it is absent.
-func readDone(cellDir string) (Done, bool, error) {
-	b, err := os.ReadFile(filepath.Join(cellDir, FileDone))
-	if errors.Is(err, os.ErrNotExist) {
-		return Done{}, false, nil
-	}
-	if err != nil {
-		return Done{}, false, fmt.Errorf("read done marker: %w", err)
-	}
-	var d Done
-	if err := json.Unmarshal(b, &d); err != nil {
-		return Done{}, false, fmt.Errorf("%s: corrupt done marker (delete the cell directory to rerun it): %w", cellDir, err)
-	}
-	return d, true, nil
-}
+func readDone(cellDir string) (Done, bool, error) { return records.ReadDone(cellDir) }
 
-// writeFileAtomic writes via a temporary file and rename, so a reader (or
-// an interrupted run) never sees half a file.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
+func writeFileAtomic(path string, data []byte) error { return records.WriteFileAtomic(path, data) }
 
-func writeJSONAtomic(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", path, err)
-	}
-	return writeFileAtomic(path, append(b, '\n'))
-}
-
-// csvFile is a CSV writer for one record file.
-type csvFile struct {
-	f *os.File
-	w *csv.Writer
-}
-
-func createCSV(path string, header []string) (*csvFile, error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("create %s: %w", path, err)
-	}
-	c := &csvFile{f: f, w: csv.NewWriter(f)}
-	if err := c.w.Write(header); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("write %s: %w", path, err)
-	}
-	return c, nil
-}
-
-func (c *csvFile) Write(row []string) error { return c.w.Write(row) }
-
-func (c *csvFile) Close() error {
-	c.w.Flush()
-	err := c.w.Error()
-	if cerr := c.f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("close %s: %w", c.f.Name(), err)
-	}
-	return nil
-}
-
-// readCSV reads a CSV file with a header; a missing file yields no rows.
-func readCSV(path string) (header []string, rows [][]string, err error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil, nil
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	defer f.Close()
-	r := csv.NewReader(bufio.NewReader(f))
-	r.FieldsPerRecord = -1
-	header, err = r.Read()
-	if errors.Is(err, io.EOF) {
-		return nil, nil, nil
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	for {
-		row, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("read %s: %w", path, err)
-		}
-		rows = append(rows, row)
-	}
-	return header, rows, nil
-}
+func writeJSONAtomic(path string, v any) error { return records.WriteJSONAtomic(path, v) }
 
 // completedCells lists the cells of dir that have a done marker, ordered
 // by their position in order (the campaign's cell order); cells not in
@@ -252,87 +168,25 @@ func Aggregate(dir string, order []string) error {
 	if err != nil {
 		return err
 	}
-	for _, rf := range recordFiles {
-		if err := concatCSV(dir, rf.name, rf.header, done); err != nil {
+	for _, rf := range recordFiles() {
+		srcs := make([]string, len(done))
+		for i, d := range done {
+			srcs[i] = filepath.Join(dir, DirCells, d.Cell.ID, rf.name)
+		}
+		if err := rf.concat(filepath.Join(dir, rf.name), srcs); err != nil {
 			return err
 		}
 	}
 	return writeCellsCSV(filepath.Join(dir, FileCells), done)
 }
 
-func concatCSV(dir, name string, header []string, done []Done) error {
-	path := filepath.Join(dir, name)
-	tmp := path + ".tmp"
-	out, err := createCSV(tmp, header)
-	if err != nil {
-		return err
-	}
-	for _, d := range done {
-		h, rows, err := readCSV(filepath.Join(dir, DirCells, d.Cell.ID, name))
-		if err != nil {
-			out.Close()
-			return err
-		}
-		if h != nil && !equalStrings(h, header) {
-			out.Close()
-			return fmt.Errorf("cell %s: %s has header %v, want %v", d.Cell.ID, name, h, header)
-		}
-		for _, r := range rows {
-			if err := out.Write(r); err != nil {
-				out.Close()
-				return fmt.Errorf("write %s: %w", path, err)
+func writeCellsCSV(path string, done []Done) error {
+	return writeRecords(path, func(out *records.Writer[records.CellRow]) error {
+		for _, d := range done {
+			if err := out.Write(d.Row()); err != nil {
+				return err
 			}
 		}
-	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-func writeCellsCSV(path string, done []Done) error {
-	tmp := path + ".tmp"
-	out, err := createCSV(tmp, HeaderCells)
-	if err != nil {
-		return err
-	}
-	for _, d := range done {
-		c := d.Cell
-		row := []string{c.ID, c.Experiment, c.Profile, fmtF(c.LossPct), c.Transport, strconv.Itoa(c.QoS), c.Pattern,
-			strconv.Itoa(c.Size), i64(c.IntervalNs), strconv.Itoa(c.Messages), strconv.Itoa(c.Repetitions), c.Kind,
-			strconv.Itoa(c.Publishers), strconv.Itoa(c.Retries), c.DelayConvention,
-			c.PubLink.Name, i64(c.PubLink.RateBps), i64(c.PubLink.DelayNs),
-			c.SubLink.Name, i64(c.SubLink.RateBps), i64(c.SubLink.DelayNs), i64(int64(c.PathDelay())),
-			c.TCPCongestion, i64(c.Seed), strconv.Itoa(d.Published), strconv.Itoa(d.Delivered), strconv.Itoa(d.RepsOK),
-			d.Status, d.Error, i64(d.StartNs), i64(d.EndNs)}
-		if err := out.Write(row); err != nil {
-			out.Close()
-			return fmt.Errorf("write %s: %w", path, err)
-		}
-	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-func i64(v int64) string    { return strconv.FormatInt(v, 10) }
-func fmtF(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+		return nil
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/transport"
 )
 
@@ -74,13 +75,6 @@ func NewProcRunner(opts ProcOptions) (*ProcRunner, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &ProcRunner{opts: opts, log: log}, nil
-}
-
-// brokerReady is the broker's ready file.
-type brokerReady struct {
-	Listeners []string `json:"listeners"`
-	CAFile    string   `json:"ca_file"`
-	PID       int      `json:"pid"`
 }
 
 // cellRun is the state of one running cell.
@@ -206,20 +200,19 @@ func (cr *cellRun) startBroker(ctx context.Context) (*child, error) {
 		"--ready-file", ready,
 		"--log-format", "json",
 	}
-	b, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodeBroker, "broker", cr.dir, "broker", args, spawnOpts{})
+	b, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodeBroker, records.RoleBroker, cr.dir, "broker", args, spawnOpts{})
 	if err != nil {
 		return nil, err
 	}
 	data, err := waitReadyFile(ctx, ready, b, cr.r.opts.ReadyTimeout, func(b []byte) bool {
-		var br brokerReady
-		return json.Unmarshal(b, &br) == nil && len(br.Listeners) > 0
+		_, err := records.ParseBrokerReady(b)
+		return err == nil
 	})
 	if err != nil {
 		b.stop(3 * time.Second)
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	var br brokerReady
-	_ = json.Unmarshal(data, &br)
+	br, _ := records.ParseBrokerReady(data)
 	cr.ca = br.CAFile
 	cr.port = port
 	for _, l := range br.Listeners {
@@ -278,7 +271,7 @@ func (cr *cellRun) pubArgs(node, clientID, topic, recFile string, n int, interva
 func (cr *cellRun) startSub(ctx context.Context, rep int, repDir, topic string, n int, timeout time.Duration, o spawnOpts) (*child, error) {
 	ready := filepath.Join(repDir, "sub.ready")
 	args := cr.subArgs(rep, topic, filepath.Join(repDir, "sub.csv"), ready, n, o.onLine != nil, timeout)
-	s, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodeSub, "sub", repDir, "sub", args, o)
+	s, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodeSub, records.RoleSub, repDir, "sub", args, o)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +308,7 @@ func (cr *cellRun) background(ctx context.Context, rep int, repDir, base string,
 		n := int(d/cr.c.Interval()) + 10
 		args := cr.pubArgs(node, fmt.Sprintf("lab-%s-%d", node, rep), fmt.Sprintf("%s/bg/%d", base, i),
 			filepath.Join(repDir, node+".csv"), n, cr.c.Interval())
-		p, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, node, "pub-background", repDir, node, args, spawnOpts{})
+		p, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, node, records.RolePubBackground, repDir, node, args, spawnOpts{})
 		if err != nil {
 			for _, c := range out {
 				c.stop(3 * time.Second)
@@ -347,7 +340,7 @@ func (cr *cellRun) repPeriodic(ctx context.Context, rep int, repDir, base string
 		sub.stop(3 * time.Second)
 		return err
 	}
-	pub, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, "pub", repDir, "pub",
+	pub, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, records.RolePub, repDir, "pub",
 		cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), topic, filepath.Join(repDir, "pub.csv"), cr.c.Messages, cr.c.Interval()), spawnOpts{})
 	if err != nil {
 		sub.stop(3 * time.Second)
@@ -367,7 +360,7 @@ func (cr *cellRun) repPeriodic(ctx context.Context, rep int, repDir, base string
 	cr.stopAll(rep, bg)
 	cr.cpuRow(rep, pub)
 	cr.cpuRow(rep, sub)
-	if err := cr.collect(rep, repDir, []pubRun{{file: "pub.csv", stats: "pub.stdout", role: "pub", topic: topic}}, sub); err != nil {
+	if err := cr.collect(rep, repDir, []pubRun{{file: "pub.csv", stats: "pub.stdout", role: records.RolePub, topic: topic}}, sub); err != nil {
 		return errors.Join(runErr, err)
 	}
 	return runErr
@@ -398,7 +391,7 @@ func (cr *cellRun) repStopAndWait(ctx context.Context, rep int, repDir, base str
 		sub.stop(3 * time.Second)
 		return err
 	}
-	pub, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, "pub", repDir, "pub",
+	pub, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, records.RolePub, repDir, "pub",
 		cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), topic, filepath.Join(repDir, "pub.csv"), cr.c.Messages, 0, "--gate", "stdin"),
 		spawnOpts{stdin: true})
 	if err != nil {
@@ -421,7 +414,7 @@ func (cr *cellRun) repStopAndWait(ctx context.Context, rep int, repDir, base str
 	cr.stopAll(rep, bg)
 	cr.cpuRow(rep, pub)
 	cr.cpuRow(rep, sub)
-	if err := cr.collect(rep, repDir, []pubRun{{file: "pub.csv", stats: "pub.stdout", role: "pub", topic: topic}}, sub); err != nil {
+	if err := cr.collect(rep, repDir, []pubRun{{file: "pub.csv", stats: "pub.stdout", role: records.RolePub, topic: topic}}, sub); err != nil {
 		return errors.Join(runErr, err)
 	}
 	return runErr
@@ -504,8 +497,8 @@ func (cr *cellRun) repReconnect(ctx context.Context, rep int, repDir, base strin
 		return err
 	}
 	runs := []pubRun{
-		{file: "pub.csv", stats: "pub.stdout", role: "pub", topic: base + "/1", base: "pub"},
-		{file: "pub-resume.csv", stats: "pub-resume.stdout", role: "pub-resume", topic: base + "/2", base: "pub-resume"},
+		{file: "pub.csv", stats: "pub.stdout", role: records.RolePub, topic: base + "/1", base: "pub"},
+		{file: "pub-resume.csv", stats: "pub-resume.stdout", role: records.RolePubResume, topic: base + "/2", base: "pub-resume"},
 	}
 	var runErr error
 	for _, pr := range runs {
@@ -544,13 +537,12 @@ type pubRun struct {
 
 // collect turns a repetition's node records into the cell's records.
 func (cr *cellRun) collect(rep int, repDir string, runs []pubRun, sub *child) error {
-	subs, err := readSubRecords(filepath.Join(repDir, "sub.csv"))
+	subs, err := readNodeRecords[records.SubRecord](filepath.Join(repDir, "sub.csv"))
 	if err != nil {
 		return err
 	}
 	first := firstReceipts(subs)
 	c := cr.c
-	repS := strconv.Itoa(rep)
 	var published, delivered int
 	var seqOffset int64
 	var startNs, endNs int64
@@ -562,7 +554,7 @@ func (cr *cellRun) collect(rep int, repDir string, runs []pubRun, sub *child) er
 	}
 	var errs []error
 	for _, pr := range runs {
-		pubs, err := readPubRecords(filepath.Join(repDir, pr.file))
+		pubs, err := readNodeRecords[records.PubRecord](filepath.Join(repDir, pr.file))
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -573,14 +565,14 @@ func (cr *cellRun) collect(rep int, repDir string, runs []pubRun, sub *child) er
 				continue
 			}
 			published++
-			row := []string{c.ID, repS, "mqtt", c.Transport, strconv.Itoa(c.QoS), i64(p.Seq + seqOffset), strconv.Itoa(p.Size), i64(p.SendNs), "", "", NodePub, pr.topic}
+			m := records.Message{Cell: c.ID, Rep: rep, Protocol: "mqtt", Transport: c.Transport, QoS: c.QoS,
+				Seq: p.Seq + seqOffset, Size: p.Size, SendNs: p.SendNs, Node: NodePub, Topic: pr.topic}
 			if s, ok := first[receiptKey{pr.topic, p.Seq}]; ok {
 				delivered++
-				d := s.DelayNs
-				if d == 0 {
-					d = s.RecvNs - p.SendNs
+				m.RecvNs, m.DelayNs = s.RecvNs, s.DelayNs
+				if m.DelayNs == 0 {
+					m.DelayNs = s.RecvNs - p.SendNs
 				}
-				row[8], row[9] = i64(s.RecvNs), i64(d)
 				if firstDelivery == 0 || s.RecvNs < firstDelivery {
 					firstDelivery = s.RecvNs
 				}
@@ -590,31 +582,31 @@ func (cr *cellRun) collect(rep int, repDir string, runs []pubRun, sub *child) er
 				startNs = p.SendNs
 			}
 			maxSeq = max(maxSeq, p.Seq)
-			if err := cr.w.messages.Write(row); err != nil {
+			if err := cr.w.messages.Write(m); err != nil {
 				return err
 			}
 		}
 		if len(pubs) > 0 {
 			seqOffset += maxSeq + 1 // the next process's seq 0 follows this one's last
 		}
-		if cs, ok := readStats(filepath.Join(repDir, pr.stats)); ok {
+		if cs, ok := records.ReadConnectionStats(filepath.Join(repDir, pr.stats)); ok {
 			if err := cr.connRow(rep, pr.role, NodePub, cs, firstDelivery); err != nil {
 				return err
 			}
 		}
 	}
-	if cs, ok := readStats(filepath.Join(repDir, "sub.stdout")); ok {
-		if err := cr.connRow(rep, "sub", NodeSub, cs, firstSubRecv); err != nil {
+	if cs, ok := records.ReadConnectionStats(filepath.Join(repDir, "sub.stdout")); ok {
+		if err := cr.connRow(rep, records.RoleSub, NodeSub, cs, firstSubRecv); err != nil {
 			return err
 		}
 	}
 	if c.Pattern == PatternStopAndWait {
-		comp := ""
+		comp := records.Completion{Cell: c.ID, Rep: rep, Transport: c.Transport, StartNs: startNs, EndNs: endNs,
+			Delivered: delivered, Published: published}
 		if delivered == published && published == c.Messages && endNs > startNs {
-			comp = i64(endNs - startNs)
+			comp.CompletionNs = endNs - startNs
 		}
-		if err := cr.w.completions.Write([]string{c.ID, repS, c.Transport, nsOrEmpty(startNs), nsOrEmpty(endNs), comp,
-			strconv.Itoa(delivered), strconv.Itoa(published)}); err != nil {
+		if err := cr.w.completions.Write(comp); err != nil {
 			return err
 		}
 	}
@@ -629,10 +621,11 @@ func (cr *cellRun) collect(rep int, repDir string, runs []pubRun, sub *child) er
 	return errors.Join(errs...)
 }
 
-func (cr *cellRun) connRow(rep int, role, node string, cs connStats, firstDelivery int64) error {
-	tr := cr.c.Transport // the lab's name (mqtts, quic), as in messages.csv
-	return cr.w.connections.Write([]string{cr.c.ID, strconv.Itoa(rep), role, node, tr, nsOrEmpty(cs.DialStartNs),
-		nsOrEmpty(cs.TransportReadyNs), nsOrEmpty(cs.ConnackNs), nsOrEmpty(firstDelivery), b2s(cs.TLSResumed), b2s(cs.Used0RTT)})
+func (cr *cellRun) connRow(rep int, role, node string, cs records.ConnectionStats, firstDelivery int64) error {
+	// the lab's transport name (mqtts, quic), as in messages.csv
+	return cr.w.connections.Write(records.Connection{Cell: cr.c.ID, Rep: rep, Role: role, Node: node, Transport: cr.c.Transport,
+		DialStartNs: cs.DialStartNs, TransportReadyNs: cs.TransportReadyNs, ConnackNs: cs.ConnackNs,
+		FirstDeliveryNs: firstDelivery, Resumed: cs.TLSResumed, Used0RTT: cs.Used0RTT})
 }
 
 func (cr *cellRun) cpuRow(rep int, c *child) {
@@ -643,7 +636,7 @@ func (cr *cellRun) cpuRow(rep int, c *child) {
 	if !ok {
 		return
 	}
-	_ = cr.w.cpu.Write([]string{cr.c.ID, strconv.Itoa(rep), c.node, c.role, i64(u), i64(s)})
+	_ = cr.w.cpu.Write(records.CPU{Cell: cr.c.ID, Rep: rep, Node: c.node, Role: c.role, UserNs: u, SysNs: s})
 }
 
 // linkRows writes the counters accumulated during rep (difference to the
@@ -657,9 +650,10 @@ func (cr *cellRun) linkRows(rep int) error {
 		k := lc.Link + "|" + lc.Direction
 		prev := cr.lastCnt[k]
 		cr.lastCnt[k] = lc
-		if err := cr.w.links.Write([]string{cr.c.ID, strconv.Itoa(rep), lc.Link, lc.Direction,
-			i64(lc.Packets - prev.Packets), i64(lc.Bytes - prev.Bytes), i64(lc.DropRandom - prev.DropRandom),
-			i64(lc.DropQueue - prev.DropQueue), i64(lc.DropRetries - prev.DropRetries), i64(lc.DropDown - prev.DropDown)}); err != nil {
+		if err := cr.w.links.Write(records.LinkCount{Cell: cr.c.ID, Rep: rep, Link: lc.Link, Direction: lc.Direction,
+			Packets: lc.Packets - prev.Packets, Bytes: lc.Bytes - prev.Bytes, DropRandom: lc.DropRandom - prev.DropRandom,
+			DropQueue: lc.DropQueue - prev.DropQueue, DropRetries: lc.DropRetries - prev.DropRetries,
+			DropDown: lc.DropDown - prev.DropDown}); err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"github.com/iotq/iotq/records"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -134,7 +135,7 @@ func TestProcRunnerBrokerFailureFailsTheCellOnly(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 	_, cells, _ := readCSV(filepath.Join(dir, FileCells))
-	if !strings.Contains(cells[0][len(HeaderCells)-3], "cannot listen") {
+	if !strings.Contains(cells[0][len(records.Header[records.CellRow]())-3], "cannot listen") {
 		t.Fatalf("error column does not carry the broker's stderr: %v", cells[0])
 	}
 }

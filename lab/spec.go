@@ -12,16 +12,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iotq/iotq/records"
 	"go.yaml.in/yaml/v3"
 )
 
 // Topology kinds.
 const (
 	// KindPubBrokerSub is publisher -[link]- broker -[link]- subscriber.
-	KindPubBrokerSub = "pub-broker-sub"
+	KindPubBrokerSub = records.KindPubBrokerSub
 	// KindSharedMedium is N publishers sharing one access medium to the
 	// broker, and a wired broker-subscriber link.
-	KindSharedMedium = "shared-medium"
+	KindSharedMedium = records.KindSharedMedium
 )
 
 // Which links of a pub-broker-sub topology carry the profile.
@@ -32,8 +33,8 @@ const (
 
 // Delay conventions: what a profile's delay figure means.
 const (
-	DelayOneWay = "one-way"
-	DelayRTT    = "rtt"
+	DelayOneWay = records.DelayOneWay
+	DelayRTT    = records.DelayRTT
 )
 
 // Transports (URL schemes of the broker listeners).
@@ -44,9 +45,9 @@ const (
 
 // Traffic patterns.
 const (
-	PatternPeriodic    = "periodic"      // publish every interval
-	PatternStopAndWait = "stop-and-wait" // pattern A: message i+1 only after the subscriber got i
-	PatternReconnect   = "reconnect"     // pattern B: connect, publish, exit; reconnect with resumption, publish
+	PatternPeriodic    = records.PatternPeriodic
+	PatternStopAndWait = records.PatternStopAndWait
+	PatternReconnect   = records.PatternReconnect
 )
 
 // Scales.

@@ -14,9 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iotq/iotq/internal/stats"
 	"github.com/iotq/iotq/report/energy"
 	"github.com/iotq/iotq/report/pcap"
-	"github.com/iotq/iotq/report/stats"
 )
 
 // kindOf normalises a pattern name.

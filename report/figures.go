@@ -15,7 +15,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"github.com/iotq/iotq/report/stats"
+	"github.com/iotq/iotq/internal/stats"
 )
 
 var (

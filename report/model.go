@@ -1,8 +1,8 @@
 package report
 
 import (
+	"github.com/iotq/iotq/internal/stats"
 	"github.com/iotq/iotq/report/energy"
-	"github.com/iotq/iotq/report/stats"
 )
 
 // Pattern kinds, normalised from the pattern column.

@@ -1,4 +1,5 @@
-// Package stats holds the descriptive statistics that the iotq report uses:
+// Package stats holds the descriptive statistics that the iotq report and
+// `iotq sub --stats` use:
 // mean, median, percentiles (linear interpolation between closest ranks,
 // Hyndman and Fan type 7, the default of R and NumPy), sample standard
 // deviation, relative standard deviation, ratios of means and percentile

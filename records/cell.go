@@ -1,0 +1,151 @@
+package records
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// LinkParams are the resolved parameters of one emulated link (both
+// directions alike), as the lab records them.
+type LinkParams struct {
+	// Name is the profile or sub-link name.
+	Name string `json:"name"`
+	// RateBps is the rate in bit/s; 0 means unlimited.
+	RateBps int64 `json:"rate_bps"`
+	// DelayNs is the one-way propagation delay per direction.
+	DelayNs int64 `json:"delay_ns"`
+	// LossPct is the random loss (or, on a shared medium, the frame error
+	// rate) per packet, in percent.
+	LossPct float64 `json:"loss_pct"`
+	// QueueBytes limits the queue; 0 means one bandwidth-delay product.
+	QueueBytes int `json:"queue_bytes"`
+}
+
+// Delay returns the one-way delay.
+func (l LinkParams) Delay() time.Duration { return time.Duration(l.DelayNs) }
+
+// Cell is one point of a campaign: a single combination of link,
+// transport and traffic parameters, run Repetitions times. The lab writes
+// it into every cell's done.json.
+type Cell struct {
+	ID          string  `json:"cell"`
+	Experiment  string  `json:"experiment"`
+	Profile     string  `json:"profile"`
+	LossPct     float64 `json:"loss_pct"`
+	Transport   string  `json:"transport"`
+	QoS         int     `json:"qos"`
+	Size        int     `json:"size"`
+	Pattern     string  `json:"pattern"`
+	IntervalNs  int64   `json:"interval_ns"`
+	Messages    int     `json:"messages"`
+	Repetitions int     `json:"repetitions"`
+	// Topology kind and, for a shared medium, publishers and retries.
+	Kind       string `json:"topology"`
+	Publishers int    `json:"publishers"`
+	Retries    int    `json:"retries"`
+	// DelayConvention is how the profile's delay figure was read
+	// (DelayOneWay or DelayRTT).
+	DelayConvention string `json:"delay_convention"`
+	// PubLink is the publisher's link (on a shared medium: the medium);
+	// SubLink the broker-subscriber link.
+	PubLink       LinkParams `json:"pub_link"`
+	SubLink       LinkParams `json:"sub_link"`
+	TCPCongestion string     `json:"tcp_congestion"`
+	Seed          int64      `json:"seed"`
+	GraceNs       int64      `json:"grace_ns"`
+}
+
+// Interval returns the publish interval.
+func (c Cell) Interval() time.Duration { return time.Duration(c.IntervalNs) }
+
+// PathDelay is the one-way propagation delay from publisher to subscriber:
+// the physical lower bound of a message's one-way delay.
+func (c Cell) PathDelay() time.Duration { return c.PubLink.Delay() + c.SubLink.Delay() }
+
+// PathRTT is the round trip publisher-broker plus broker-subscriber.
+func (c Cell) PathRTT() time.Duration { return 2 * c.PathDelay() }
+
+// Cell statuses in done.json and cells.csv.
+const (
+	StatusOK     = "ok"
+	StatusFailed = "failed"
+)
+
+// Done is a cell's done marker (DIR/cells/CELL/done.json): the cell and its
+// outcome. A cell is finished when the file exists.
+type Done struct {
+	Cell      Cell   `json:"cell"`
+	Status    string `json:"status"`
+	Error     string `json:"error,omitempty"`
+	StartNs   int64  `json:"start_ns"`
+	EndNs     int64  `json:"end_ns"`
+	Published int    `json:"published"`
+	Delivered int    `json:"delivered"`
+	RepsOK    int    `json:"reps_ok"`
+}
+
+// ReadDone reads CELLDIR/done.json; ok is false when it is absent.
+func ReadDone(cellDir string) (d Done, ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(cellDir, FileDone))
+	if errors.Is(err, os.ErrNotExist) {
+		return Done{}, false, nil
+	}
+	if err != nil {
+		return Done{}, false, fmt.Errorf("read done marker: %w", err)
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		return Done{}, false, fmt.Errorf("%s: corrupt done marker (delete the cell directory to rerun it): %w", cellDir, err)
+	}
+	return d, true, nil
+}
+
+// Vocabulary of the records: the values the lab writes in the pattern,
+// role, node, link and topology columns. Readers compare with these, never
+// with substrings.
+const (
+	PatternPeriodic    = "periodic"      // publish every interval
+	PatternStopAndWait = "stop-and-wait" // pattern A: message i+1 only after the subscriber got i
+	PatternReconnect   = "reconnect"     // pattern B: connect, publish, exit; reconnect with resumption, publish
+
+	NodePub    = "pub" // the measured publisher; others of a shared medium are pub2, pub3...
+	NodeBroker = "broker"
+	NodeSub    = "sub"
+
+	RolePub           = "pub"            // the measured publisher's (first) connection
+	RolePubResume     = "pub-resume"     // pattern B: its second, resumed connection
+	RolePubBackground = "pub-background" // the other publishers of a shared medium
+	RoleSub           = "sub"
+	RoleBroker        = "broker"
+
+	LinkPub    = "pub"    // publisher-broker link (pub-broker-sub)
+	LinkMedium = "medium" // the shared medium of the publishers (shared-medium)
+	LinkSub    = "sub"    // broker-subscriber link
+
+	KindPubBrokerSub = "pub-broker-sub"
+	KindSharedMedium = "shared-medium"
+
+	DelayOneWay = "one-way" // a profile's delay figure is one-way
+	DelayRTT    = "rtt"     // it is a round trip: each direction gets half
+)
+
+// IsPublisherRole reports whether role is a publishing process's.
+func IsPublisherRole(role string) bool {
+	return role == RolePub || role == RolePubResume || role == RolePubBackground
+}
+
+// IsQUIC reports whether a transport (a URL scheme such as mqtts, quic,
+// coap+quic) runs over QUIC.
+func IsQUIC(transport string) bool {
+	return transport == "quic" || strings.HasSuffix(transport, "+quic")
+}
+
+// LinkFrom returns the node a direction ("FROM->TO") starts at.
+func LinkFrom(direction string) string {
+	from, _, _ := strings.Cut(direction, "->")
+	return from
+}

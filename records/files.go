@@ -1,0 +1,24 @@
+package records
+
+// Version is the version of the record contracts that this package writes;
+// manifest.json records it as records_version. A manifest without it was
+// written before the contracts had a home (version 0); its files have the
+// same columns (docs/records.md).
+const Version = 1
+
+// Files of a results directory DIR (docs/records.md). Per-cell record files
+// in DIR/cells/CELL/ have the same header as their aggregate in DIR.
+const (
+	FileMessages    = "messages.csv"
+	FileConnections = "connections.csv"
+	FileLinks       = "links.csv"
+	FileCPU         = "cpu.csv"
+	FileCompletions = "completions.csv"
+	FileCells       = "cells.csv"
+	FileDone        = "done.json"
+	FileManifest    = "manifest.json"
+	FileScenario    = "scenario.yaml"
+	FileCampaign    = "campaign.json"
+	FilePubPcap     = "pub.pcap" // the publisher's link end, in DIR/cells/CELL/
+	DirCells        = "cells"
+)

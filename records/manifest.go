@@ -1,0 +1,97 @@
+package records
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Manifest is DIR/manifest.json: everything needed to interpret and
+// reproduce a campaign.
+type Manifest struct {
+	// RecordsVersion is the Version of the record contracts the directory
+	// was written with; 0 (absent) is the layout before it was recorded.
+	RecordsVersion int              `json:"records_version,omitempty"`
+	Tool           ToolInfo         `json:"tool"`
+	Host           HostInfo         `json:"host"`
+	TCPCongestion  CongestionInfo   `json:"tcp_congestion"`
+	QUICCongestion string           `json:"quic_congestion"`
+	Fabric         string           `json:"fabric"`
+	Scenario       string           `json:"scenario"`
+	Scale          string           `json:"scale"`
+	Shard          string           `json:"shard"`
+	CommandLine    []string         `json:"command_line,omitempty"`
+	Experiments    []ExperimentInfo `json:"experiments"`
+	Start          time.Time        `json:"start"`
+	End            time.Time        `json:"end,omitzero"`
+	StartNs        int64            `json:"start_ns"`
+	EndNs          int64            `json:"end_ns,omitempty"`
+	Cells          CellCounts       `json:"cells"`
+	Interrupted    bool             `json:"interrupted,omitempty"`
+	// Shards holds the manifests of merged shard directories.
+	Shards []Manifest `json:"shards,omitempty"`
+	// Energy is one energy record for every experiment, as other tools
+	// write it; the lab writes one per experiment instead. Experiments'
+	// records win over it.
+	Energy *Energy `json:"energy,omitempty"`
+}
+
+// ToolInfo records the versions that shape measurements.
+type ToolInfo struct {
+	Version   string `json:"iotq_version"`
+	Commit    string `json:"iotq_commit"`
+	GoVersion string `json:"go_version"`
+	QUICGo    string `json:"quic_go_version"`
+	Mochi     string `json:"mochi_version"`
+	Paho      string `json:"paho_version"`
+	Paho5     string `json:"paho_golang_version"`
+}
+
+// HostInfo describes the machine.
+type HostInfo struct {
+	Hostname     string `json:"hostname"`
+	Kernel       string `json:"kernel"`
+	CPUs         int    `json:"cpus"`
+	LoadavgStart string `json:"loadavg_start"`
+	LoadavgEnd   string `json:"loadavg_end,omitempty"`
+}
+
+// CongestionInfo records TCP congestion control: pinned per experiment,
+// and the host's default outside the lab's namespaces.
+type CongestionInfo struct {
+	Pinned      map[string]string `json:"pinned"`
+	HostDefault string            `json:"host_default"`
+	Note        string            `json:"note,omitempty"`
+}
+
+// ExperimentInfo records one experiment's resolved parameters.
+type ExperimentInfo struct {
+	Name            string       `json:"name"`
+	Description     string       `json:"description,omitempty"`
+	Seed            int64        `json:"seed"`
+	DelayConvention string       `json:"delay_convention"`
+	Links           []LinkParams `json:"links"`
+	Energy          *Energy      `json:"energy,omitempty"`
+}
+
+// CellCounts counts a campaign's cells.
+type CellCounts struct {
+	Total   int `json:"total"`
+	InShard int `json:"in_shard"`
+	OK      int `json:"ok"`
+	Failed  int `json:"failed"`
+	Pending int `json:"pending"`
+}
+
+// ParseManifest decodes a manifest. Fields whose JSON has another type
+// than this version's (manifests of other tools) are left zero; only a
+// document that is not JSON is an error.
+func ParseManifest(b []byte) (Manifest, error) {
+	var m Manifest
+	err := json.Unmarshal(b, &m)
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		err = nil
+	}
+	return m, err
+}

@@ -1,0 +1,81 @@
+package records
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// BrokerReady is the broker's ready file (`iotq broker --ready-file`),
+// written once every listener accepts: the listener URLs with their real
+// ports, the CA file that signs the broker's certificate, and its pid.
+type BrokerReady struct {
+	Listeners []string `json:"listeners"`
+	CAFile    string   `json:"ca_file"`
+	PID       int      `json:"pid"`
+}
+
+// SubReady is the content of sub's ready file (`iotq sub --ready-file`),
+// written once the broker granted every subscription.
+const SubReady = "ready\n"
+
+// WriteBrokerReady writes the broker's ready file atomically.
+func WriteBrokerReady(path string, r BrokerReady) error {
+	return WriteJSONAtomic(path, r)
+}
+
+// ParseBrokerReady reads a broker ready file's content; it fails until the
+// file names at least one listener.
+func ParseBrokerReady(b []byte) (BrokerReady, error) {
+	var r BrokerReady
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("broker ready file: %w", err)
+	}
+	if len(r.Listeners) == 0 {
+		return r, fmt.Errorf("broker ready file lists no listener")
+	}
+	return r, nil
+}
+
+// WriteJSONAtomic writes v as indented JSON with WriteFileAtomic.
+func WriteJSONAtomic(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	return WriteFileAtomic(path, append(b, '\n'))
+}
+
+// WriteFileAtomic writes data to path through a temporary file in the same
+// directory, synced and renamed, so a reader (or an interrupted run) never
+// sees half a file. The file is readable by everyone (0644).
+func WriteFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	err = writeSync(tmp, data)
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func writeSync(f *os.File, data []byte) error {
+	_, err := f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,157 @@
+package records
+
+// Rows of the files that the node processes write (DIR/cells/CELL/rep-N/).
+
+// PubRecord is one row of `iotq pub --records FILE`: one published
+// message. SendNs is taken just before the client library is handed the
+// message and is the send time in the payload header; AcceptedNs is the
+// receipt time (PUBACK/PUBCOMP for QoS 1/2, handed to the transport for
+// QoS 0), 0 when the message was not accepted.
+type PubRecord struct {
+	Seq        int64  `csv:"seq"`
+	Size       int    `csv:"size"`
+	SendNs     int64  `csv:"send_ns"`
+	AcceptedNs int64  `csv:"accepted_ns"`
+	OK         bool   `csv:"ok"`
+	Error      string `csv:"error"`
+}
+
+// SubRecord is one row of `iotq sub --records FILE`: one received message
+// that carries a measurement header. Duplicate: the same topic and seq
+// arrived before.
+type SubRecord struct {
+	Seq       int64  `csv:"seq"`
+	Size      int    `csv:"size"`
+	SendNs    int64  `csv:"send_ns"`
+	RecvNs    int64  `csv:"recv_ns"`
+	DelayNs   int64  `csv:"delay_ns"`
+	Topic     string `csv:"topic"`
+	QoS       int    `csv:"qos"`
+	Duplicate bool   `csv:"duplicate"`
+}
+
+// Rows of the files that the lab writes per cell (DIR/cells/CELL/) and
+// concatenates into the results directory (DIR/).
+
+// Message is one row of messages.csv: one published message. RecvNs and
+// DelayNs are empty (0) when the message never arrived.
+type Message struct {
+	Cell      string `csv:"cell"`
+	Rep       int    `csv:"rep"`
+	Protocol  string `csv:"protocol"`
+	Transport string `csv:"transport"`
+	QoS       int    `csv:"qos"`
+	Seq       int64  `csv:"seq"`
+	Size      int    `csv:"size"`
+	SendNs    int64  `csv:"send_ns"`
+	RecvNs    int64  `csv:"recv_ns,omitzero"`
+	DelayNs   int64  `csv:"delay_ns,omitzero"`
+	Node      string `csv:"node"`
+	Topic     string `csv:"topic"`
+}
+
+// Connection is one row of connections.csv: one client connection. Times
+// the client did not report are empty (0).
+type Connection struct {
+	Cell             string `csv:"cell"`
+	Rep              int    `csv:"rep"`
+	Role             string `csv:"role"`
+	Node             string `csv:"node"`
+	Transport        string `csv:"transport"`
+	DialStartNs      int64  `csv:"dial_start_ns,omitzero"`
+	TransportReadyNs int64  `csv:"transport_ready_ns,omitzero"`
+	ConnackNs        int64  `csv:"connack_ns,omitzero"`
+	FirstDeliveryNs  int64  `csv:"first_delivery_ns,omitzero"`
+	Resumed          bool   `csv:"resumed"`
+	Used0RTT         bool   `csv:"used_0rtt"`
+}
+
+// LinkCount is one row of links.csv: the emulator's counters of one link
+// direction during one repetition. Direction is "FROM->TO" (node names).
+type LinkCount struct {
+	Cell        string `csv:"cell"`
+	Rep         int    `csv:"rep"`
+	Link        string `csv:"link"`
+	Direction   string `csv:"direction"`
+	Packets     int64  `csv:"packets"`
+	Bytes       int64  `csv:"bytes"`
+	DropRandom  int64  `csv:"drop_random"`
+	DropQueue   int64  `csv:"drop_queue"`
+	DropRetries int64  `csv:"drop_retries"`
+	DropDown    int64  `csv:"drop_down"`
+}
+
+// Drops sums the drops of every cause.
+func (l LinkCount) Drops() int64 { return l.DropRandom + l.DropQueue + l.DropRetries + l.DropDown }
+
+// CPU is one row of cpu.csv: the processor time of one node process
+// (rep 0: the broker, which lives for the whole cell).
+type CPU struct {
+	Cell   string `csv:"cell"`
+	Rep    int    `csv:"rep"`
+	Node   string `csv:"node"`
+	Role   string `csv:"role"`
+	UserNs int64  `csv:"user_ns"`
+	SysNs  int64  `csv:"sys_ns"`
+}
+
+// Completion is one row of completions.csv (pattern A, stop-and-wait):
+// CompletionNs is EndNs-StartNs when every message arrived, else empty.
+type Completion struct {
+	Cell         string `csv:"cell"`
+	Rep          int    `csv:"rep"`
+	Transport    string `csv:"transport"`
+	StartNs      int64  `csv:"start_ns,omitzero"`
+	EndNs        int64  `csv:"end_ns,omitzero"`
+	CompletionNs int64  `csv:"completion_ns,omitzero"`
+	Delivered    int    `csv:"delivered"`
+	Published    int    `csv:"published"`
+}
+
+// CellRow is one row of cells.csv: a cell's parameters and outcome.
+type CellRow struct {
+	Cell            string  `csv:"cell"`
+	Experiment      string  `csv:"experiment"`
+	Profile         string  `csv:"profile"`
+	LossPct         float64 `csv:"loss_pct"`
+	Transport       string  `csv:"transport"`
+	QoS             int     `csv:"qos"`
+	Pattern         string  `csv:"pattern"`
+	Size            int     `csv:"size"`
+	IntervalNs      int64   `csv:"interval_ns"`
+	Messages        int     `csv:"messages"`
+	Repetitions     int     `csv:"repetitions"`
+	Topology        string  `csv:"topology"`
+	Publishers      int     `csv:"publishers"`
+	Retries         int     `csv:"retries"`
+	DelayConvention string  `csv:"delay_convention"`
+	PubLink         string  `csv:"pub_link"`
+	PubRateBps      int64   `csv:"pub_rate_bps"`
+	PubDelayNs      int64   `csv:"pub_delay_ns"`
+	SubLink         string  `csv:"sub_link"`
+	SubRateBps      int64   `csv:"sub_rate_bps"`
+	SubDelayNs      int64   `csv:"sub_delay_ns"`
+	PathDelayNs     int64   `csv:"path_delay_ns"`
+	TCPCongestion   string  `csv:"tcp_congestion"`
+	Seed            int64   `csv:"seed"`
+	Published       int     `csv:"published"`
+	Delivered       int     `csv:"delivered"`
+	RepsOK          int     `csv:"reps_ok"`
+	Status          string  `csv:"status"`
+	Error           string  `csv:"error"`
+	StartNs         int64   `csv:"start_ns"`
+	EndNs           int64   `csv:"end_ns"`
+}
+
+// Row turns a cell's done marker into its cells.csv row.
+func (d Done) Row() CellRow {
+	c := d.Cell
+	return CellRow{Cell: c.ID, Experiment: c.Experiment, Profile: c.Profile, LossPct: c.LossPct, Transport: c.Transport,
+		QoS: c.QoS, Pattern: c.Pattern, Size: c.Size, IntervalNs: c.IntervalNs, Messages: c.Messages,
+		Repetitions: c.Repetitions, Topology: c.Kind, Publishers: c.Publishers, Retries: c.Retries,
+		DelayConvention: c.DelayConvention, PubLink: c.PubLink.Name, PubRateBps: c.PubLink.RateBps,
+		PubDelayNs: c.PubLink.DelayNs, SubLink: c.SubLink.Name, SubRateBps: c.SubLink.RateBps,
+		SubDelayNs: c.SubLink.DelayNs, PathDelayNs: int64(c.PathDelay()), TCPCongestion: c.TCPCongestion,
+		Seed: c.Seed, Published: d.Published, Delivered: d.Delivered, RepsOK: d.RepsOK, Status: d.Status,
+		Error: d.Error, StartNs: d.StartNs, EndNs: d.EndNs}
+}
