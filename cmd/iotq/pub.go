@@ -339,7 +339,7 @@ or a message was not accepted, 2 on bad flags.`,
 						return err
 					}
 				}
-				p := &publisher{app: a, early: early, topic: topic, qos: byte(cf.qos), retain: retain, message: message, size: size, recs: recs}
+				p := &publisher{app: a, early: early, topic: topic, qos: byte(cf.qos), retain: retain, message: message, size: size, recs: recs, runID: payload.NewRunID()}
 				runErr := p.run(ctx, &cf, count, interval, gateC, waitAcks, timeout)
 				if err := recs.close(); err != nil && runErr == nil {
 					runErr = err
@@ -360,6 +360,7 @@ type publisher struct {
 	message string
 	size    int
 	recs    *csvFile
+	runID   uint64 // payload run id: tells this run's messages from another's
 
 	mu             sync.Mutex
 	sent, acked    int
@@ -395,7 +396,7 @@ func (p *publisher) run(ctx context.Context, cf *clientFlags, count int, interva
 		body := p.body()
 		now := time.Now().UnixNano()
 		if p.size > 0 {
-			payload.Put(body, payload.Header{Seq: 0, SendNs: now})
+			payload.Put(body, payload.Header{Seq: 0, SendNs: now, RunID: p.runID})
 		}
 		first = &pending{seq: 0, size: len(body), sendNs: now}
 		earlyMsg = &client.EarlyMessage{Topic: p.topic, Payload: body, Retain: p.retain}
@@ -477,7 +478,7 @@ loop:
 		// Send time: just before the library gets the message.
 		now := time.Now().UnixNano()
 		if p.size > 0 {
-			payload.Put(body, payload.Header{Seq: pe.seq, SendNs: now})
+			payload.Put(body, payload.Header{Seq: pe.seq, SendNs: now, RunID: p.runID})
 		}
 		pe.sendNs = now
 		pe.r, pe.err = c.Publish(ctx, p.topic, body, client.PublishOptions{QoS: p.qos, Retain: p.retain})

@@ -328,9 +328,9 @@ func TestPubSubErrors(t *testing.T) {
 	}
 }
 
-// TestSubDuplicates: two publishers reusing sequence numbers on one topic
-// make sub count duplicates and mark them in --records; delays are
-// summarised over first copies only.
+// TestSubDuplicates: two publisher runs reusing sequence numbers on one
+// topic are told apart by the run id of the payload: no duplicates, and
+// every message counts in the delay summary.
 func TestSubDuplicates(t *testing.T) {
 	url := startMosquittoCLI(t)
 	dir := t.TempDir()
@@ -340,13 +340,13 @@ func TestSubDuplicates(t *testing.T) {
 	sub := startCLI(ctx, "sub", "--url", url, "-t", "dup", "-q", "1", "-n", "6", "--timeout", "10s", "--stats", "json", "--quiet", "--records", rec, "--ready-file", ready)
 	waitFile(t, ready)
 	for i := 0; i < 2; i++ {
-		if code, _, e := runCLI(ctx, "pub", "--url", url, "-t", "dup", "-q", "1", "--size", "20", "-n", "3"); code != 0 {
+		if code, _, e := runCLI(ctx, "pub", "--url", url, "-t", "dup", "-q", "1", "--size", "32", "-n", "3"); code != 0 {
 			t.Fatalf("pub: %s", e)
 		}
 	}
 	sub.wait(t)
 	st := lastJSON(t, sub.out.String())
-	if st["received"] != 6.0 || st["measured"] != 6.0 || st["duplicates"] != 3.0 || st["delay"].(map[string]any)["n"] != 3.0 {
+	if st["received"] != 6.0 || st["measured"] != 6.0 || st["duplicates"] != 0.0 || st["delay"].(map[string]any)["n"] != 6.0 {
 		t.Fatalf("stats received %v measured %v duplicates %v delay %v", st["received"], st["measured"], st["duplicates"], st["delay"])
 	}
 	rows := readCSV(t, rec)
@@ -356,8 +356,8 @@ func TestSubDuplicates(t *testing.T) {
 			dups = append(dups, r[0])
 		}
 	}
-	if strings.Join(dups, ",") != "0,1,2" {
-		t.Fatalf("duplicate rows for seq %v, want 0,1,2", dups)
+	if len(dups) != 0 {
+		t.Fatalf("duplicate rows for seq %v, want none", dups)
 	}
 }
 

@@ -53,7 +53,8 @@ For the lab:
                       them to iotq pub --gate stdin for stop-and-wait)
   --records FILE      one CSV row per measurement message:
                       seq,size,send_ns,recv_ns,delay_ns,topic,qos,duplicate
-                      (duplicate: the same topic and seq was seen before)
+                      (duplicate: the same topic, publisher run and seq
+                      was seen before; a second pub run is not a duplicate)
   --stats json        one JSON object at the end: the connection facts as
                       in iotq pub, received (all messages), measured,
                       duplicates, and delay {n, mean_ms, min_ms, p50_ms,
@@ -106,7 +107,7 @@ The connection flags are those of iotq pub.`,
 					}
 				}
 				s := &subscriber{out: bufio.NewWriter(a.stdout), recs: recs, quiet: quiet, notify: notify == "stdout",
-					seen: map[string]map[uint32]bool{}, limit: count, msgCh: make(chan struct{}, 1), full: make(chan struct{})}
+					seen: map[dupKey]bool{}, limit: count, msgCh: make(chan struct{}, 1), full: make(chan struct{})}
 				runErr := s.run(ctx, &cf, topics, timeout, connectTO, readyFile)
 				if err := recs.close(); err != nil && runErr == nil {
 					runErr = err
@@ -128,10 +129,21 @@ type subscriber struct {
 
 	received, measured, duplicates int
 	delays                         []float64 // ms, first copies only
-	seen                           map[string]map[uint32]bool
+	seen                           map[dupKey]bool
 	limit                          int
 	msgCh                          chan struct{} // a message arrived (cap 1)
 	full                           chan struct{} // closed when limit reached
+}
+
+// dupKey identifies a measurement message: a second copy of the same
+// topic, publisher run and sequence number is a duplicate. Another run (a
+// second iotq pub, which draws a new run id) reusing the sequence numbers
+// is not. Payloads without a run id (shorter than 24 bytes, or from an
+// older publisher) have run 0 and fall back to topic and seq.
+type dupKey struct {
+	topic string
+	run   uint64
+	seq   uint32
 }
 
 func (s *subscriber) handle(m client.Message) {
@@ -150,13 +162,9 @@ func (s *subscriber) handle(m client.Message) {
 	} else {
 		recvNs := m.Received.UnixNano()
 		delay := recvNs - h.SendNs
-		seen := s.seen[m.Topic]
-		if seen == nil {
-			seen = map[uint32]bool{}
-			s.seen[m.Topic] = seen
-		}
-		dup := seen[h.Seq]
-		seen[h.Seq] = true
+		k := dupKey{topic: m.Topic, run: h.RunID, seq: h.Seq}
+		dup := s.seen[k]
+		s.seen[k] = true
 		s.measured++
 		if dup {
 			s.duplicates++

@@ -14,11 +14,15 @@
 //	offset 3  1 byte   header length in bytes (16 for version 1)
 //	offset 4  4 bytes  sequence number (uint32)
 //	offset 8  8 bytes  send time, Unix nanoseconds (int64)
-//	offset 16 ...      padding (zero bytes) up to the message size
+//	offset 16 8 bytes  run id (uint64), only when the header length is 24
+//	...                padding (zero bytes) up to the message size
 //
 // 16 bytes keep the header below the smallest message size of the
-// experiments (E7 starts at 16 B). Decoders accept a larger header length
-// from a future version 1 writer and skip the extra bytes.
+// experiments (E7 starts at 16 B). The run id (random per publisher run)
+// lets a subscriber tell two runs that reuse sequence numbers apart; it is
+// written when the payload has room (24 bytes or more) and marked by the
+// header length 24, so the version stays 1 and decoders written before it
+// (which skip header bytes they do not know) still read seq and send time.
 //
 // Concurrency: the package has no state; all functions are safe for
 // concurrent use. It imports only the standard library.

@@ -1,15 +1,20 @@
 package payload
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
 )
 
-// HeaderSize is the size of the version 1 header and the smallest payload
-// Encode can produce.
+// HeaderSize is the size of the basic version 1 header and the smallest
+// payload Encode can produce.
 const HeaderSize = 16
+
+// RunHeaderSize is the size of the header with a run id (header length 24):
+// written whenever the payload has room for it.
+const RunHeaderSize = 24
 
 // Version is the header version written by Encode.
 const Version = 1
@@ -36,6 +41,23 @@ var (
 type Header struct {
 	Seq    uint32 // sequence number, as chosen by the publisher
 	SendNs int64  // send time, Unix nanoseconds
+	// RunID identifies one publisher run (random, not 0), so that two runs
+	// that reuse sequence numbers are told apart. 0 means unknown: the
+	// payload was shorter than RunHeaderSize or written before run ids.
+	RunID uint64
+}
+
+// NewRunID returns a random non-zero run id.
+func NewRunID() uint64 {
+	var b [8]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			return uint64(time.Now().UnixNano()) | 1
+		}
+		if id := binary.BigEndian.Uint64(b[:]); id != 0 {
+			return id
+		}
+	}
 }
 
 // SendTime returns the send time as a time.Time.
@@ -52,12 +74,18 @@ func Encode(h Header, size int) ([]byte, error) {
 	return b, nil
 }
 
-// Put writes the header into b[:HeaderSize] and leaves the rest of b
-// untouched. It panics if len(b) < HeaderSize (a programming error: check
-// the size with Encode or CheckSize first).
+// Put writes the header into the start of b and leaves the rest of b
+// untouched: RunHeaderSize bytes when h.RunID is set and b has room,
+// else HeaderSize bytes (no run id). It panics if len(b) < HeaderSize (a
+// programming error: check the size with Encode or CheckSize first).
 func Put(b []byte, h Header) {
 	_ = b[HeaderSize-1]
-	b[0], b[1], b[2], b[3] = magic0, magic1, Version, HeaderSize
+	hl := byte(HeaderSize)
+	if h.RunID != 0 && len(b) >= RunHeaderSize {
+		hl = RunHeaderSize
+		binary.BigEndian.PutUint64(b[16:24], h.RunID)
+	}
+	b[0], b[1], b[2], b[3] = magic0, magic1, Version, hl
 	binary.BigEndian.PutUint32(b[4:8], h.Seq)
 	binary.BigEndian.PutUint64(b[8:16], uint64(h.SendNs))
 }
@@ -87,10 +115,14 @@ func Decode(b []byte) (Header, error) {
 	if hl := int(b[3]); hl < HeaderSize || hl > len(b) {
 		return Header{}, fmt.Errorf("%w: header length %d outside %d..%d", ErrMalformed, hl, HeaderSize, len(b))
 	}
-	return Header{
+	h := Header{
 		Seq:    binary.BigEndian.Uint32(b[4:8]),
 		SendNs: int64(binary.BigEndian.Uint64(b[8:16])),
-	}, nil
+	}
+	if int(b[3]) >= RunHeaderSize {
+		h.RunID = binary.BigEndian.Uint64(b[16:24])
+	}
+	return h, nil
 }
 
 // IsMeasurement reports whether b carries a valid measurement header.
