@@ -114,8 +114,10 @@ func (n *Network) addLink(ctx context.Context, plan *subnetPlan, k int, l Link, 
 	dab := NewDir(l.AtoB, rtt, n.start, mix(n.seed, uint64(2*k)))
 	dba := NewDir(l.BtoA, rtt, n.start, mix(n.seed, uint64(2*k+1)))
 	n.dirs = append(n.dirs, dab, dba)
-	pab := &path{mu: new(sync.Mutex), arrive: dab.Arrive, stats: dab.Stats, out: b, link: l.Name, from: l.A, to: l.B}
-	pba := &path{mu: new(sync.Mutex), arrive: dba.Arrive, stats: dba.Stats, out: a, link: l.Name, from: l.B, to: l.A}
+	pab := &path{mu: new(sync.Mutex), arrive: dab.Arrive, serve: dab.Serve, wake: dab.Wake, stats: dab.Stats,
+		out: b, link: l.Name, from: l.A, to: l.B}
+	pba := &path{mu: new(sync.Mutex), arrive: dba.Arrive, serve: dba.Serve, wake: dba.Wake, stats: dba.Stats,
+		out: a, link: l.Name, from: l.B, to: l.A}
 	a.route = func([4]byte) *path { return pab }
 	b.route = func([4]byte) *path { return pba }
 	n.paths = append(n.paths, pab, pba)
@@ -154,6 +156,7 @@ func (n *Network) addMedium(ctx context.Context, plan *subnetPlan, k int, m Medi
 	}
 	model := NewMediumModel(m.MediumParams, len(members), mix(n.seed, uint64(1000+k)))
 	mu := new(sync.Mutex)
+	var evs []Event // guarded by mu
 	for i := range members {
 		table := make([]*path, len(members))
 		for j := range members {
@@ -161,9 +164,13 @@ func (n *Network) addMedium(ctx context.Context, plan *subnetPlan, k int, m Medi
 				continue
 			}
 			p := &path{mu: mu,
-				arrive: func(now time.Duration, size int) Verdict { return model.Arrive(now, i, j, size) },
-				stats:  func() DirStats { return model.Stats(i, j) },
-				out:    eps[j], link: m.Name, from: members[i], to: members[j]}
+				arrive: func(now time.Duration, size int, ref any) []Event {
+					v := model.Arrive(now, i, j, size)
+					evs = append(evs[:0], Event{Ref: ref, Size: size, Depart: v.Depart, Wait: v.Wait, Drop: v.Drop})
+					return evs
+				},
+				stats: func() DirStats { return model.Stats(i, j) },
+				out:   eps[j], link: m.Name, from: members[i], to: members[j]}
 			table[j] = p
 			n.paths = append(n.paths, p)
 		}

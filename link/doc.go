@@ -6,8 +6,10 @@
 //
 //   - The pure model (Dir and MediumModel): given a packet's
 //     arrival time and size it decides drop or departure time. Per direction:
-//     loss (Bernoulli or Gilbert-Elliott) -> drop-tail queue limited in bytes
-//     (default one bandwidth-delay product) -> serialization at the rate ->
+//     loss (Bernoulli or Gilbert-Elliott) -> queue stage (a Queue from the
+//     registry: droptail or drophead, limited in bytes and/or packets,
+//     default one bandwidth-delay product; see ParseQueue) -> serialization
+//     at the rate ->
 //     propagation delay plus jitter (normal, uniform, pareto), without
 //     reordering unless Params.Reorder. A shared medium (MediumModel) has
 //     one channel for all senders and link-layer retries. The model has no
@@ -36,7 +38,8 @@
 // Network methods are safe for concurrent use. Dir and MediumModel are not:
 // the Network guards each with its own mutex.
 //
-// Files, one concern each: model.go (the pure model), build_linux.go
+// Files, one concern each: model.go (the pure model), queue.go (the queue
+// stage and its registry), build_linux.go
 // (topology to namespaces and TUNs), plumbing_linux.go (TUN, ip, setns),
 // subnet_linux.go (address plan and the host subnet lock),
 // forward_linux.go (readers, departure heap, forwarding thread),

@@ -14,6 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// departure is an entry of the heap: a packet to write at at, or (buf
+// nil) a service: at is when p's serializer is free for its next packet.
 type departure struct {
 	at  time.Duration
 	seq uint64
@@ -89,6 +91,7 @@ func (n *Network) forward() {
 	n.rtMu.Unlock()
 	close(n.rtSet)
 	batch := make([]departure, 0, 64)
+	services := make([]departure, 0, 8)
 	for {
 		if err := n.tm.wait(); err != nil {
 			n.log.Error("timerfd", "err", err)
@@ -97,17 +100,24 @@ func (n *Network) forward() {
 		if n.closed.Load() {
 			n.mu.Lock()
 			for _, d := range n.deps {
-				n.bufs.Put(d.buf)
+				if d.buf != nil {
+					n.bufs.Put(d.buf)
+				}
 			}
 			n.deps = nil
 			n.mu.Unlock()
 			return
 		}
 		now := monoNow()
-		batch = batch[:0]
+		batch, services = batch[:0], services[:0]
 		n.mu.Lock()
 		for len(n.deps) > 0 && n.deps[0].at <= now {
-			batch = append(batch, heap.Pop(&n.deps).(departure))
+			d := heap.Pop(&n.deps).(departure)
+			if d.buf == nil {
+				services = append(services, d)
+			} else {
+				batch = append(batch, d)
+			}
 		}
 		switch {
 		case n.closed.Load():
@@ -126,6 +136,16 @@ func (n *Network) forward() {
 				n.late.record(now - d.at)
 			}
 			n.lateMu.Unlock()
+		}
+		// Served packets depart after their serialization: never in this
+		// batch, so the order of the two loops does not matter.
+		for _, d := range services {
+			d.p.mu.Lock()
+			if d.p.wakeAt == d.at {
+				d.p.wakeAt = 0
+			}
+			n.schedule(d.p, d.p.serve(now))
+			d.p.mu.Unlock()
 		}
 		for _, d := range batch {
 			pkt := (*d.buf)[:d.n]
@@ -170,20 +190,48 @@ func (n *Network) read(e *endpoint) {
 			continue
 		}
 		p.mu.Lock()
-		v := p.arrive(now, nr)
+		n.schedule(p, p.arrive(now, nr, bp))
 		p.mu.Unlock()
-		if v.Drop != CauseNone {
+	}
+}
+
+// schedule turns a model's events into heap entries: departures are
+// queued, dropped packets' buffers return to the pool, and p gets a
+// service entry when its serializer will next be free. p.mu must be held.
+func (n *Network) schedule(p *path, evs []Event) {
+	var wake time.Duration
+	if p.wake != nil {
+		if t, ok := p.wake(); ok && (p.wakeAt == 0 || t < p.wakeAt) {
+			wake, p.wakeAt = t, t
+		}
+	}
+	if len(evs) == 0 && wake == 0 {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, e := range evs {
+		bp := e.Ref.(*[]byte)
+		if e.Drop != CauseNone {
 			n.bufs.Put(bp)
 			continue
 		}
-		n.mu.Lock()
-		n.seq++
-		heap.Push(&n.deps, departure{at: v.Depart, seq: n.seq, p: p, buf: bp, n: nr})
-		if n.armed == 0 || v.Depart < n.armed {
-			n.armed = v.Depart
-			n.tm.arm(v.Depart)
-		}
-		n.mu.Unlock()
+		n.pushLocked(departure{at: e.Depart, p: p, buf: bp, n: e.Size})
+	}
+	if wake != 0 {
+		n.pushLocked(departure{at: wake, p: p})
+	}
+}
+
+// pushLocked adds d to the heap and arms the timer if d is the earliest.
+// n.mu must be held.
+func (n *Network) pushLocked(d departure) {
+	n.seq++
+	d.seq = n.seq
+	heap.Push(&n.deps, d)
+	if n.armed == 0 || d.at < n.armed {
+		n.armed = d.at
+		n.tm.arm(d.at)
 	}
 }
 

@@ -13,7 +13,7 @@ type Cause int
 const (
 	CauseNone    Cause = iota
 	CauseRandom        // random loss (Bernoulli or Gilbert-Elliott)
-	CauseQueue         // drop-tail queue overflow
+	CauseQueue         // the queue dropped it (overflow)
 	CauseRetries       // shared medium: every link-layer try failed
 	CauseDown          // the link was down (schedule)
 	CauseMTU           // the packet was larger than the MTU
@@ -88,33 +88,53 @@ func txTime(size int, rate int64) time.Duration {
 	return time.Duration(math.Round(float64(size) * 8 * 1e9 / float64(rate)))
 }
 
-// Dir is the pure model of one link direction: loss decision, drop-tail
-// queue limited in bytes, serialization at the rate, propagation delay plus
-// jitter. It has no clock of its own: the caller passes the arrival time on
-// a monotonic clock, and gets the departure time on the same clock.
+// Event is what a Dir decided about one packet: dropped (Drop says why)
+// or delivered at Depart after waiting Wait in the queue. Ref and Size are
+// the packet's, as given to Arrive.
+type Event struct {
+	Ref    any
+	Size   int
+	Depart time.Duration
+	Wait   time.Duration
+	Drop   Cause
+}
+
+// Dir is the pure model of one link direction, a pipeline of stages: loss
+// decision -> queue (a Queue: drop-tail by default, limited in bytes to one
+// BDP) -> serialization at the rate -> propagation delay plus jitter. It
+// has no clock of its own: the caller passes times on a monotonic clock
+// and gets departure times on the same clock.
+//
+// A packet that finds the serializer busy waits in the queue; Wake says
+// when the serializer is free again and Serve, called at (or after) that
+// time, hands the next packets to it. Arrive serves what is due first, so
+// a late Serve changes no decision, only how late the caller learns it.
 //
 // Dir is not safe for concurrent use; one goroutine (or a mutex) owns it.
 type Dir struct {
 	base     Params
 	cur      Params // base with the schedule applied so far
-	limit    int    // queue limit in bytes (0: unlimited)
 	rtt      time.Duration
 	rng      *rand.Rand
 	start    time.Duration // when the link came up (schedule origin)
 	next     int           // next schedule step to apply
 	downTill time.Duration // link down until (absolute)
 	busy     time.Duration // serializer busy until
+	serving  int           // size of the packet serialized until busy
 	last     time.Duration // last departure (no reordering)
-	q        fifo
+	q        Queue
+	limits   QueueLimits
 	geBad    bool
 	stats    DirStats
 	hist     *histogram
+	evs      []Event
 }
 
 // NewDir returns the model of one direction with parameters p, on a link
 // whose round trip is rtt (used for the default queue, one BDP). start is
 // the arrival-clock time at which the link came up; the schedule counts
-// from it. seed makes the random decisions repeatable.
+// from it. seed makes the random decisions repeatable. p must be valid
+// (Params.Validate); an unknown queue discipline falls back to drop-tail.
 func NewDir(p Params, rtt time.Duration, start time.Duration, seed uint64) *Dir {
 	d := &Dir{
 		base:  p,
@@ -124,8 +144,13 @@ func NewDir(p Params, rtt time.Duration, start time.Duration, seed uint64) *Dir 
 		start: start,
 		hist:  newHistogram(),
 	}
-	d.limit = p.QueueLimit(rtt)
-	d.stats.QueueLimit = d.limit
+	d.limits = p.QueueLimits(rtt)
+	q, err := NewQueue(p.Queue, d.limits)
+	if err != nil {
+		q, _ = NewQueue(QueueSpec{}, d.limits)
+	}
+	d.q = q
+	d.stats.QueueLimit = d.limits.Bytes
 	return d
 }
 
@@ -149,8 +174,11 @@ func (d *Dir) applySchedule(now time.Duration) {
 		}
 		if s.Rate != nil {
 			d.cur.Rate = *s.Rate
-			d.limit = d.cur.QueueLimit(d.rtt)
-			d.stats.QueueLimit = d.limit
+			d.limits = d.cur.QueueLimits(d.rtt)
+			if q, ok := d.q.(interface{ SetLimits(QueueLimits) }); ok {
+				q.SetLimits(d.limits)
+			}
+			d.stats.QueueLimit = d.limits.Bytes
 		}
 		d.next++
 	}
@@ -202,38 +230,85 @@ func drawJitter(rng *rand.Rand, j time.Duration, dist string) time.Duration {
 	}
 }
 
-// Arrive decides the fate of a packet of size bytes that enters the
-// direction at now.
-func (d *Dir) Arrive(now time.Duration, size int) Verdict {
+// Arrive offers a packet of size bytes that enters the direction at now;
+// ref comes back in its Event. It returns the events decided by now: the
+// packet's own drop or departure if known, drops the queue made to fit it
+// in, and departures of earlier packets whose turn came. The slice is
+// valid until the next call.
+func (d *Dir) Arrive(now time.Duration, size int, ref any) []Event {
+	d.evs = d.evs[:0]
+	d.serve(now) // what was due before this packet
 	d.applySchedule(now)
 	d.stats.Arrived++
 	d.stats.ArrivedBytes += uint64(size)
-	if now < d.downTill {
+	switch {
+	case now < d.downTill:
 		d.stats.DropDown++
-		return Verdict{Drop: CauseDown}
-	}
-	if size > d.cur.mtu() {
+		return append(d.evs, Event{Ref: ref, Size: size, Drop: CauseDown})
+	case size > d.cur.mtu():
 		d.stats.DropMTU++
-		return Verdict{Drop: CauseMTU}
-	}
-	if d.lose() {
+		return append(d.evs, Event{Ref: ref, Size: size, Drop: CauseMTU})
+	case d.lose():
 		d.stats.DropRandom++
-		return Verdict{Drop: CauseRandom}
+		return append(d.evs, Event{Ref: ref, Size: size, Drop: CauseRandom})
 	}
-	txEnd := now
-	var wait time.Duration
-	if d.cur.Rate > 0 {
-		d.q.drain(now)
-		if d.limit > 0 && d.q.bytes+size > d.limit {
-			d.stats.DropQueue++
-			return Verdict{Drop: CauseQueue}
+	if d.cur.Rate <= 0 && d.q.Len() == 0 {
+		d.depart(now, now, Packet{Size: size, Arrival: now, Ref: ref})
+		return d.evs
+	}
+	if d.q.Len() == 0 && d.busy < now {
+		d.busy = now // the serializer was idle
+	}
+	if r, ok := d.q.(interface{ reserve(bytes, packets int) }); ok {
+		if d.busy > now {
+			r.reserve(d.serving, 1)
+		} else {
+			r.reserve(0, 0)
 		}
-		startTx := max(now, d.busy)
-		wait = startTx - now
-		txEnd = startTx + txTime(size, d.cur.Rate)
-		d.busy = txEnd
-		d.q.push(txEnd, size)
 	}
+	for _, p := range d.q.Enqueue(Packet{Size: size, Arrival: now, Ref: ref}) {
+		d.stats.DropQueue++
+		d.evs = append(d.evs, Event{Ref: p.Ref, Size: p.Size, Drop: CauseQueue})
+	}
+	d.serve(now)
+	return d.evs
+}
+
+// Serve hands to the serializer every waiting packet whose turn came by
+// now and returns their events (valid until the next call).
+func (d *Dir) Serve(now time.Duration) []Event {
+	d.evs = d.evs[:0]
+	d.serve(now)
+	return d.evs
+}
+
+// Wake returns when the next waiting packet's serialization starts, the
+// time at which Serve must be called; false when nothing waits.
+func (d *Dir) Wake() (time.Duration, bool) {
+	if d.q.Len() == 0 {
+		return 0, false
+	}
+	return d.busy, true
+}
+
+// serve dequeues at every time the serializer is free, up to now.
+func (d *Dir) serve(now time.Duration) {
+	for d.q.Len() > 0 && d.busy <= now {
+		t := d.busy
+		d.applySchedule(t)
+		p, ok := d.q.Dequeue(t)
+		if !ok {
+			return
+		}
+		d.serving = p.Size
+		d.depart(t, t+txTime(p.Size, d.cur.Rate), p)
+	}
+}
+
+// depart sends p, whose serialization started at t and ends at txEnd,
+// through the delay stage.
+func (d *Dir) depart(t, txEnd time.Duration, p Packet) {
+	d.busy = max(d.busy, txEnd)
 	dep := txEnd + d.cur.Delay + d.jitter()
 	if dep < txEnd {
 		dep = txEnd // jitter never makes the delay negative
@@ -242,10 +317,11 @@ func (d *Dir) Arrive(now time.Duration, size int) Verdict {
 		dep = d.last
 	}
 	d.last = max(d.last, dep)
+	wait := t - p.Arrival
 	d.stats.Packets++
-	d.stats.Bytes += uint64(size)
+	d.stats.Bytes += uint64(p.Size)
 	d.hist.record(wait)
-	return Verdict{Depart: dep, Wait: wait}
+	d.evs = append(d.evs, Event{Ref: p.Ref, Size: p.Size, Depart: dep, Wait: wait})
 }
 
 // Stats returns a snapshot of the direction's counters.
@@ -254,6 +330,9 @@ func (d *Dir) Stats() DirStats {
 	s.QueueDelay = d.hist.summary()
 	return s
 }
+
+// Queue returns the direction's queue (for its String, Len and Bytes).
+func (d *Dir) Queue() Queue { return d.q }
 
 // Current returns the parameters in force (base plus schedule so far).
 func (d *Dir) Current() Params { return d.cur }

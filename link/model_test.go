@@ -100,7 +100,7 @@ func TestBernoulliLossWithinFourSigma(t *testing.T) {
 		d := NewDir(Params{Loss: p}, 0, 0, seed)
 		lost := 0
 		for i := range n {
-			if d.Arrive(time.Duration(i)*time.Millisecond, 100).Drop == CauseRandom {
+			if d.Arrive(time.Duration(i)*time.Millisecond, 100, nil)[0].Drop == CauseRandom {
 				lost++
 			}
 		}
@@ -129,7 +129,7 @@ func TestGilbertElliottMeanLossAndBurstLength(t *testing.T) {
 		d := NewDir(Params{GilbertElliott: &g}, 0, 0, 42)
 		lost, bursts, run := 0, 0, 0
 		for i := range n {
-			if d.Arrive(time.Duration(i), 100).Drop == CauseRandom {
+			if d.Arrive(time.Duration(i), 100, nil)[0].Drop == CauseRandom {
 				lost++
 				run++
 			} else if run > 0 {
@@ -161,9 +161,13 @@ func TestQueueOverflowAndQueueingDelayBound(t *testing.T) {
 	bound := txTime(p.QueueBytes, rate)
 	var lastDep time.Duration
 	delivered := 0
+	var at []time.Duration
 	for i := range 4000 { // 2000 ms of arrivals every 0.5 ms
-		now := time.Duration(i) * 500 * time.Microsecond
-		v := d.Arrive(now, size)
+		at = append(at, time.Duration(i)*500*time.Microsecond)
+	}
+	evs := sim(t, d, at, size, 0)
+	for i, v := range evs {
+		now := at[i]
 		if v.Drop != CauseNone {
 			if v.Drop != CauseQueue {
 				t.Fatalf("unexpected drop cause %v", v.Drop)
@@ -231,7 +235,7 @@ func TestJitterNeverReordersUnlessAsked(t *testing.T) {
 		var sum time.Duration
 		for i := range 5000 {
 			now := time.Duration(i) * 100 * time.Microsecond
-			v := d.Arrive(now, 100)
+			v := d.Arrive(now, 100, nil)[0]
 			if v.Depart < last {
 				t.Fatalf("%s: reordered", dist)
 			}
@@ -248,7 +252,7 @@ func TestJitterNeverReordersUnlessAsked(t *testing.T) {
 		reordered := false
 		last = 0
 		for i := range 5000 {
-			v := r.Arrive(time.Duration(i)*100*time.Microsecond, 100)
+			v := r.Arrive(time.Duration(i)*100*time.Microsecond, 100, nil)[0]
 			if v.Depart < last {
 				reordered = true
 			}
@@ -272,7 +276,7 @@ func TestScheduleDownAndSteps(t *testing.T) {
 	d := NewDir(p, 0, start, 1)
 	check := func(at time.Duration, wantDrop Cause, wantDelay time.Duration) {
 		t.Helper()
-		v := d.Arrive(start+at, 100)
+		v := d.Arrive(start+at, 100, nil)[0]
 		if v.Drop != wantDrop {
 			t.Fatalf("at %v: drop %v, want %v", at, v.Drop, wantDrop)
 		}
@@ -383,7 +387,7 @@ func TestJitterDistributions(t *testing.T) {
 		const n = 50000
 		for i := range n {
 			now := time.Duration(i) * time.Millisecond
-			x := float64(d.Arrive(now, 100).Depart-now-base) / float64(j)
+			x := float64(d.Arrive(now, 100, nil)[0].Depart-now-base) / float64(j)
 			sum += x
 			sq += x * x
 			if !math.IsNaN(c.lo) && x < c.lo-1e-9 || !math.IsNaN(c.hi) && x > c.hi+1e-9 {

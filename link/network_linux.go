@@ -79,9 +79,17 @@ type endpoint struct {
 }
 
 // path is one direction: from an endpoint, through a model, to an endpoint.
+//
+// Lock order: path.mu before Network.mu.
 type path struct {
-	mu       *sync.Mutex // shared by every path of one medium
-	arrive   func(now time.Duration, size int) Verdict
+	mu *sync.Mutex // shared by every path of one medium; guards the model and wakeAt
+	// arrive, serve and wake are the model's (serve and wake are nil for
+	// a medium: its departures are fixed on arrival). Their events are
+	// valid until the next call.
+	arrive   func(now time.Duration, size int, ref any) []Event
+	serve    func(now time.Duration) []Event
+	wake     func() (time.Duration, bool)
+	wakeAt   time.Duration // the earliest service entry in the heap (0: none)
 	stats    func() DirStats
 	out      *endpoint
 	link     string

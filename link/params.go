@@ -36,6 +36,9 @@ type Params struct {
 	// bytes. Zero means one bandwidth-delay product (Rate times the round
 	// trip of the link), at least MinQueueBytes. Only used when Rate > 0.
 	QueueBytes int
+	// Queue picks the queue discipline and its limits (queue.go); the zero
+	// value is drop-tail limited by QueueBytes.
+	Queue QueueSpec
 	// MTU of the link's interfaces. Zero means 1500.
 	MTU int
 	// Reorder allows jitter to reorder packets. When false (the default) a
@@ -141,6 +144,9 @@ func (p Params) Validate(path string) error {
 	if p.QueueBytes < 0 {
 		bad("queue %d bytes is negative; use 0 (one bandwidth-delay product) or a size in bytes", p.QueueBytes)
 	}
+	if err := p.Queue.Validate(); err != nil {
+		bad("%v", err)
+	}
 	if p.MTU != 0 && (p.MTU < 576 || p.MTU > 65535) {
 		bad("mtu %d is outside 576..65535", p.MTU)
 	}
@@ -205,11 +211,7 @@ func (p Params) String() string {
 	}
 	if p.Rate > 0 {
 		fmt.Fprintf(&b, " rate %s", FormatRate(p.Rate))
-		if p.QueueBytes > 0 {
-			fmt.Fprintf(&b, " queue %dB", p.QueueBytes)
-		} else {
-			b.WriteString(" queue 1BDP")
-		}
+		fmt.Fprintf(&b, " queue %s", p.queueString())
 	}
 	if p.MTU > 0 {
 		fmt.Fprintf(&b, " mtu %d", p.MTU)

@@ -116,8 +116,24 @@ func TestTCPBulkThrough20Mbit(t *testing.T) {
 func TestQueueOverflowBoundsQueueingDelay(t *testing.T) {
 	const rate = 5_000_000
 	const queue = 30_000 // 48 ms at 5 Mbit/s
-	const delay = 10 * time.Millisecond
-	n := up(t, twoNodes(Params{Rate: rate, QueueBytes: queue, Delay: delay}, Params{}), Options{})
+	for _, q := range []struct {
+		name string
+		p    Params
+	}{
+		{"droptail", Params{QueueBytes: queue}},
+		{"drophead", Params{Queue: QueueSpec{Name: "drophead", Bytes: queue}}},
+	} {
+		t.Run(q.name, func(t *testing.T) {
+			p := q.p
+			p.Rate, p.Delay = rate, 10*time.Millisecond
+			queueOverflow(t, p, queue)
+		})
+	}
+}
+
+func queueOverflow(t *testing.T, p Params, queue int) {
+	rate, delay := p.Rate, p.Delay
+	n := up(t, twoNodes(p, Params{}), Options{})
 	var pc net.PacketConn
 	if err := n.Do("b", func() (err error) { pc, err = net.ListenPacket("udp4", ":7200"); return }); err != nil {
 		t.Fatal(err)
@@ -154,7 +170,7 @@ func TestQueueOverflowBoundsQueueingDelay(t *testing.T) {
 	}
 	w := <-result
 	st := statsOf(t, n, "ab", "a->b")
-	bound := time.Duration(float64(queue) * 8 / rate * float64(time.Second))
+	bound := time.Duration(float64(queue) * 8 / float64(rate) * float64(time.Second))
 	t.Logf("arrived %d delivered %d queue drops %d; queue delay %+v; one-way %v..%v (queue bound %v + delay %v + scheduling)",
 		st.Arrived, st.Packets, st.DropQueue, st.QueueDelay, w.lo, w.hi, bound, delay)
 	if st.DropQueue < st.Arrived/4 {

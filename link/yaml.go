@@ -102,8 +102,11 @@ func ParseTopology(data []byte) (TopologyFile, error) {
 		}
 		out.Topology.Links = append(out.Topology.Links, Link{Name: l.Name, A: l.A, B: l.B, AtoB: ab, BtoA: ba})
 	}
-	for _, m := range f.Media {
+	for i, m := range f.Media {
 		p := m.yParams.apply(Params{})
+		if p.Queue != (QueueSpec{}) {
+			errs = append(errs, fmt.Errorf("media[%d]: queue %s: a medium has a drop-tail queue in bytes only (write queue: 30000)", i, p.Queue))
+		}
 		mp := MediumParams{Delay: p.Delay, Jitter: p.Jitter, JitterDist: p.JitterDist,
 			QueueBytes: p.QueueBytes, MTU: p.MTU, Retries: m.Retries}
 		if m.Capacity != nil {
@@ -164,7 +167,7 @@ type yParams struct {
 	Loss       *yLoss   `yaml:"loss"`
 	GE         *yGE     `yaml:"gilbert_elliott"`
 	Rate       *yRate   `yaml:"rate"`
-	Queue      *yBytes  `yaml:"queue"`
+	Queue      *yQueue  `yaml:"queue"`
 	MTU        *int     `yaml:"mtu"`
 	Reorder    *bool    `yaml:"reorder"`
 	Schedule   *[]yStep `yaml:"schedule"`
@@ -193,7 +196,10 @@ func (y yParams) apply(p Params) Params {
 		p.Rate = int64(*y.Rate)
 	}
 	if y.Queue != nil {
-		p.QueueBytes = int(*y.Queue)
+		p.Queue = QueueSpec(*y.Queue)
+		if p.Queue.Name == "" && p.Queue.Packets == 0 { // a bare size
+			p.QueueBytes, p.Queue = p.Queue.Bytes, QueueSpec{}
+		}
 	}
 	if y.MTU != nil {
 		p.MTU = *y.MTU
@@ -313,14 +319,14 @@ func (l *yLoss) UnmarshalYAML(v *yaml.Node) error {
 	return nil
 }
 
-type yBytes int
+type yQueue QueueSpec
 
-func (b *yBytes) UnmarshalYAML(v *yaml.Node) error {
-	x, err := ParseBytes(v.Value)
+func (q *yQueue) UnmarshalYAML(v *yaml.Node) error {
+	x, err := ParseQueue(v.Value)
 	if err != nil {
 		return fmt.Errorf("line %d: %w", v.Line, err)
 	}
-	*b = yBytes(x)
+	*q = yQueue(x)
 	return nil
 }
 

@@ -12,7 +12,7 @@ congestion_control: cubic
 seed: 7
 nodes: [pub, broker, {name: sub, congestion_control: reno}, p1, p2]
 links:
-  - {name: up, a: pub, b: broker, profile: wifi, loss: 2%}
+  - {name: up, a: pub, b: broker, profile: wifi, loss: 2%, queue: 30000, b_to_a: {queue: "drophead,packets=50"}}
   - name: down
     a: broker
     b: sub
@@ -36,6 +36,9 @@ media:
 	if up.AtoB.Delay != 25*time.Millisecond || up.AtoB.Rate != 20_000_000 || up.BtoA.Loss != 0.02 {
 		t.Errorf("up link %+v", up)
 	}
+	if up.AtoB.QueueBytes != 30000 || up.AtoB.Queue != (QueueSpec{}) || up.BtoA.Queue != (QueueSpec{Name: "drophead", Packets: 50}) {
+		t.Errorf("up link queues %+v / %+v", up.AtoB, up.BtoA)
+	}
 	down := f.Topology.Links[1]
 	if down.AtoB.Delay != 50*time.Millisecond || down.BtoA.Loss != 0.01 || down.AtoB.Loss != 0 || down.BtoA.JitterDist != "uniform" {
 		t.Errorf("down link %+v", down)
@@ -57,6 +60,8 @@ func TestParseTopologyErrorsNameLineAndField(t *testing.T) {
 		{"links:\n  - {name: l, a: x, b: y, colour: red}\n", "colour"},
 		{"nodes: [a]\nlinks:\n  - {name: l, a: a, b: zz}\n", `"zz"`},
 		{"", "empty"},
+		{"links:\n  - {name: l, a: x, b: y, queue: codel}\n", `line 2: queue "codel": unknown discipline`},
+		{"media:\n  - {name: m, hub: h, stations: [s], capacity: 1mbit, queue: drophead}\n", "a medium has a drop-tail queue in bytes only"},
 	}
 	for _, c := range cases {
 		_, err := ParseTopology([]byte(c.src))

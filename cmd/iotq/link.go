@@ -41,7 +41,10 @@ It needs root (CAP_NET_ADMIN) and /dev/net/tun.
 	  --ge P,R[,1-H[,1-K]]  Gilbert-Elliott loss instead (netem's gemodel
 	                  order, percentages: --ge 1%,25% gives bursts of 4)
 	  --rate R        rate of each direction as tc writes it (20mbit, 512kbit)
-	  --queue BYTES   drop-tail queue (default one bandwidth-delay product)
+	  --queue Q       the queue in front of the rate: NAME[,bytes=N][,packets=N]
+	                  with NAME droptail or drophead (droptail,bytes=30000;
+	                  a bare size means drop-tail in bytes). Default:
+	                  drop-tail of one bandwidth-delay product
 	  --mtu N         MTU (default 1500)
 	  --pcap FILE     capture the shell's interface (raw IP pcap)
 	  --cc NAME       TCP congestion control inside the shell (cubic, bbr, reno)
@@ -177,11 +180,15 @@ func (a *app) linkShell(ctx context.Context, args []string) error {
 		p.Rate = r
 	}
 	if *queue != "" {
-		q, err := link.ParseBytes(*queue)
+		q, err := link.ParseQueue(*queue)
 		if err != nil {
 			return usageErrorf("--queue: %v", err)
 		}
-		p.QueueBytes = q
+		if q.Name == "" && q.Packets == 0 { // a bare size: drop-tail in bytes
+			p.QueueBytes = q.Bytes
+		} else {
+			p.Queue = q
+		}
 	}
 	p.MTU = *mtu
 	if err := p.Validate("link shell"); err != nil {
