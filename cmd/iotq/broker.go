@@ -21,7 +21,7 @@ func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 func (a *app) brokerCommand() *Command {
-	return &Command{
+	c := &Command{
 		Name:      "broker",
 		UsageLine: "iotq broker [flags]  |  iotq broker passwd FILE USER",
 		Short:     "run the MQTT broker (TCP, TLS, WebSocket, QUIC)",
@@ -49,153 +49,154 @@ messages survive a restart (STATE_DIR/store.db and inflight.db).
 --metrics ADDR serves Prometheus /metrics and /healthz. --ready-file PATH is written (JSON:
 listeners, ca_file, pid) once every listener accepts. SIGINT or SIGTERM stop the broker
 gracefully: stop accepting, disconnect clients, flush the store, exit 0.`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
-			var (
-				listen, tlsHosts stringList
-				configFile       = fs.String("config", "", "YAML configuration `file`")
-				stateDir         = fs.String("state-dir", "", "state `dir`ectory: generated TLS certificate, ticket keys, persistent sessions")
-				tlsCert          = fs.String("tls-cert", "", "server certificate `file` (PEM)")
-				tlsKey           = fs.String("tls-key", "", "server key `file` (PEM)")
-				quic0RTT         = fs.Bool("quic-0rtt", true, "accept QUIC 0-RTT early data (replayable; see docs/broker.md)")
-				quicHandshake    = fs.Duration("quic-handshake-timeout", broker.DefaultHandshakeTimeout, "QUIC handshake timeout")
-				quicIdle         = fs.Duration("quic-idle-timeout", broker.DefaultIdleTimeout, "QUIC idle timeout")
-				passwordFile     = fs.String("password-file", "", "password `file` (user:BCRYPT_HASH lines)")
-				aclFile          = fs.String("acl-file", "", "ACL `file`")
-				allowAnon        = fs.Bool("allow-anonymous", true, "allow clients without a username")
-				metrics          = fs.String("metrics", "", "serve Prometheus /metrics and /healthz on `ADDR` (e.g. 127.0.0.1:9100)")
-				readyFile        = fs.String("ready-file", "", "write listener URLs, CA file and pid as JSON to `path` when ready")
-				logFormat        = fs.String("log-format", "text", "log format: text or json")
-				logLevel         = fs.String("log-level", "info", "log level: debug, info, warn or error")
-				queueLen         = fs.Int("queue-length", broker.DefaultQueueLength, "outbound queue per client, in messages")
-				slowConsumer     = fs.String("slow-consumer", broker.PolicyDrop, "slow-consumer policy: drop (QoS 0 only, after --max-stall) or disconnect")
-				maxStall         = fs.Duration("max-stall", broker.DefaultMaxStall, "how long publishers are held back by a full subscriber queue")
-				shutdownTimeout  = fs.Duration("shutdown-timeout", broker.DefaultShutdownTimeout, "how long to wait for clients to leave on shutdown")
-				printConfig      = fs.Bool("print-config", false, "print the effective configuration as YAML and exit")
-				check            = fs.Bool("check", false, "validate the configuration (and files it names) and exit")
-				writeTimeout     = fs.Duration("write-timeout", broker.DefaultWriteTimeout, "disconnect a client when one write to it blocks this long")
-				store            = fs.String("store", broker.StoreBolt, "persistence with --state-dir: bolt (STATE_DIR/store.db) or none")
-				fsync            = fs.Bool("fsync", false, "fsync the store on every write (slower; survives power loss)")
-			)
-			fs.Var(&listen, "listen", "listener `URL` (repeatable): mqtt://, mqtts://, ws://, wss://, quic://HOST:PORT")
-			fs.Var(&tlsHosts, "tls-host", "extra DNS name or IP `address` for the generated certificate (repeatable)")
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 && args[0] == "passwd" {
-					return a.brokerPasswd(args[1:])
-				}
-				if len(args) > 0 {
-					return usageErrorf("unexpected argument %q (did you mean --listen %s?)", args[0], args[0])
-				}
-				var opts broker.Options
-				if *configFile != "" {
-					o, err := broker.LoadConfig(*configFile)
-					if err != nil {
-						return &exitError{code: exitFailure, msg: "bad configuration:\n" + err.Error()}
-					}
-					opts = o
-				}
-				set := map[string]bool{}
-				fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-				if set["listen"] {
-					opts.Listen = listen
-				}
-				if set["state-dir"] {
-					opts.StateDir = *stateDir
-				}
-				if set["tls-cert"] {
-					opts.TLS.Cert = *tlsCert
-				}
-				if set["tls-key"] {
-					opts.TLS.Key = *tlsKey
-				}
-				if set["tls-host"] {
-					opts.TLS.Hosts = tlsHosts
-				}
-				if set["quic-0rtt"] {
-					opts.QUIC.Allow0RTT = quic0RTT
-				}
-				if set["quic-handshake-timeout"] {
-					opts.QUIC.HandshakeTimeout = *quicHandshake
-				}
-				if set["quic-idle-timeout"] {
-					opts.QUIC.IdleTimeout = *quicIdle
-				}
-				if set["password-file"] {
-					opts.Auth.PasswordFile = *passwordFile
-				}
-				if set["acl-file"] {
-					opts.Auth.ACLFile = *aclFile
-				}
-				if set["allow-anonymous"] {
-					opts.Auth.AllowAnonymous = allowAnon
-				}
-				if set["metrics"] {
-					opts.Metrics = *metrics
-				}
-				if set["ready-file"] {
-					opts.ReadyFile = *readyFile
-				}
-				if set["log-format"] {
-					opts.Log.Format = *logFormat
-				}
-				if set["log-level"] {
-					opts.Log.Level = *logLevel
-				}
-				if set["queue-length"] {
-					opts.Flow.QueueLength = *queueLen
-				}
-				if set["slow-consumer"] {
-					opts.Flow.SlowConsumer = *slowConsumer
-				}
-				if set["max-stall"] {
-					opts.Flow.MaxStall = *maxStall
-				}
-				if set["shutdown-timeout"] {
-					opts.ShutdownTimeout = *shutdownTimeout
-				}
-				if set["write-timeout"] {
-					opts.Flow.WriteTimeout = *writeTimeout
-				}
-				if set["store"] {
-					opts.Store = *store
-				}
-				if set["fsync"] {
-					opts.Fsync = *fsync
-				}
-				if err := opts.Validate(); err != nil {
-					return usageErrorf("%s", strings.ReplaceAll(err.Error(), "\n", "; "))
-				}
-				if *printConfig {
-					b, err := broker.MarshalConfig(opts.WithDefaults())
-					if err != nil {
-						return err
-					}
-					_, err = a.stdout.Write(b)
-					return err
-				}
-				log, err := newLogger(a.stderr, opts.Log)
-				if err != nil {
-					return usageErrorf("%v", err)
-				}
-				opts.Logger = log
-				srv, err := broker.New(opts)
-				if err != nil {
-					return err
-				}
-				if *check {
-					_ = srv.Close()
-					fmt.Fprintln(a.stdout, "configuration OK")
-					return nil
-				}
-				if err := srv.Start(ctx); err != nil {
-					_ = srv.Close()
-					return err
-				}
-				<-ctx.Done()
-				log.Info("signal received: shutting down")
-				return srv.Close()
-			}
-		},
+		Flags: newFlagSet("broker"),
 	}
+	fs := c.Flags
+	var (
+		listen, tlsHosts stringList
+		configFile       = fs.String("config", "", "YAML configuration `file`")
+		stateDir         = fs.String("state-dir", "", "state `dir`ectory: generated TLS certificate, ticket keys, persistent sessions")
+		tlsCert          = fs.String("tls-cert", "", "server certificate `file` (PEM)")
+		tlsKey           = fs.String("tls-key", "", "server key `file` (PEM)")
+		quic0RTT         = fs.Bool("quic-0rtt", true, "accept QUIC 0-RTT early data (replayable; see docs/broker.md)")
+		quicHandshake    = fs.Duration("quic-handshake-timeout", broker.DefaultHandshakeTimeout, "QUIC handshake timeout")
+		quicIdle         = fs.Duration("quic-idle-timeout", broker.DefaultIdleTimeout, "QUIC idle timeout")
+		passwordFile     = fs.String("password-file", "", "password `file` (user:BCRYPT_HASH lines)")
+		aclFile          = fs.String("acl-file", "", "ACL `file`")
+		allowAnon        = fs.Bool("allow-anonymous", true, "allow clients without a username")
+		metrics          = fs.String("metrics", "", "serve Prometheus /metrics and /healthz on `ADDR` (e.g. 127.0.0.1:9100)")
+		readyFile        = fs.String("ready-file", "", "write listener URLs, CA file and pid as JSON to `path` when ready")
+		logFormat        = fs.String("log-format", "text", "log format: text or json")
+		logLevel         = fs.String("log-level", "info", "log level: debug, info, warn or error")
+		queueLen         = fs.Int("queue-length", broker.DefaultQueueLength, "outbound queue per client, in messages")
+		slowConsumer     = fs.String("slow-consumer", broker.PolicyDrop, "slow-consumer policy: drop (QoS 0 only, after --max-stall) or disconnect")
+		maxStall         = fs.Duration("max-stall", broker.DefaultMaxStall, "how long publishers are held back by a full subscriber queue")
+		shutdownTimeout  = fs.Duration("shutdown-timeout", broker.DefaultShutdownTimeout, "how long to wait for clients to leave on shutdown")
+		printConfig      = fs.Bool("print-config", false, "print the effective configuration as YAML and exit")
+		check            = fs.Bool("check", false, "validate the configuration (and files it names) and exit")
+		writeTimeout     = fs.Duration("write-timeout", broker.DefaultWriteTimeout, "disconnect a client when one write to it blocks this long")
+		store            = fs.String("store", broker.StoreBolt, "persistence with --state-dir: bolt (STATE_DIR/store.db) or none")
+		fsync            = fs.Bool("fsync", false, "fsync the store on every write (slower; survives power loss)")
+	)
+	fs.Var(&listen, "listen", "listener `URL` (repeatable): mqtt://, mqtts://, ws://, wss://, quic://HOST:PORT")
+	fs.Var(&tlsHosts, "tls-host", "extra DNS name or IP `address` for the generated certificate (repeatable)")
+	c.Run = runE(func(ctx context.Context, args []string) error {
+		if len(args) > 0 && args[0] == "passwd" {
+			return a.brokerPasswd(args[1:])
+		}
+		if len(args) > 0 {
+			return usageErrorf("unexpected argument %q (did you mean --listen %s?)", args[0], args[0])
+		}
+		var opts broker.Options
+		if *configFile != "" {
+			o, err := broker.LoadConfig(*configFile)
+			if err != nil {
+				return &exitError{code: exitFailure, msg: "bad configuration:\n" + err.Error()}
+			}
+			opts = o
+		}
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if set["listen"] {
+			opts.Listen = listen
+		}
+		if set["state-dir"] {
+			opts.StateDir = *stateDir
+		}
+		if set["tls-cert"] {
+			opts.TLS.Cert = *tlsCert
+		}
+		if set["tls-key"] {
+			opts.TLS.Key = *tlsKey
+		}
+		if set["tls-host"] {
+			opts.TLS.Hosts = tlsHosts
+		}
+		if set["quic-0rtt"] {
+			opts.QUIC.Allow0RTT = quic0RTT
+		}
+		if set["quic-handshake-timeout"] {
+			opts.QUIC.HandshakeTimeout = *quicHandshake
+		}
+		if set["quic-idle-timeout"] {
+			opts.QUIC.IdleTimeout = *quicIdle
+		}
+		if set["password-file"] {
+			opts.Auth.PasswordFile = *passwordFile
+		}
+		if set["acl-file"] {
+			opts.Auth.ACLFile = *aclFile
+		}
+		if set["allow-anonymous"] {
+			opts.Auth.AllowAnonymous = allowAnon
+		}
+		if set["metrics"] {
+			opts.Metrics = *metrics
+		}
+		if set["ready-file"] {
+			opts.ReadyFile = *readyFile
+		}
+		if set["log-format"] {
+			opts.Log.Format = *logFormat
+		}
+		if set["log-level"] {
+			opts.Log.Level = *logLevel
+		}
+		if set["queue-length"] {
+			opts.Flow.QueueLength = *queueLen
+		}
+		if set["slow-consumer"] {
+			opts.Flow.SlowConsumer = *slowConsumer
+		}
+		if set["max-stall"] {
+			opts.Flow.MaxStall = *maxStall
+		}
+		if set["shutdown-timeout"] {
+			opts.ShutdownTimeout = *shutdownTimeout
+		}
+		if set["write-timeout"] {
+			opts.Flow.WriteTimeout = *writeTimeout
+		}
+		if set["store"] {
+			opts.Store = *store
+		}
+		if set["fsync"] {
+			opts.Fsync = *fsync
+		}
+		if err := opts.Validate(); err != nil {
+			return usageErrorf("%s", strings.ReplaceAll(err.Error(), "\n", "; "))
+		}
+		if *printConfig {
+			b, err := broker.MarshalConfig(opts.WithDefaults())
+			if err != nil {
+				return err
+			}
+			_, err = a.stdout.Write(b)
+			return err
+		}
+		log, err := newLogger(a.stderr, opts.Log)
+		if err != nil {
+			return usageErrorf("%v", err)
+		}
+		opts.Logger = log
+		srv, err := broker.New(opts)
+		if err != nil {
+			return err
+		}
+		if *check {
+			_ = srv.Close()
+			fmt.Fprintln(a.stdout, "configuration OK")
+			return nil
+		}
+		if err := srv.Start(ctx); err != nil {
+			_ = srv.Close()
+			return err
+		}
+		<-ctx.Done()
+		log.Info("signal received: shutting down")
+		return srv.Close()
+	})
+	return c
 }
 
 // newLogger builds the slog logger selected by o.

@@ -15,7 +15,7 @@ import (
 
 // labCommand wires `iotq lab run|list|show|merge` to package lab.
 func (a *app) labCommand() *Command {
-	return &Command{
+	c := &Command{
 		Name:      "lab",
 		UsageLine: "iotq lab run SCENARIO|FILE [flags] | list | show SCENARIO|FILE [--scale S] | merge OUT DIR...",
 		Short:     "run experiment campaigns end to end (scenarios, cells, results directory)",
@@ -51,33 +51,33 @@ Flags of "lab run" (also "lab show" takes --scale and the overrides):
 
 Ctrl-C stops after abandoning the running cell; the directory stays consistent and
 "--resume" completes it. Exit status 1 if a cell failed.`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
-			return func(ctx context.Context, args []string) error {
-				if len(args) == 0 {
-					return usageErrorf("missing subcommand: run, list, show or merge")
-				}
-				switch args[0] {
-				case "run":
-					return a.labRun(ctx, args[1:])
-				case "list":
-					return a.labList()
-				case "show":
-					return a.labShow(args[1:])
-				case "merge":
-					if len(args) < 3 {
-						return usageErrorf("merge needs OUT and at least one shard DIR")
-					}
-					if err := lab.Merge(args[1], args[2:]); err != nil {
-						return err
-					}
-					fmt.Fprintf(a.stdout, "merged %d directories into %s\n", len(args)-2, args[1])
-					return nil
-				default:
-					return usageErrorf("unknown subcommand %q: want run, list, show or merge", args[0])
-				}
-			}
-		},
+		Flags: newFlagSet("lab"),
 	}
+	c.Run = runE(func(ctx context.Context, args []string) error {
+		if len(args) == 0 {
+			return usageErrorf("missing subcommand: run, list, show or merge")
+		}
+		switch args[0] {
+		case "run":
+			return a.labRun(ctx, args[1:])
+		case "list":
+			return a.labList()
+		case "show":
+			return a.labShow(args[1:])
+		case "merge":
+			if len(args) < 3 {
+				return usageErrorf("merge needs OUT and at least one shard DIR")
+			}
+			if err := lab.Merge(args[1], args[2:]); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "merged %d directories into %s\n", len(args)-2, args[1])
+			return nil
+		default:
+			return usageErrorf("unknown subcommand %q: want run, list, show or merge", args[0])
+		}
+	})
+	return c
 }
 
 // labSelect holds the flags that choose and reshape a scenario.

@@ -18,7 +18,7 @@ import (
 
 // linkCommand wires "iotq link shell|up|down|stats" to package link.
 func (a *app) linkCommand() *Command {
-	return &Command{
+	c := &Command{
 		Name:      "link",
 		UsageLine: "iotq link shell|up|down|stats [flags] [-- CMD ARGS...]",
 		Short:     "emulate wifi, cellular and satellite links between network namespaces",
@@ -66,25 +66,25 @@ It needs root (CAP_NET_ADMIN) and /dev/net/tun.
   iotq link stats [--json]
 	Prints the counters of every running "iotq link up".
 `,
-		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
-			return func(ctx context.Context, args []string) error {
-				if len(args) == 0 {
-					return usageErrorf("link needs a subcommand: shell, up, down or stats")
-				}
-				switch args[0] {
-				case "shell":
-					return a.linkShell(ctx, args[1:])
-				case "up":
-					return a.linkUp(ctx, args[1:])
-				case "down":
-					return a.linkDown(ctx, args[1:])
-				case "stats":
-					return a.linkStats(args[1:])
-				}
-				return usageErrorf("unknown link subcommand %q: use shell, up, down or stats", args[0])
-			}
-		},
+		Flags: newFlagSet("link"),
 	}
+	c.Run = runE(func(ctx context.Context, args []string) error {
+		if len(args) == 0 {
+			return usageErrorf("link needs a subcommand: shell, up, down or stats")
+		}
+		switch args[0] {
+		case "shell":
+			return a.linkShell(ctx, args[1:])
+		case "up":
+			return a.linkUp(ctx, args[1:])
+		case "down":
+			return a.linkDown(ctx, args[1:])
+		case "stats":
+			return a.linkStats(args[1:])
+		}
+		return usageErrorf("unknown link subcommand %q: use shell, up, down or stats", args[0])
+	})
+	return c
 }
 
 func (a *app) linkLogger(verbose bool) *slog.Logger {

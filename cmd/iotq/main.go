@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"syscall"
 )
@@ -31,15 +30,52 @@ func usageErrorf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
 }
 
-// Command is one subcommand of iotq.
+// Command is one subcommand of iotq (the cmd/go shape, with caddy's
+// (int, error) result so exit codes are testable without os.Exit).
 type Command struct {
 	Name      string
 	UsageLine string // e.g. "iotq broker [flags]"
 	Short     string // lowercase phrase, no period
 	Long      string // explains every flag in prose
-	// Flags registers the command's flags on fs and returns the function
-	// that runs the command once fs has been parsed.
-	Flags func(fs *flag.FlagSet) func(ctx context.Context, args []string) error
+	// Flags holds the command's flags (newFlagSet); app.run parses the
+	// command line into it before Run, help prints it.
+	Flags *flag.FlagSet
+	// Run runs the command with the arguments left after the flags and
+	// returns the exit code (exitOK, exitFailure, exitUsage or a code of
+	// its own) and the error to print, if any.
+	Run func(ctx context.Context, args []string) (int, error)
+}
+
+// newFlagSet returns an empty flag set for command name, errors returned
+// rather than printed.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// runE adapts a run function that reports usage problems with usageErrorf
+// and other exit codes with *exitError to Command.Run.
+func runE(f func(ctx context.Context, args []string) error) func(context.Context, []string) (int, error) {
+	return func(ctx context.Context, args []string) (int, error) {
+		err := f(ctx, args)
+		return exitCode(err), err
+	}
+}
+
+// exitCode maps an error to the exit code: 0 for nil, exitUsage for
+// usageErrorf, the code of an *exitError, exitFailure otherwise.
+func exitCode(err error) int {
+	var ee *exitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.Is(err, errUsage):
+		return exitUsage
+	}
+	return exitFailure
 }
 
 // app holds the command table and the standard streams, so tests can run
@@ -75,17 +111,16 @@ func (a *app) printHelp(w io.Writer) {
 
 func (a *app) printCommandHelp(w io.Writer, c *Command) {
 	fmt.Fprintf(w, "usage: %s\n\n%s\n", c.UsageLine, strings.TrimSpace(c.Long))
-	fs := flag.NewFlagSet(c.Name, flag.ContinueOnError)
-	if c.Flags != nil {
-		c.Flags(fs)
+	if c.Flags == nil {
+		return
 	}
-	var names []string
-	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-	if len(names) > 0 {
-		sort.Strings(names)
+	n := 0
+	c.Flags.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
 		fmt.Fprintf(w, "\nFlags:\n")
-		fs.SetOutput(w)
-		fs.PrintDefaults()
+		c.Flags.SetOutput(w)
+		c.Flags.PrintDefaults()
+		c.Flags.SetOutput(io.Discard)
 	}
 }
 
@@ -115,34 +150,33 @@ func (a *app) run(ctx context.Context, args []string) int {
 		fmt.Fprintf(a.stderr, "iotq: unknown command %q\nRun 'iotq help' for usage.\n", name)
 		return exitUsage
 	}
-	fs := flag.NewFlagSet(c.Name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	runFn := c.Flags(fs)
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			a.printCommandHelp(a.stdout, c)
-			return exitOK
+	rest := args[1:]
+	if c.Flags != nil {
+		if err := c.Flags.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				a.printCommandHelp(a.stdout, c)
+				return exitOK
+			}
+			fmt.Fprintf(a.stderr, "iotq %s: %v\nRun 'iotq help %s' for usage.\n", c.Name, err, c.Name)
+			return exitUsage
 		}
-		fmt.Fprintf(a.stderr, "iotq %s: %v\nRun 'iotq help %s' for usage.\n", c.Name, err, c.Name)
-		return exitUsage
+		rest = c.Flags.Args()
 	}
-	if err := runFn(ctx, fs.Args()); err != nil {
+	code, err := c.Run(ctx, rest)
+	if err != nil {
 		var ee *exitError
 		switch {
 		case errors.As(err, &ee):
 			if ee.msg != "" {
 				fmt.Fprintf(a.stderr, "iotq %s: %s\n", c.Name, ee.msg)
 			}
-			return ee.code
-		case errors.Is(err, errUsage):
+		case code == exitUsage:
 			fmt.Fprintf(a.stderr, "iotq %s: %s\nRun 'iotq help %s' for usage.\n", c.Name, strings.TrimPrefix(err.Error(), errUsage.Error()+": "), c.Name)
-			return exitUsage
 		default:
 			fmt.Fprintf(a.stderr, "iotq %s: %v\n", c.Name, err)
-			return exitFailure
 		}
 	}
-	return exitOK
+	return code
 }
 
 // exitError carries a specific exit code (for example the exit code of a

@@ -221,7 +221,7 @@ func (c *csvFile) close() error {
 var pubRecordHeader = []string{"seq", "size", "send_ns", "accepted_ns", "ok", "error"}
 
 func (a *app) pubCommand() *Command {
-	return &Command{
+	c := &Command{
 		Name:      "pub",
 		UsageLine: "iotq pub --url URL -t TOPIC (-m MESSAGE | --size N) [flags]",
 		Short:     "publish MQTT messages (measurement payloads with --size)",
@@ -262,92 +262,93 @@ speaks; 5 selects MQTT 5.0.
 
 Exit status: 0 when every message was accepted, 1 when the connection failed
 or a message was not accepted, 2 on bad flags.`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
-			var (
-				cf       clientFlags
-				topic    string
-				message  string
-				size     int
-				retain   bool
-				count    int
-				interval time.Duration
-				gate     string
-				waitAcks bool
-				timeout  time.Duration
-				early    bool
-			)
-			cf.register(fs)
-			fs.StringVar(&topic, "t", "", "`topic` to publish to (required)")
-			fs.StringVar(&message, "m", "", "`message` to publish")
-			fs.IntVar(&size, "size", 0, "publish measurement payloads of `N` bytes (at least 16)")
-			fs.BoolVar(&retain, "r", false, "set the retain flag")
-			fs.IntVar(&count, "n", 1, "number of messages to publish (with --gate: at most)")
-			fs.DurationVar(&interval, "interval", 0, "time between messages (0: back to back)")
-			fs.StringVar(&gate, "gate", "", "publish one message per line read from `SOURCE`: stdin or a file path")
-			fs.BoolVar(&waitAcks, "wait-acks", true, "for QoS 1/2 wait for all acknowledgements before exiting")
-			fs.DurationVar(&timeout, "timeout", 30*time.Second, "bound for connecting and for the final wait for acknowledgements")
-			fs.BoolVar(&early, "early", false, "send the first message right behind CONNECT, before CONNACK (QoS 0 only; QUIC 0-RTT: in the first flight)")
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usageErrorf("unexpected arguments %q", args)
-				}
-				if err := cf.check(); err != nil {
-					return err
-				}
-				switch {
-				case topic == "":
-					return usageErrorf("-t TOPIC is required")
-				case strings.ContainsAny(topic, "+#"):
-					return usageErrorf("-t %q: a topic to publish to must not contain + or #", topic)
-				case message != "" && size > 0:
-					return usageErrorf("give either -m MESSAGE or --size N, not both")
-				case message == "" && size == 0:
-					return usageErrorf("give -m MESSAGE or --size N (a measurement payload of N bytes)")
-				case size < 0:
-					return usageErrorf("--size %d: must be positive", size)
-				case count < 1:
-					return usageErrorf("-n %d: want at least 1", count)
-				case early && cf.qos != 0:
-					return usageErrorf("--early needs -q 0: the MQTT library cannot track an acknowledgement for a message sent before CONNACK")
-				case interval < 0 || timeout <= 0:
-					return usageErrorf("--interval must not be negative and --timeout must be positive")
-				}
-				if size > 0 {
-					if err := payload.CheckSize(size); err != nil {
-						return usageErrorf("--size: %v", err)
-					}
-				}
-				var gateC <-chan struct{}
-				if gate != "" {
-					var r io.Reader = os.Stdin
-					if gate != "stdin" && gate != "-" {
-						f, err := os.Open(gate)
-						if err != nil {
-							return usageErrorf("--gate: %v", err)
-						}
-						defer f.Close()
-						r = f
-					}
-					stopGate := make(chan struct{})
-					defer close(stopGate)
-					gateC = readLines(r, stopGate)
-				}
-				var recs *csvFile
-				if cf.records != "" {
-					var err error
-					if recs, err = createCSV(cf.records, pubRecordHeader); err != nil {
-						return err
-					}
-				}
-				p := &publisher{app: a, early: early, topic: topic, qos: byte(cf.qos), retain: retain, message: message, size: size, recs: recs, runID: payload.NewRunID()}
-				runErr := p.run(ctx, &cf, count, interval, gateC, waitAcks, timeout)
-				if err := recs.close(); err != nil && runErr == nil {
-					runErr = err
-				}
-				return runErr
-			}
-		},
+		Flags: newFlagSet("pub"),
 	}
+	fs := c.Flags
+	var (
+		cf       clientFlags
+		topic    string
+		message  string
+		size     int
+		retain   bool
+		count    int
+		interval time.Duration
+		gate     string
+		waitAcks bool
+		timeout  time.Duration
+		early    bool
+	)
+	cf.register(fs)
+	fs.StringVar(&topic, "t", "", "`topic` to publish to (required)")
+	fs.StringVar(&message, "m", "", "`message` to publish")
+	fs.IntVar(&size, "size", 0, "publish measurement payloads of `N` bytes (at least 16)")
+	fs.BoolVar(&retain, "r", false, "set the retain flag")
+	fs.IntVar(&count, "n", 1, "number of messages to publish (with --gate: at most)")
+	fs.DurationVar(&interval, "interval", 0, "time between messages (0: back to back)")
+	fs.StringVar(&gate, "gate", "", "publish one message per line read from `SOURCE`: stdin or a file path")
+	fs.BoolVar(&waitAcks, "wait-acks", true, "for QoS 1/2 wait for all acknowledgements before exiting")
+	fs.DurationVar(&timeout, "timeout", 30*time.Second, "bound for connecting and for the final wait for acknowledgements")
+	fs.BoolVar(&early, "early", false, "send the first message right behind CONNECT, before CONNACK (QoS 0 only; QUIC 0-RTT: in the first flight)")
+	c.Run = runE(func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usageErrorf("unexpected arguments %q", args)
+		}
+		if err := cf.check(); err != nil {
+			return err
+		}
+		switch {
+		case topic == "":
+			return usageErrorf("-t TOPIC is required")
+		case strings.ContainsAny(topic, "+#"):
+			return usageErrorf("-t %q: a topic to publish to must not contain + or #", topic)
+		case message != "" && size > 0:
+			return usageErrorf("give either -m MESSAGE or --size N, not both")
+		case message == "" && size == 0:
+			return usageErrorf("give -m MESSAGE or --size N (a measurement payload of N bytes)")
+		case size < 0:
+			return usageErrorf("--size %d: must be positive", size)
+		case count < 1:
+			return usageErrorf("-n %d: want at least 1", count)
+		case early && cf.qos != 0:
+			return usageErrorf("--early needs -q 0: the MQTT library cannot track an acknowledgement for a message sent before CONNACK")
+		case interval < 0 || timeout <= 0:
+			return usageErrorf("--interval must not be negative and --timeout must be positive")
+		}
+		if size > 0 {
+			if err := payload.CheckSize(size); err != nil {
+				return usageErrorf("--size: %v", err)
+			}
+		}
+		var gateC <-chan struct{}
+		if gate != "" {
+			var r io.Reader = os.Stdin
+			if gate != "stdin" && gate != "-" {
+				f, err := os.Open(gate)
+				if err != nil {
+					return usageErrorf("--gate: %v", err)
+				}
+				defer f.Close()
+				r = f
+			}
+			stopGate := make(chan struct{})
+			defer close(stopGate)
+			gateC = readLines(r, stopGate)
+		}
+		var recs *csvFile
+		if cf.records != "" {
+			var err error
+			if recs, err = createCSV(cf.records, pubRecordHeader); err != nil {
+				return err
+			}
+		}
+		p := &publisher{app: a, early: early, topic: topic, qos: byte(cf.qos), retain: retain, message: message, size: size, recs: recs, runID: payload.NewRunID()}
+		runErr := p.run(ctx, &cf, count, interval, gateC, waitAcks, timeout)
+		if err := recs.close(); err != nil && runErr == nil {
+			runErr = err
+		}
+		return runErr
+	})
+	return c
 }
 
 // publisher runs one pub invocation.

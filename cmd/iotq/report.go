@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -13,7 +12,7 @@ import (
 
 // reportCommand wires `iotq report` to report.Generate.
 func (a *app) reportCommand() *Command {
-	return &Command{
+	c := &Command{
 		Name:      "report",
 		UsageLine: "iotq report DIR [--out DIR2] [--seed N] [--resamples N] [--energy-params FILE] [--cpu-watts W] [--power-log FILE] [--no-figures]",
 		Short:     "turn a lab results directory into statistics, figures, HTML and Markdown",
@@ -39,54 +38,55 @@ tail_w, tail_s, idle_w, source). --cpu-watts sets the processor's active power
 (default: the manifest's, else 2 W). --power-log names a CSV of an external
 power meter (timestamp,watts; Unix time or RFC 3339) that is integrated over
 each cell's repetitions. --no-figures writes the tables only.`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
-			out := fs.String("out", "", "output directory (default DIR/report)")
-			seed := fs.Uint64("seed", 1, "bootstrap seed")
-			resamples := fs.Int("resamples", 2000, "bootstrap resamples")
-			params := fs.String("energy-params", "", "JSON file overriding radio energy model parameters")
-			cpuW := fs.Float64("cpu-watts", 0, "processor active power in W (0: manifest's, else 2)")
-			plog := fs.String("power-log", "", "external power log CSV (timestamp,watts)")
-			noFig := fs.Bool("no-figures", false, "write tables only, no figures")
-			verbose := fs.Bool("v", false, "log progress to stderr")
-			return func(ctx context.Context, args []string) error {
-				if len(args) == 0 {
-					return usageErrorf("missing results directory: iotq report DIR")
-				}
-				dir := args[0]
-				// flags may follow the directory
-				if err := fs.Parse(args[1:]); err != nil {
-					return usageErrorf("%v", err)
-				}
-				if fs.NArg() > 0 {
-					return usageErrorf("unexpected argument %q: give one results directory", fs.Arg(0))
-				}
-				if *resamples < 1 {
-					return usageErrorf("--resamples %d: want at least 1", *resamples)
-				}
-				if *cpuW < 0 {
-					return usageErrorf("--cpu-watts %v: must not be negative", *cpuW)
-				}
-				opts := report.Options{Dir: dir, Out: *out, Seed: *seed, Resamples: *resamples,
-					EnergyParams: *params, CPUWatts: *cpuW, PowerLog: *plog, NoFigures: *noFig}
-				if *verbose {
-					opts.Logger = slog.New(slog.NewTextHandler(a.stderr, nil))
-				}
-				s, err := report.Generate(ctx, opts)
-				if err != nil {
-					if errors.Is(err, report.ErrNotResults) {
-						return &exitError{code: exitFailure, msg: err.Error()}
-					}
-					return err
-				}
-				outDir := opts.Out
-				if outDir == "" {
-					outDir = filepath.Join(dir, "report")
-				}
-				fmt.Fprintf(a.stdout, "report: %d cells, %d figures, %d notes\n%s\n%s\n",
-					len(s.Cells), len(s.Figures), len(s.Notes),
-					filepath.Join(outDir, report.FileHTML), filepath.Join(outDir, report.FileMarkdown))
-				return nil
-			}
-		},
+		Flags: newFlagSet("report"),
 	}
+	fs := c.Flags
+	out := fs.String("out", "", "output directory (default DIR/report)")
+	seed := fs.Uint64("seed", 1, "bootstrap seed")
+	resamples := fs.Int("resamples", 2000, "bootstrap resamples")
+	params := fs.String("energy-params", "", "JSON file overriding radio energy model parameters")
+	cpuW := fs.Float64("cpu-watts", 0, "processor active power in W (0: manifest's, else 2)")
+	plog := fs.String("power-log", "", "external power log CSV (timestamp,watts)")
+	noFig := fs.Bool("no-figures", false, "write tables only, no figures")
+	verbose := fs.Bool("v", false, "log progress to stderr")
+	c.Run = runE(func(ctx context.Context, args []string) error {
+		if len(args) == 0 {
+			return usageErrorf("missing results directory: iotq report DIR")
+		}
+		dir := args[0]
+		// flags may follow the directory
+		if err := fs.Parse(args[1:]); err != nil {
+			return usageErrorf("%v", err)
+		}
+		if fs.NArg() > 0 {
+			return usageErrorf("unexpected argument %q: give one results directory", fs.Arg(0))
+		}
+		if *resamples < 1 {
+			return usageErrorf("--resamples %d: want at least 1", *resamples)
+		}
+		if *cpuW < 0 {
+			return usageErrorf("--cpu-watts %v: must not be negative", *cpuW)
+		}
+		opts := report.Options{Dir: dir, Out: *out, Seed: *seed, Resamples: *resamples,
+			EnergyParams: *params, CPUWatts: *cpuW, PowerLog: *plog, NoFigures: *noFig}
+		if *verbose {
+			opts.Logger = slog.New(slog.NewTextHandler(a.stderr, nil))
+		}
+		s, err := report.Generate(ctx, opts)
+		if err != nil {
+			if errors.Is(err, report.ErrNotResults) {
+				return &exitError{code: exitFailure, msg: err.Error()}
+			}
+			return err
+		}
+		outDir := opts.Out
+		if outDir == "" {
+			outDir = filepath.Join(dir, "report")
+		}
+		fmt.Fprintf(a.stdout, "report: %d cells, %d figures, %d notes\n%s\n%s\n",
+			len(s.Cells), len(s.Figures), len(s.Notes),
+			filepath.Join(outDir, report.FileHTML), filepath.Join(outDir, report.FileMarkdown))
+		return nil
+	})
+	return c
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -30,7 +29,7 @@ func (t *topicList) Set(s string) error { *t = append(*t, s); return nil }
 var subRecordHeader = []string{"seq", "size", "send_ns", "recv_ns", "delay_ns", "topic", "qos", "duplicate"}
 
 func (a *app) subCommand() *Command {
-	return &Command{
+	c := &Command{
 		Name:      "sub",
 		UsageLine: "iotq sub --url URL -t FILTER [-t FILTER...] [flags]",
 		Short:     "subscribe to MQTT topics and measure one-way delay",
@@ -63,59 +62,60 @@ For the lab:
   --quiet             no per-message lines
 
 The connection flags are those of iotq pub.`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
-			var (
-				cf        clientFlags
-				topics    topicList
-				count     int
-				timeout   time.Duration
-				connectTO time.Duration
-				readyFile string
-				notify    string
-				quiet     bool
-			)
-			cf.register(fs)
-			fs.Var(&topics, "t", "topic `filter` to subscribe to (repeatable, + and # allowed)")
-			fs.IntVar(&count, "n", 0, "exit after `COUNT` messages (0: no limit)")
-			fs.DurationVar(&timeout, "timeout", 0, "exit when no message arrived for this `duration` (0: never)")
-			fs.DurationVar(&connectTO, "connect-timeout", 30*time.Second, "bound for connecting and subscribing")
-			fs.StringVar(&readyFile, "ready-file", "", "write `PATH` once the broker granted every subscription")
-			fs.StringVar(&notify, "notify", "", "print \"recv SEQ\" per measurement message to: stdout")
-			fs.BoolVar(&quiet, "quiet", false, "do not print a line per message")
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usageErrorf("unexpected arguments %q", args)
-				}
-				if err := cf.check(); err != nil {
-					return err
-				}
-				switch {
-				case len(topics) == 0:
-					return usageErrorf("-t FILTER is required (e.g. -t 'sensors/#')")
-				case count < 0:
-					return usageErrorf("-n %d: must not be negative", count)
-				case timeout < 0 || connectTO <= 0:
-					return usageErrorf("--timeout must not be negative and --connect-timeout must be positive")
-				case notify != "" && notify != "stdout":
-					return usageErrorf("--notify %q: want stdout", notify)
-				}
-				var recs *csvFile
-				if cf.records != "" {
-					var err error
-					if recs, err = createCSV(cf.records, subRecordHeader); err != nil {
-						return err
-					}
-				}
-				s := &subscriber{out: bufio.NewWriter(a.stdout), recs: recs, quiet: quiet, notify: notify == "stdout",
-					seen: map[dupKey]bool{}, limit: count, msgCh: make(chan struct{}, 1), full: make(chan struct{})}
-				runErr := s.run(ctx, &cf, topics, timeout, connectTO, readyFile)
-				if err := recs.close(); err != nil && runErr == nil {
-					runErr = err
-				}
-				return runErr
-			}
-		},
+		Flags: newFlagSet("sub"),
 	}
+	fs := c.Flags
+	var (
+		cf        clientFlags
+		topics    topicList
+		count     int
+		timeout   time.Duration
+		connectTO time.Duration
+		readyFile string
+		notify    string
+		quiet     bool
+	)
+	cf.register(fs)
+	fs.Var(&topics, "t", "topic `filter` to subscribe to (repeatable, + and # allowed)")
+	fs.IntVar(&count, "n", 0, "exit after `COUNT` messages (0: no limit)")
+	fs.DurationVar(&timeout, "timeout", 0, "exit when no message arrived for this `duration` (0: never)")
+	fs.DurationVar(&connectTO, "connect-timeout", 30*time.Second, "bound for connecting and subscribing")
+	fs.StringVar(&readyFile, "ready-file", "", "write `PATH` once the broker granted every subscription")
+	fs.StringVar(&notify, "notify", "", "print \"recv SEQ\" per measurement message to: stdout")
+	fs.BoolVar(&quiet, "quiet", false, "do not print a line per message")
+	c.Run = runE(func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usageErrorf("unexpected arguments %q", args)
+		}
+		if err := cf.check(); err != nil {
+			return err
+		}
+		switch {
+		case len(topics) == 0:
+			return usageErrorf("-t FILTER is required (e.g. -t 'sensors/#')")
+		case count < 0:
+			return usageErrorf("-n %d: must not be negative", count)
+		case timeout < 0 || connectTO <= 0:
+			return usageErrorf("--timeout must not be negative and --connect-timeout must be positive")
+		case notify != "" && notify != "stdout":
+			return usageErrorf("--notify %q: want stdout", notify)
+		}
+		var recs *csvFile
+		if cf.records != "" {
+			var err error
+			if recs, err = createCSV(cf.records, subRecordHeader); err != nil {
+				return err
+			}
+		}
+		s := &subscriber{out: bufio.NewWriter(a.stdout), recs: recs, quiet: quiet, notify: notify == "stdout",
+			seen: map[dupKey]bool{}, limit: count, msgCh: make(chan struct{}, 1), full: make(chan struct{})}
+		runErr := s.run(ctx, &cf, topics, timeout, connectTO, readyFile)
+		if err := recs.close(); err != nil && runErr == nil {
+			runErr = err
+		}
+		return runErr
+	})
+	return c
 }
 
 // subscriber runs one sub invocation. handle runs on the client's handler
