@@ -4,12 +4,12 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/iotq/iotq/broker"
 )
@@ -52,34 +52,35 @@ gracefully: stop accepting, disconnect clients, flush the store, exit 0.`,
 		Flags: newFlagSet("broker"),
 	}
 	fs := c.Flags
-	var (
-		listen, tlsHosts stringList
-		configFile       = fs.String("config", "", "YAML configuration `file`")
-		stateDir         = fs.String("state-dir", "", "state `dir`ectory: generated TLS certificate, ticket keys, persistent sessions")
-		tlsCert          = fs.String("tls-cert", "", "server certificate `file` (PEM)")
-		tlsKey           = fs.String("tls-key", "", "server key `file` (PEM)")
-		quic0RTT         = fs.Bool("quic-0rtt", true, "accept QUIC 0-RTT early data (replayable; see docs/broker.md)")
-		quicHandshake    = fs.Duration("quic-handshake-timeout", broker.DefaultHandshakeTimeout, "QUIC handshake timeout")
-		quicIdle         = fs.Duration("quic-idle-timeout", broker.DefaultIdleTimeout, "QUIC idle timeout")
-		passwordFile     = fs.String("password-file", "", "password `file` (user:BCRYPT_HASH lines)")
-		aclFile          = fs.String("acl-file", "", "ACL `file`")
-		allowAnon        = fs.Bool("allow-anonymous", true, "allow clients without a username")
-		metrics          = fs.String("metrics", "", "serve Prometheus /metrics and /healthz on `ADDR` (e.g. 127.0.0.1:9100)")
-		readyFile        = fs.String("ready-file", "", "write listener URLs, CA file and pid as JSON to `path` when ready")
-		logFormat        = fs.String("log-format", "text", "log format: text or json")
-		logLevel         = fs.String("log-level", "info", "log level: debug, info, warn or error")
-		queueLen         = fs.Int("queue-length", broker.DefaultQueueLength, "outbound queue per client, in messages")
-		slowConsumer     = fs.String("slow-consumer", broker.PolicyDrop, "slow-consumer policy: drop (QoS 0 only, after --max-stall) or disconnect")
-		maxStall         = fs.Duration("max-stall", broker.DefaultMaxStall, "how long publishers are held back by a full subscriber queue")
-		shutdownTimeout  = fs.Duration("shutdown-timeout", broker.DefaultShutdownTimeout, "how long to wait for clients to leave on shutdown")
-		printConfig      = fs.Bool("print-config", false, "print the effective configuration as YAML and exit")
-		check            = fs.Bool("check", false, "validate the configuration (and files it names) and exit")
-		writeTimeout     = fs.Duration("write-timeout", broker.DefaultWriteTimeout, "disconnect a client when one write to it blocks this long")
-		store            = fs.String("store", broker.StoreBolt, "persistence with --state-dir: bolt (STATE_DIR/store.db) or none")
-		fsync            = fs.Bool("fsync", false, "fsync the store on every write (slower; survives power loss)")
-	)
-	fs.Var(&listen, "listen", "listener `URL` (repeatable): mqtt://, mqtts://, ws://, wss://, quic://HOST:PORT")
-	fs.Var(&tlsHosts, "tls-host", "extra DNS name or IP `address` for the generated certificate (repeatable)")
+	configFile := fs.String("config", "", "YAML configuration `file`")
+	printConfig := fs.Bool("print-config", false, "print the effective configuration as YAML and exit")
+	check := fs.Bool("check", false, "validate the configuration (and files it names) and exit")
+	// Flags that are also configuration keys: given on the command line,
+	// they win over --config.
+	type O = broker.Options
+	ov := newOverrides[O](fs)
+	ov.List("listen", "listener `URL` (repeatable): mqtt://, mqtts://, ws://, wss://, quic://HOST:PORT", func(o *O) *[]string { return &o.Listen })
+	ov.String("state-dir", "", "state `dir`ectory: generated TLS certificate, ticket keys, persistent sessions", func(o *O) *string { return &o.StateDir })
+	ov.String("tls-cert", "", "server certificate `file` (PEM)", func(o *O) *string { return &o.TLS.Cert })
+	ov.String("tls-key", "", "server key `file` (PEM)", func(o *O) *string { return &o.TLS.Key })
+	ov.List("tls-host", "extra DNS name or IP `address` for the generated certificate (repeatable)", func(o *O) *[]string { return &o.TLS.Hosts })
+	ov.BoolPtr("quic-0rtt", true, "accept QUIC 0-RTT early data (replayable; see docs/broker.md)", func(o *O) **bool { return &o.QUIC.Allow0RTT })
+	ov.Duration("quic-handshake-timeout", broker.DefaultHandshakeTimeout, "QUIC handshake timeout", func(o *O) *time.Duration { return &o.QUIC.HandshakeTimeout })
+	ov.Duration("quic-idle-timeout", broker.DefaultIdleTimeout, "QUIC idle timeout", func(o *O) *time.Duration { return &o.QUIC.IdleTimeout })
+	ov.String("password-file", "", "password `file` (user:BCRYPT_HASH lines)", func(o *O) *string { return &o.Auth.PasswordFile })
+	ov.String("acl-file", "", "ACL `file`", func(o *O) *string { return &o.Auth.ACLFile })
+	ov.BoolPtr("allow-anonymous", true, "allow clients without a username", func(o *O) **bool { return &o.Auth.AllowAnonymous })
+	ov.String("metrics", "", "serve Prometheus /metrics and /healthz on `ADDR` (e.g. 127.0.0.1:9100)", func(o *O) *string { return &o.Metrics })
+	ov.String("ready-file", "", "write listener URLs, CA file and pid as JSON to `path` when ready", func(o *O) *string { return &o.ReadyFile })
+	ov.String("log-format", "text", "log format: text or json", func(o *O) *string { return &o.Log.Format })
+	ov.String("log-level", "info", "log level: debug, info, warn or error", func(o *O) *string { return &o.Log.Level })
+	ov.Int("queue-length", broker.DefaultQueueLength, "outbound queue per client, in messages", func(o *O) *int { return &o.Flow.QueueLength })
+	ov.String("slow-consumer", broker.PolicyDrop, "slow-consumer policy: drop (QoS 0 only, after --max-stall) or disconnect", func(o *O) *string { return &o.Flow.SlowConsumer })
+	ov.Duration("max-stall", broker.DefaultMaxStall, "how long publishers are held back by a full subscriber queue", func(o *O) *time.Duration { return &o.Flow.MaxStall })
+	ov.Duration("shutdown-timeout", broker.DefaultShutdownTimeout, "how long to wait for clients to leave on shutdown", func(o *O) *time.Duration { return &o.ShutdownTimeout })
+	ov.Duration("write-timeout", broker.DefaultWriteTimeout, "disconnect a client when one write to it blocks this long", func(o *O) *time.Duration { return &o.Flow.WriteTimeout })
+	ov.String("store", broker.StoreBolt, "persistence with --state-dir: bolt (STATE_DIR/store.db) or none", func(o *O) *string { return &o.Store })
+	ov.Bool("fsync", false, "fsync the store on every write (slower; survives power loss)", func(o *O) *bool { return &o.Fsync })
 	c.Run = runE(func(ctx context.Context, args []string) error {
 		if len(args) > 0 && args[0] == "passwd" {
 			return a.brokerPasswd(args[1:])
@@ -95,74 +96,7 @@ gracefully: stop accepting, disconnect clients, flush the store, exit 0.`,
 			}
 			opts = o
 		}
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if set["listen"] {
-			opts.Listen = listen
-		}
-		if set["state-dir"] {
-			opts.StateDir = *stateDir
-		}
-		if set["tls-cert"] {
-			opts.TLS.Cert = *tlsCert
-		}
-		if set["tls-key"] {
-			opts.TLS.Key = *tlsKey
-		}
-		if set["tls-host"] {
-			opts.TLS.Hosts = tlsHosts
-		}
-		if set["quic-0rtt"] {
-			opts.QUIC.Allow0RTT = quic0RTT
-		}
-		if set["quic-handshake-timeout"] {
-			opts.QUIC.HandshakeTimeout = *quicHandshake
-		}
-		if set["quic-idle-timeout"] {
-			opts.QUIC.IdleTimeout = *quicIdle
-		}
-		if set["password-file"] {
-			opts.Auth.PasswordFile = *passwordFile
-		}
-		if set["acl-file"] {
-			opts.Auth.ACLFile = *aclFile
-		}
-		if set["allow-anonymous"] {
-			opts.Auth.AllowAnonymous = allowAnon
-		}
-		if set["metrics"] {
-			opts.Metrics = *metrics
-		}
-		if set["ready-file"] {
-			opts.ReadyFile = *readyFile
-		}
-		if set["log-format"] {
-			opts.Log.Format = *logFormat
-		}
-		if set["log-level"] {
-			opts.Log.Level = *logLevel
-		}
-		if set["queue-length"] {
-			opts.Flow.QueueLength = *queueLen
-		}
-		if set["slow-consumer"] {
-			opts.Flow.SlowConsumer = *slowConsumer
-		}
-		if set["max-stall"] {
-			opts.Flow.MaxStall = *maxStall
-		}
-		if set["shutdown-timeout"] {
-			opts.ShutdownTimeout = *shutdownTimeout
-		}
-		if set["write-timeout"] {
-			opts.Flow.WriteTimeout = *writeTimeout
-		}
-		if set["store"] {
-			opts.Store = *store
-		}
-		if set["fsync"] {
-			opts.Fsync = *fsync
-		}
+		ov.applyTo(&opts)
 		if err := opts.Validate(); err != nil {
 			return usageErrorf("%s", strings.ReplaceAll(err.Error(), "\n", "; "))
 		}
