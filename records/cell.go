@@ -149,3 +149,18 @@ func LinkFrom(direction string) string {
 	from, _, _ := strings.Cut(direction, "->")
 	return from
 }
+
+// IsPublisherNode reports whether node is a publisher's: "pub", or "pubN"
+// on a shared medium.
+func IsPublisherNode(node string) bool {
+	rest, ok := strings.CutPrefix(node, NodePub)
+	if !ok {
+		return false
+	}
+	for _, r := range rest {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,13 +1,12 @@
 package report
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"math"
 	"net/netip"
-	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -15,23 +14,23 @@ import (
 	"time"
 
 	"github.com/iotq/iotq/internal/stats"
+	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/report/energy"
 	"github.com/iotq/iotq/report/pcap"
 )
 
-// kindOf normalises a pattern name.
+// kindOf names a pattern's kind.
 func kindOf(p string) string {
-	p = strings.ToLower(strings.TrimSpace(p))
-	switch {
-	case p == "a" || strings.Contains(p, "stop") || strings.Contains(p, "wait"):
+	switch p {
+	case records.PatternStopAndWait:
 		return KindA
-	case p == "b" || strings.Contains(p, "reconnect") || strings.Contains(p, "resum"):
+	case records.PatternReconnect:
 		return KindB
 	}
 	return KindPeriodic
 }
 
-func isQUIC(transport string) bool { return strings.Contains(strings.ToLower(transport), "quic") }
+func isQUIC(transport string) bool { return records.IsQUIC(transport) }
 
 // profileDefaults are the link profiles of experiments.md: rate and the
 // delay figure of the table.
@@ -65,43 +64,34 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 	getCell := func(id string) *CellResult {
 		c, ok := cells[id]
 		if !ok {
-			c = newCell(id)
+			c = newCell(ds.dir, id)
 			cells[id] = c
 		}
 		return c
 	}
-	if t := ds.cells; t != nil {
-		for _, r := range t.rows {
-			id := t.str(r, "cell")
-			if id == "" {
-				continue
+	for _, r := range ds.cells {
+		if r.Cell == "" {
+			continue
+		}
+		c := getCell(r.Cell)
+		// values from done.json stay where cells.csv leaves a field empty
+		set := func(dst *string, v string) {
+			if v != "" {
+				*dst = v
 			}
-			c := getCell(id)
-			// values from the id stay where cells.csv leaves a field empty
-			set := func(dst *string, cols ...string) {
-				if v := t.str(r, cols...); v != "" {
-					*dst = v
-				}
-			}
-			set(&c.Experiment, "experiment")
-			set(&c.Profile, "profile")
-			set(&c.Transport, "transport")
-			set(&c.Pattern, "pattern")
-			if v, ok := t.floatv(r, "loss_pct", "loss"); ok {
-				c.LossPct = v
-			}
-			if q, ok := t.int64v(r, "qos"); ok {
-				c.QoS = int(q)
-			}
-			if v, ok := t.int64v(r, "size", "payload", "payload_size"); ok {
-				c.Size = int(v)
-			}
-			c.IntervalNs, _ = t.durationNs(r, "interval_ns", "interval")
-			c.Publishers = t.intv(r, "publishers")
-			c.Retries = t.intv(r, "retries")
-			c.Status = t.str(r, "status")
-			c.Error = t.str(r, "error")
-			c.Link = linkFromRow(t, r)
+		}
+		set(&c.Experiment, r.Experiment)
+		set(&c.Profile, r.Profile)
+		set(&c.Transport, r.Transport)
+		set(&c.Pattern, r.Pattern)
+		set(&c.delayConvention, r.DelayConvention)
+		c.LossPct, c.QoS, c.IntervalNs = r.LossPct, r.QoS, r.IntervalNs
+		if r.Size > 0 {
+			c.Size = r.Size
+		}
+		c.Publishers, c.Retries, c.Status, c.Error = r.Publishers, r.Retries, r.Status, r.Error
+		if l, ok := linkFromRow(ds, r); ok {
+			c.Link = l
 		}
 	}
 	// messages: first receipt of each distinct (rep, seq)
@@ -115,46 +105,34 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 		size              int
 	}
 	perCell := map[string]map[key]*msg{}
-	if t := ds.messages; t != nil {
-		for _, r := range t.rows {
-			id := t.str(r, "cell")
-			if id == "" {
-				continue
-			}
-			c := getCell(id)
-			if c.Transport == "" {
-				c.Transport = t.str(r, "transport")
-			}
-			if c.QoS < 0 {
-				if q, ok := t.int64v(r, "qos"); ok {
-					c.QoS = int(q)
-				}
-			}
-			rep := t.intv(r, "rep")
-			seq, _ := t.int64v(r, "seq")
-			m := perCell[id]
-			if m == nil {
-				m = map[key]*msg{}
-				perCell[id] = m
-			}
-			k := key{rep, t.str(r, "node") + "|" + t.str(r, "topic"), seq}
-			send, _ := t.int64v(r, "send_ns")
-			recv, ok := t.int64v(r, "recv_ns")
-			if !ok {
-				recv = 0
-			}
-			d, dok := t.int64v(r, "delay_ns")
-			if !dok && recv > 0 && send > 0 {
-				d = recv - send
-			}
-			cur := m[k]
-			if cur == nil {
-				cur = &msg{send: send, size: t.intv(r, "size")}
-				m[k] = cur
-			}
-			if recv > 0 && (cur.recv == 0 || recv < cur.recv) {
-				cur.recv, cur.delay = recv, d
-			}
+	for _, r := range ds.messages {
+		if r.Cell == "" {
+			continue
+		}
+		c := getCell(r.Cell)
+		if c.Transport == "" {
+			c.Transport = r.Transport
+		}
+		if c.QoS < 0 {
+			c.QoS = r.QoS
+		}
+		m := perCell[r.Cell]
+		if m == nil {
+			m = map[key]*msg{}
+			perCell[r.Cell] = m
+		}
+		k := key{r.Rep, r.Node + "|" + r.Topic, r.Seq}
+		d := r.DelayNs
+		if d == 0 && r.RecvNs > 0 && r.SendNs > 0 {
+			d = r.RecvNs - r.SendNs
+		}
+		cur := m[k]
+		if cur == nil {
+			cur = &msg{send: r.SendNs, size: r.Size}
+			m[k] = cur
+		}
+		if r.RecvNs > 0 && (cur.recv == 0 || r.RecvNs < cur.recv) {
+			cur.recv, cur.delay = r.RecvNs, d
 		}
 	}
 	for id, m := range perCell {
@@ -214,48 +192,41 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 			}
 		}
 	}
-	if t := ds.compl; t != nil {
-		fromFile := map[string]bool{}
-		for _, r := range t.rows {
-			id := t.str(r, "cell")
-			if id == "" {
+	fromFile := map[string]bool{}
+	for _, r := range ds.compl {
+		if r.Cell == "" {
+			continue
+		}
+		c := getCell(r.Cell)
+		if !fromFile[r.Cell] {
+			c.completion = map[int]float64{} // completions.csv wins over the fallback
+			c.Incomplete = 0
+			fromFile[r.Cell] = true
+		}
+		if r.Delivered < r.Published {
+			c.Incomplete++
+			continue // T is defined for complete repetitions only
+		}
+		if c.Transport == "" {
+			c.Transport = r.Transport
+		}
+		if c.Pattern == "" {
+			c.Pattern = records.PatternStopAndWait
+		}
+		ns := r.CompletionNs
+		if ns == 0 {
+			if r.EndNs == 0 || r.EndNs <= r.StartNs {
 				continue
 			}
-			c := getCell(id)
-			if !fromFile[id] {
-				c.completion = map[int]float64{} // completions.csv wins over the fallback
-				c.Incomplete = 0
-				fromFile[id] = true
-			}
-			pub, pok := t.int64v(r, "published")
-			del, dok := t.int64v(r, "delivered")
-			if pok && dok && del < pub {
-				c.Incomplete++
-				continue // T is defined for complete repetitions only
-			}
-			if c.Transport == "" {
-				c.Transport = t.str(r, "transport")
-			}
-			if c.Pattern == "" {
-				c.Pattern = "stop-and-wait"
-			}
-			ns, ok := t.int64v(r, "completion_ns")
-			if !ok {
-				s, _ := t.int64v(r, "start_ns")
-				e, eok := t.int64v(r, "end_ns")
-				if !eok || e <= s {
-					continue
-				}
-				ns = e - s
-			}
-			c.completion[t.intv(r, "rep")] = float64(ns) / 1e9
-			if pok && pub > 0 && perCell[id] == nil {
-				c.Published += int(pub)
-				c.Received += int(del)
-			}
+			ns = r.EndNs - r.StartNs
+		}
+		c.completion[r.Rep] = float64(ns) / 1e9
+		if r.Published > 0 && perCell[r.Cell] == nil {
+			c.Published += r.Published
+			c.Received += r.Delivered
 		}
 	}
-	startup(ds, cells, perCellRecv(ds))
+	startup(ds, cells, getCell, perCellRecv(ds))
 	dialStarts(ds, cells)
 	for _, c := range cells {
 		for _, rep := range sortedWinReps(c.repWindows) {
@@ -274,10 +245,7 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 			c.QoS = 0
 		}
 		if c.Link.Source == "" {
-			c.Link = cellJSONLink(ds.dir, c.Cell)
-		}
-		if c.Link.Source == "" {
-			c.Link = defaultLink(c.Experiment, c.Profile)
+			c.Link = defaultLink(c.Experiment, c.Profile, c.delayConvention)
 		}
 		c.DeliveryRatio = nan()
 		if c.Published > 0 {
@@ -322,29 +290,22 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 	return out, xiPairs(out, seed, resamples)
 }
 
-// newCell starts a cell whose parameters are guessed from the lab's cell id
-// (EXPERIMENT_PROFILE_lossN_..._PATTERN_qosQ_SIZEB_..._TRANSPORT); cells.csv
+// newCell starts a cell with the parameters of its done marker
+// (DIR/cells/CELL/done.json, records.Done) when the lab left one; cells.csv
 // overrides them when present.
-func newCell(id string) *CellResult {
+func newCell(dir, id string) *CellResult {
 	c := &CellResult{Cell: id, QoS: -1, completion: map[int]float64{}}
-	parts := strings.Split(id, "_")
-	if len(parts) < 3 {
+	d, ok, err := records.ReadDone(filepath.Join(dir, records.DirCells, id))
+	if err != nil || !ok || d.Cell.ID != id {
 		return c
 	}
-	c.Experiment, c.Profile = parts[0], parts[1]
-	c.Transport = parts[len(parts)-1]
-	for _, p := range parts[2:] {
-		switch {
-		case strings.HasPrefix(p, "loss"):
-			fmt.Sscanf(strings.TrimSuffix(p[4:], "%"), "%g", &c.LossPct)
-		case strings.HasPrefix(p, "qos"):
-			fmt.Sscanf(p[3:], "%d", &c.QoS)
-		case p == "periodic" || p == "stop-and-wait" || p == "reconnect":
-			c.Pattern = p
-		case strings.HasSuffix(p, "B"):
-			fmt.Sscanf(p, "%dB", &c.Size)
-		}
-	}
+	p := d.Cell
+	c.Experiment, c.Profile, c.LossPct, c.Transport, c.QoS = p.Experiment, p.Profile, p.LossPct, p.Transport, p.QoS
+	c.Pattern, c.Size, c.IntervalNs, c.Publishers, c.Retries = p.Pattern, p.Size, p.IntervalNs, p.Publishers, p.Retries
+	c.delayConvention, c.Status, c.Error = p.DelayConvention, d.Status, d.Error
+	c.Link = Link{PubDelayNs: p.PubLink.DelayNs, PubRateBps: float64(p.PubLink.RateBps),
+		SubDelayNs: p.SubLink.DelayNs, SubRateBps: float64(p.SubLink.RateBps),
+		Source: path.Join(records.DirCells, id, records.FileDone)}
 	return c
 }
 
@@ -441,62 +402,29 @@ func sortCells(cs []*CellResult) {
 	})
 }
 
-func linkFromRow(t *table, r []string) Link {
-	var l Link
-	pd, ok1 := t.durationNs(r, "pub_delay_ns", "pub_link_delay_ns", "pub_link.delay_ns", "pub_delay", "delay_ns", "delay_ms", "one_way_delay_ns", "delay")
-	sd, ok2 := t.durationNs(r, "sub_delay_ns", "sub_link_delay_ns", "sub_link.delay_ns", "sub_delay")
-	pr, ok3 := t.rateBps(r, "pub_rate_bps", "pub_link_rate_bps", "pub_link.rate_bps", "rate_bps", "pub_rate", "rate", "rate_mbps")
-	sr, ok4 := t.rateBps(r, "sub_rate_bps", "sub_link_rate_bps", "sub_link.rate_bps", "sub_rate")
-	if !ok1 && !ok3 {
-		return l
+// linkFromRow reads the links of a cells.csv row; ok is false when
+// cells.csv has no link columns.
+func linkFromRow(ds *dataset, r records.CellRow) (Link, bool) {
+	if !ds.hasCellCol("pub_delay_ns") && !ds.hasCellCol("pub_rate_bps") {
+		return Link{}, false
 	}
-	l.PubDelayNs, l.PubRateBps = pd, pr
-	if ok2 {
-		l.SubDelayNs = sd
-	}
-	if ok4 {
-		l.SubRateBps = sr
-	}
-	l.Source = "cells.csv"
-	_ = ok2
-	return l
-}
-
-// cellJSONLink reads DIR/cells/CELL/cell.json (the lab's resolved cell) when
-// it exists and holds pub_link / sub_link objects.
-func cellJSONLink(dir, cell string) Link {
-	b, err := os.ReadFile(filepath.Join(dir, "cells", cell, "cell.json"))
-	if err != nil {
-		return Link{}
-	}
-	var v struct {
-		Pub *struct {
-			RateBps float64 `json:"rate_bps"`
-			DelayNs int64   `json:"delay_ns"`
-		} `json:"pub_link"`
-		Sub *struct {
-			RateBps float64 `json:"rate_bps"`
-			DelayNs int64   `json:"delay_ns"`
-		} `json:"sub_link"`
-	}
-	if json.Unmarshal(b, &v) != nil || v.Pub == nil {
-		return Link{}
-	}
-	l := Link{PubDelayNs: v.Pub.DelayNs, PubRateBps: v.Pub.RateBps, Source: "cells/" + cell + "/cell.json"}
-	if v.Sub != nil {
-		l.SubDelayNs, l.SubRateBps = v.Sub.DelayNs, v.Sub.RateBps
-	}
-	return l
+	return Link{PubDelayNs: r.PubDelayNs, PubRateBps: float64(r.PubRateBps),
+		SubDelayNs: r.SubDelayNs, SubRateBps: float64(r.SubRateBps), Source: records.FileCells}, true
 }
 
 // defaultLink derives link parameters from the profile table of
-// experiments.md when no file gives them.
-func defaultLink(exp, profile string) Link {
+// experiments.md when no file gives them. convention is the cell's delay
+// convention; when no file gives it, that of the experiment's name in
+// experiments.md.
+func defaultLink(exp, profile, convention string) Link {
 	p, ok := profileDefaults[strings.ToLower(profile)]
 	if !ok {
 		return Link{}
 	}
 	rtt, both := rttExperiment(exp)
+	if convention != "" {
+		rtt = convention == records.DelayRTT
+	}
 	oneWay := p.delayNs
 	if rtt {
 		oneWay /= 2
@@ -549,23 +477,14 @@ type recvMsg struct {
 // perCellRecv lists received messages per cell and repetition.
 func perCellRecv(ds *dataset) map[string]map[int][]recvMsg {
 	out := map[string]map[int][]recvMsg{}
-	t := ds.messages
-	if t == nil {
-		return out
-	}
-	for _, r := range t.rows {
-		recv, ok := t.int64v(r, "recv_ns")
-		if !ok || recv <= 0 {
+	for _, r := range ds.messages {
+		if r.RecvNs <= 0 {
 			continue
 		}
-		id := t.str(r, "cell")
-		rep := t.intv(r, "rep")
-		send, _ := t.int64v(r, "send_ns")
-		seq, _ := t.int64v(r, "seq")
-		if out[id] == nil {
-			out[id] = map[int][]recvMsg{}
+		if out[r.Cell] == nil {
+			out[r.Cell] = map[int][]recvMsg{}
 		}
-		out[id][rep] = append(out[id][rep], recvMsg{send, recv, seq, t.str(r, "node")})
+		out[r.Cell][r.Rep] = append(out[r.Cell][r.Rep], recvMsg{r.SendNs, r.RecvNs, r.Seq, r.Node})
 	}
 	return out
 }
@@ -583,35 +502,22 @@ func sortedWinReps(m map[int]*window) []int {
 // publisher's first dial start, so the window covers the handshake packets
 // that links.csv counts.
 func dialStarts(ds *dataset, cells map[string]*CellResult) {
-	t := ds.conns
-	if t == nil {
-		return
-	}
-	for _, r := range t.rows {
-		c := cells[t.str(r, "cell")]
-		if c == nil || c.repWindows == nil || !isPublisher(t.str(r, "role"), t.str(r, "node")) {
+	for _, r := range ds.conns {
+		c := cells[r.Cell]
+		if c == nil || c.repWindows == nil || !records.IsPublisherRole(r.Role) {
 			continue
 		}
-		w := c.repWindows[t.intv(r, "rep")]
-		if d, ok := t.int64v(r, "dial_start_ns"); ok && w != nil && d > 0 && d < w.start && w.end > 0 {
+		w := c.repWindows[r.Rep]
+		if d := r.DialStartNs; w != nil && d > 0 && d < w.start && w.end > 0 {
 			w.start = d
 		}
 	}
 }
 
-func isPublisher(role, node string) bool {
-	r := strings.ToLower(role + " " + node)
-	return strings.Contains(r, "pub")
-}
-
 // startup computes pattern B's startup latency: from the dial start of the
 // publisher's second connection in a repetition to the subscriber's receipt
 // of the first message sent on or after it.
-func startup(ds *dataset, cells map[string]*CellResult, recv map[string]map[int][]recvMsg) {
-	t := ds.conns
-	if t == nil {
-		return
-	}
+func startup(ds *dataset, cells map[string]*CellResult, getCell func(string) *CellResult, recv map[string]map[int][]recvMsg) {
 	type conn struct {
 		dial, firstDelivery int64
 		resumed, zero       bool
@@ -622,21 +528,15 @@ func startup(ds *dataset, cells map[string]*CellResult, recv map[string]map[int]
 		node string
 	}
 	byRep := map[string]map[repNode][]conn{}
-	for _, r := range t.rows {
-		id := t.str(r, "cell")
-		if id == "" || !isPublisher(t.str(r, "role"), t.str(r, "node")) {
+	for _, r := range ds.conns {
+		if r.Cell == "" || !records.IsPublisherRole(r.Role) || r.DialStartNs == 0 {
 			continue
 		}
-		dial, ok := t.int64v(r, "dial_start_ns")
-		if !ok {
-			continue
+		if byRep[r.Cell] == nil {
+			byRep[r.Cell] = map[repNode][]conn{}
 		}
-		fd, _ := t.int64v(r, "first_delivery_ns")
-		if byRep[id] == nil {
-			byRep[id] = map[repNode][]conn{}
-		}
-		k := repNode{t.intv(r, "rep"), t.str(r, "node")}
-		byRep[id][k] = append(byRep[id][k], conn{dial, fd, t.boolv(r, "resumed", "tls_resumed"), t.boolv(r, "used_0rtt"), strings.ToLower(t.str(r, "role"))})
+		k := repNode{r.Rep, r.Node}
+		byRep[r.Cell][k] = append(byRep[r.Cell][k], conn{r.DialStartNs, r.FirstDeliveryNs, r.Resumed, r.Used0RTT, r.Role})
 	}
 	ids := make([]string, 0, len(byRep))
 	for id := range byRep {
@@ -644,11 +544,7 @@ func startup(ds *dataset, cells map[string]*CellResult, recv map[string]map[int]
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		c := cells[id]
-		if c == nil {
-			c = newCell(id)
-			cells[id] = c
-		}
+		c := getCell(id)
 		if kindOf(c.Pattern) != KindB {
 			continue
 		}
@@ -664,7 +560,7 @@ func startup(ds *dataset, cells map[string]*CellResult, recv map[string]map[int]
 			sort.Slice(cs, func(i, j int) bool { return cs[i].dial < cs[j].dial })
 			second := cs[1]
 			for _, c := range cs {
-				if strings.Contains(c.role, "resum") || strings.Contains(c.role, "reconnect") {
+				if c.role == records.RolePubResume {
 					second = c // the lab names the second run's role
 					break
 				}
@@ -704,105 +600,67 @@ func startup(ds *dataset, cells map[string]*CellResult, recv map[string]map[int]
 	}
 }
 
-// linkCounters sums the publisher link's counters per cell.
+// linkCounters sums the publisher link's counters per cell: the link
+// named records.LinkPub, else the shared medium (records.LinkMedium), else
+// a cell's only link.
 func linkCounters(ds *dataset, cells map[string]*CellResult) {
-	t := ds.links
-	if t == nil {
-		return
-	}
 	names := map[string]map[string]bool{}
-	pubDir := map[string]map[string]bool{} // links with a direction naming a publisher
-	for _, r := range t.rows {
-		id, ln := t.str(r, "cell"), t.str(r, "link")
-		if names[id] == nil {
-			names[id], pubDir[id] = map[string]bool{}, map[string]bool{}
+	for _, r := range ds.links {
+		if names[r.Cell] == nil {
+			names[r.Cell] = map[string]bool{}
 		}
-		names[id][ln] = true
-		if strings.Contains(strings.ToLower(t.str(r, "direction")), "pub") {
-			pubDir[id][ln] = true
-		}
+		names[r.Cell][r.Link] = true
 	}
-	// the publisher's link: named like "pub", else the only link whose
-	// directions name a publisher (a shared medium), else the only link
 	pubLink := func(id string) (string, bool) {
-		all := sortedKeys(names[id])
-		for _, n := range all {
-			if strings.Contains(strings.ToLower(n), "pub") {
-				return n, true
-			}
-		}
-		if d := sortedKeys(pubDir[id]); len(d) == 1 {
-			return d[0], true
-		}
-		if len(all) == 1 {
-			return all[0], true
+		switch {
+		case names[id][records.LinkPub]:
+			return records.LinkPub, true
+		case names[id][records.LinkMedium]:
+			return records.LinkMedium, true
+		case len(names[id]) == 1:
+			return sortedKeys(names[id])[0], true
 		}
 		return "", false
 	}
 	chosen := map[string]string{}
 	warned := false
-	for _, r := range t.rows {
-		id := t.str(r, "cell")
-		name, ok := chosen[id]
+	for _, r := range ds.links {
+		name, ok := chosen[r.Cell]
 		if !ok {
-			n, found := pubLink(id)
+			n, found := pubLink(r.Cell)
 			if !found {
 				if !warned {
-					ds.note("links.csv: no link named like \"pub\" in cell %s; its packet counts are left out", id)
+					ds.note("links.csv: no link named %q or %q in cell %s; its packet counts are left out", records.LinkPub, records.LinkMedium, r.Cell)
 					warned = true
 				}
-				chosen[id] = "\x00"
+				chosen[r.Cell] = "\x00"
 				continue
 			}
-			chosen[id], name = n, n
+			chosen[r.Cell], name = n, n
 		}
-		if t.str(r, "link") != name {
-			continue
-		}
-		c := cells[id]
-		if c == nil {
+		c := cells[r.Cell]
+		if r.Link != name || c == nil {
 			continue
 		}
 		c.hasLinks = true
-		p, _ := t.int64v(r, "packets")
-		b, _ := t.int64v(r, "bytes")
-		c.Packets += p
-		c.Bytes += b
-		for _, col := range []string{"drop_random", "drop_queue", "drop_retries", "drop_down"} {
-			d, _ := t.int64v(r, col)
-			c.Drops += d
-		}
-		if isUp(t.str(r, "direction")) {
-			c.upBytes += b
+		c.Packets += r.Packets
+		c.Bytes += r.Bytes
+		c.Drops += r.Drops()
+		if records.IsPublisherNode(records.LinkFrom(r.Direction)) {
+			c.upBytes += r.Bytes
 		} else {
-			c.downBytes += b
+			c.downBytes += r.Bytes
 		}
 	}
-}
-
-// isUp reports whether a direction name means "sent by the node".
-func isUp(dir string) bool {
-	d := strings.ToLower(dir)
-	switch d {
-	case "up", "tx", "out", "egress", "uplink", "send", "sent", "a-b", "a->b", "ab", "forward", "fwd":
-		return true
-	}
-	return strings.HasPrefix(d, "pub") || strings.HasPrefix(d, "up")
 }
 
 func cpuTimes(ds *dataset, cells map[string]*CellResult) {
-	t := ds.cpu
-	if t == nil {
-		return
-	}
-	for _, r := range t.rows {
-		c := cells[t.str(r, "cell")]
-		if c == nil || !isPublisher(t.str(r, "role"), t.str(r, "node")) {
+	for _, r := range ds.cpu {
+		c := cells[r.Cell]
+		if c == nil || !records.IsPublisherRole(r.Role) {
 			continue
 		}
-		u, _ := t.int64v(r, "user_ns")
-		s, _ := t.int64v(r, "sys_ns")
-		c.cpuNs += u + s
+		c.cpuNs += r.UserNs + r.SysNs
 		c.hasCPU = true
 	}
 }

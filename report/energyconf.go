@@ -5,6 +5,7 @@ import (
 	"os"
 	"reflect"
 
+	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/report/energy"
 )
 
@@ -28,25 +29,9 @@ func (ec *energyConfig) forExp(exp string) expEnergy {
 	return ec.byExp[""]
 }
 
-// labEnergy is the lab's record of its energy parameters (manifest.json,
-// per experiment under experiments[].energy or once under energy), in mW
-// and ms.
-type labEnergy struct {
-	CPUActiveMW float64 `json:"cpu_active_mw"`
-	Radio       map[string]struct {
-		PromotionMW   float64 `json:"promotion_mw"`
-		PromotionMS   float64 `json:"promotion_ms"`
-		ActiveBaseMW  float64 `json:"active_base_mw"`
-		UpMWPerMbps   float64 `json:"up_mw_per_mbps"`
-		DownMWPerMbps float64 `json:"down_mw_per_mbps"`
-		TailMW        float64 `json:"tail_mw"`
-		TailMS        float64 `json:"tail_ms"`
-		IdleMW        float64 `json:"idle_mw"`
-	} `json:"radio"`
-	ProfileRadio map[string]string `json:"profile_radio"`
-}
-
-func (le *labEnergy) apply(base expEnergy) expEnergy {
+// applyEnergy returns base with the manifest's energy record (in mW and
+// ms) applied.
+func applyEnergy(base expEnergy, le *records.Energy) expEnergy {
 	out := expEnergy{models: map[string]energy.Model{}, profileTech: map[string]string{}, cpuW: base.cpuW}
 	for k, v := range base.models {
 		out.models[k] = v
@@ -72,48 +57,18 @@ func (le *labEnergy) apply(base expEnergy) expEnergy {
 	return out
 }
 
-func decodeLabEnergy(v any) (*labEnergy, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	var le labEnergy
-	if err := json.Unmarshal(b, &le); err != nil {
-		return nil, err
-	}
-	return &le, nil
-}
-
 // energyModels resolves the energy configuration: built-in defaults, then
 // the manifest's records (top-level "energy", then each experiment's), then
 // the user's parameter file and CPU power, which win everywhere.
 func energyModels(ds *dataset, paramsFile string, cpuW float64) (*energyConfig, error) {
 	base := expEnergy{models: energy.Defaults(), profileTech: map[string]string{}, cpuW: 2}
-	if e, ok := ds.manifest["energy"]; ok {
-		if le, err := decodeLabEnergy(e); err == nil {
-			base = le.apply(base)
-		} else {
-			ds.note("manifest.json energy object not understood (%v): built-in energy parameters are used", err)
-		}
+	if e := ds.man.Energy; e != nil {
+		base = applyEnergy(base, e)
 	}
 	ec := &energyConfig{byExp: map[string]expEnergy{"": base}}
-	if exps, ok := ds.manifest["experiments"].([]any); ok {
-		for _, x := range exps {
-			m, ok := x.(map[string]any)
-			if !ok {
-				continue
-			}
-			name, _ := m["name"].(string)
-			e, ok := m["energy"]
-			if name == "" || !ok {
-				continue
-			}
-			le, err := decodeLabEnergy(e)
-			if err != nil {
-				ds.note("manifest.json experiments[%s].energy not understood (%v): built-in energy parameters are used", name, err)
-				continue
-			}
-			ec.byExp[name] = le.apply(base)
+	for _, x := range ds.man.Experiments {
+		if x.Name != "" && x.Energy != nil {
+			ec.byExp[x.Name] = applyEnergy(base, x.Energy)
 		}
 	}
 	var user map[string]energy.Model

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/report/pcap"
 )
 
@@ -258,7 +259,13 @@ func writeFixture(t testing.TB, dir string) *fixture {
 		if err := os.MkdirAll(filepath.Join(dir, "cells", c.id), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		os.WriteFile(filepath.Join(dir, "cells", c.id, "done.json"), []byte("{}\n"), 0o644)
+		// the lab's done marker: the cell's parameters (read when cells.csv is missing)
+		done, _ := json.Marshal(records.Done{Status: records.StatusOK, Cell: records.Cell{ID: c.id, Experiment: c.exp,
+			Profile: c.profile, LossPct: c.loss, Transport: c.transport, QoS: c.qos, Size: c.size, Pattern: c.pattern,
+			Messages: c.messages, Repetitions: c.reps, Publishers: 1,
+			PubLink: records.LinkParams{Name: c.profile, DelayNs: c.pubDelay, RateBps: int64(c.pubRate)},
+			SubLink: records.LinkParams{DelayNs: c.subDelay, RateBps: int64(c.subRate)}}})
+		os.WriteFile(filepath.Join(dir, "cells", c.id, "done.json"), done, 0o644)
 	}
 	for _, f := range []*csvFile{cellsF, msgF, connF, linkF, cpuF, compF} {
 		f.close(t)

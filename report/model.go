@@ -78,6 +78,9 @@ type CellResult struct {
 	cpuNs      int64
 	hasCPU     bool
 	hasLinks   bool
+	// delayConvention is how the profile's delay figure was read
+	// (records.DelayOneWay, records.DelayRTT), when a file says.
+	delayConvention string
 }
 
 type window struct{ start, end int64 }

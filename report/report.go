@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/report/energy"
 )
 
@@ -85,7 +86,7 @@ func Generate(ctx context.Context, opts Options) (*Summary, error) {
 		if err != nil {
 			return nil, err
 		}
-	} else if p := manifestPowerLog(ds.manifest); p != "" {
+	} else if p := manifestPowerLog(ds.man); p != "" {
 		// the scenario named a power log: read it relative to DIR
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(opts.Dir, p)
@@ -179,21 +180,13 @@ func Generate(ctx context.Context, opts Options) (*Summary, error) {
 
 // manifestPowerLog returns the power log a scenario named (energy.power_log
 // at the top or in any experiment), or "".
-func manifestPowerLog(m map[string]any) string {
-	get := func(v any) string {
-		e, _ := v.(map[string]any)
-		s, _ := e["power_log"].(string)
-		return s
+func manifestPowerLog(m records.Manifest) string {
+	if m.Energy != nil && m.Energy.PowerLog != "" {
+		return m.Energy.PowerLog
 	}
-	if s := get(m["energy"]); s != "" {
-		return s
-	}
-	exps, _ := m["experiments"].([]any)
-	for _, x := range exps {
-		if e, ok := x.(map[string]any); ok {
-			if s := get(e["energy"]); s != "" {
-				return s
-			}
+	for _, x := range m.Experiments {
+		if x.Energy != nil && x.Energy.PowerLog != "" {
+			return x.Energy.PowerLog
 		}
 	}
 	return ""

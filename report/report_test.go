@@ -212,8 +212,8 @@ func TestMissingFilesAreTolerated(t *testing.T) {
 			}
 			if missing == "cells.csv" {
 				for _, c := range s.Cells {
-					if c.Profile == "" || c.Experiment == "" || c.Pattern == "" || c.Link.Source != "profile defaults (experiments.md)" {
-						t.Errorf("cell %s: parameters not taken from its id: %+v", c.Cell, c)
+					if c.Profile == "" || c.Experiment == "" || c.Pattern == "" || c.Link.Source != "cells/"+c.Cell+"/done.json" || c.Link.PubRateBps == 0 {
+						t.Errorf("cell %s: parameters not taken from its done.json: %+v", c.Cell, c)
 						break
 					}
 				}
