@@ -110,9 +110,10 @@ func (n *Network) addLink(ctx context.Context, plan *subnetPlan, k int, l Link, 
 	if err != nil {
 		return err
 	}
-	rtt := l.AtoB.Delay + l.BtoA.Delay
-	dab := NewDir(l.AtoB, rtt, n.start, mix(n.seed, uint64(2*k)))
-	dba := NewDir(l.BtoA, rtt, n.start, mix(n.seed, uint64(2*k+1)))
+	ab, ba := l.Impaired()
+	rtt := ab.Delay + ba.Delay
+	dab := NewDir(ab, rtt, n.start, mix(n.seed, uint64(2*k)))
+	dba := NewDir(ba, rtt, n.start, mix(n.seed, uint64(2*k+1)))
 	n.dirs = append(n.dirs, dab, dba)
 	pab := &path{mu: new(sync.Mutex), arrive: dab.Arrive, serve: dab.Serve, wake: dab.Wake, stats: dab.Stats,
 		out: b, link: l.Name, from: l.A, to: l.B}

@@ -19,6 +19,9 @@
 //     namespace; this process keeps every TUN file descriptor and forwards
 //     IPv4 packets between them. Departures wait in a min-heap woken by a
 //     timerfd, served by one OS thread that asks for SCHED_FIFO priority.
+//   - Impairment direction (Link.Direction): both directions, or only A to
+//     B ("up", the egress of A) or B to A ("down"); the other passes clean
+//     and counted.
 //   - Accounting (Stats) and optional pcap capture per link end.
 //   - Profiles (wifi, cellular, satellite, ethernet) with the delay stated
 //     explicitly as one-way (Profile.OneWay) or round trip (Profile.RTT).

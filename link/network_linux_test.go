@@ -524,3 +524,92 @@ func TestEndStatsSeeTheSamePackets(t *testing.T) {
 		t.Errorf("%d link ends, want 2", len(ends))
 	}
 }
+
+// TestImpairmentDirection: through a link of 25 ms one-way delay and 10 %
+// loss, an echo's round trip is about 25 ms when only one direction is
+// impaired and about 50 ms when both are; loss happens only in the
+// impaired directions, and the clean one still counts every packet.
+func TestImpairmentDirection(t *testing.T) {
+	p := Params{Delay: 25 * time.Millisecond, Loss: 0.1}
+	for i, c := range []struct {
+		dir            Direction
+		rtt            time.Duration
+		lossAB, lossBA bool
+	}{
+		{DirectionUp, 25 * time.Millisecond, true, false},
+		{DirectionDown, 25 * time.Millisecond, false, true},
+		{DirectionBoth, 50 * time.Millisecond, true, true},
+	} {
+		t.Run(string(c.dir), func(t *testing.T) {
+			topo := twoNodes(p, p)
+			topo.Links[0].Direction = c.dir
+			n := up(t, topo, Options{RealTimeProcess: true, Seed: 11})
+			srv := udpEcho(t, n, "b", "ab", 7300+i)
+			cl := dialUDP(t, n, "a", srv)
+			rtts := pingUDP(t, cl, 200, 5*time.Millisecond, 64)
+			if len(rtts) == 0 {
+				t.Fatal("no echo came back")
+			}
+			m := median(rtts)
+			ab, ba := statsOf(t, n, "ab", "a->b"), statsOf(t, n, "ab", "b->a")
+			t.Logf("direction %s: %d of 200 echoes, median RTT %v (min %v); a->b %d/%d dropped, b->a %d/%d dropped",
+				c.dir, len(rtts), m, slices.Min(rtts), ab.DropRandom, ab.Arrived, ba.DropRandom, ba.Arrived)
+			if slices.Min(rtts) < c.rtt {
+				t.Errorf("an echo came back in %v, faster than the %v the link allows", slices.Min(rtts), c.rtt)
+			}
+			// The upper margin covers scheduling on a busy machine; the
+			// other setting is 25 ms away.
+			if m > c.rtt+3*time.Millisecond {
+				t.Errorf("median RTT %v, want about %v", m, c.rtt)
+			}
+			for _, d := range []struct {
+				name  string
+				s     LinkStats
+				lossy bool
+			}{{"a->b", ab, c.lossAB}, {"b->a", ba, c.lossBA}} {
+				if d.s.Arrived == 0 {
+					t.Errorf("%s counted no packets", d.name)
+				}
+				if d.lossy && d.s.DropRandom == 0 {
+					t.Errorf("%s is impaired but lost nothing of %d", d.name, d.s.Arrived)
+				}
+				if !d.lossy && (d.s.Drops() != 0 || d.s.Packets != d.s.Arrived) {
+					t.Errorf("%s is clean but dropped %d of %d", d.name, d.s.Drops(), d.s.Arrived)
+				}
+			}
+			if int(ba.Packets) != len(rtts) {
+				t.Errorf("b->a delivered %d, the client got %d echoes", ba.Packets, len(rtts))
+			}
+		})
+	}
+}
+
+// TestShellDirectionUpIsTheShellsEgress: in "iotq link shell" up means
+// from the shell to the host.
+func TestShellDirectionUpIsTheShellsEgress(t *testing.T) {
+	requireNetAdmin(t)
+	p := Params{Loss: 1}
+	script := `python3 -c "
+import os,socket
+s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)
+for i in range(5): s.sendto(b'x',(os.environ['IOTQ_HOST_ADDR'],9))
+"`
+	var out strings.Builder
+	res, err := Shell(t.Context(), ShellConfig{Up: p, Down: p, Direction: DirectionUp, Options: Options{Prefix: testPrefix},
+		Stdout: &out, Stderr: &out, Stdin: strings.NewReader("")}, []string{"sh", "-c", script})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("shell: %v, exit %d, output %q", err, res.ExitCode, out.String())
+	}
+	for _, s := range res.Stats {
+		switch s.Direction() {
+		case "shell->host":
+			if s.Arrived != 5 || s.DropRandom != 5 {
+				t.Errorf("shell->host (impaired, 100 %% loss): %+v", s.DirStats)
+			}
+		case "host->shell":
+			if s.Drops() != 0 {
+				t.Errorf("host->shell (clean) dropped: %+v", s.DirStats)
+			}
+		}
+	}
+}

@@ -17,6 +17,11 @@ import (
 type ShellConfig struct {
 	// Up is the direction from the shell to the host, Down the other.
 	Up, Down Params
+	// Direction says which of them carries its impairment: both (the
+	// default), up (from the shell to the host only: the shell's egress)
+	// or down (from the host to the shell only). The other direction is
+	// clean (no delay, loss or rate), but counted.
+	Direction Direction
 	// CongestionControl is pinned in the shell's namespace (empty: default).
 	CongestionControl string
 	// Pcap, when set, receives a capture of the shell's interface.
@@ -71,7 +76,7 @@ func Shell(ctx context.Context, cfg ShellConfig, argv []string) (ShellResult, er
 	}
 	topo := Topology{
 		Nodes: []Node{{Name: "host", Host: true}, {Name: "shell", CongestionControl: cfg.CongestionControl}},
-		Links: []Link{{Name: "shell", A: "host", B: "shell", AtoB: cfg.Down, BtoA: cfg.Up}},
+		Links: []Link{{Name: "shell", A: "host", B: "shell", AtoB: cfg.Down, BtoA: cfg.Up, Direction: cfg.Direction.reverse()}},
 	}
 	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	n, err := Up(setupCtx, topo, opts)
@@ -129,6 +134,18 @@ func Shell(ctx context.Context, cfg ShellConfig, argv []string) (ShellResult, er
 		}
 	}
 	return res, nil
+}
+
+// reverse swaps up and down: the shell is B of its link, so the shell's
+// "up" is the link's B to A.
+func (d Direction) reverse() Direction {
+	switch d {
+	case DirectionUp:
+		return DirectionDown
+	case DirectionDown:
+		return DirectionUp
+	}
+	return d
 }
 
 func exitCode(cmd *exec.Cmd, err error) int {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strings"
 )
 
 // Topology is what Up builds: nodes (one network namespace each), point-to-
@@ -36,6 +37,49 @@ type Link struct {
 	Name       string
 	A, B       string
 	AtoB, BtoA Params
+	// Direction says which directions carry the impairment: both (the
+	// default), up (A to B only: shaping the egress of A, as tc on A's
+	// interface does) or down (B to A only). The other direction is clean:
+	// no delay, loss, rate or schedule, only counted.
+	Direction Direction
+}
+
+// Direction names the directions of a link that carry its impairment.
+type Direction string
+
+// Directions of a Link. The zero value means DirectionBoth.
+const (
+	DirectionBoth Direction = "both"
+	DirectionUp   Direction = "up"   // A to B only (the egress of A)
+	DirectionDown Direction = "down" // B to A only (the egress of B)
+)
+
+// ParseDirection reads a direction: "up" (or "a_to_b"), "down" (or
+// "b_to_a") or "both"; empty means both.
+func ParseDirection(s string) (Direction, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "both":
+		return DirectionBoth, nil
+	case "up", "a_to_b":
+		return DirectionUp, nil
+	case "down", "b_to_a":
+		return DirectionDown, nil
+	}
+	return "", fmt.Errorf("direction %q is unknown: use up (A to B only), down (B to A only) or both", s)
+}
+
+// Impaired returns the parameters each direction of l runs with: AtoB and
+// BtoA, with the direction that Direction leaves clean reduced to a
+// perfect link of the same MTU.
+func (l Link) Impaired() (atob, btoa Params) {
+	atob, btoa = l.AtoB, l.BtoA
+	switch l.Direction {
+	case DirectionUp:
+		btoa = Params{MTU: btoa.MTU}
+	case DirectionDown:
+		atob = Params{MTU: atob.MTU}
+	}
+	return atob, btoa
 }
 
 // Medium is a shared medium: Hub and Stations share one channel (see
@@ -132,6 +176,11 @@ func (t Topology) Validate() error {
 		checkNode(path+".b", l.B)
 		if l.A == l.B {
 			bad("%s: a link needs two different nodes, got %q twice", path, l.A)
+		}
+		switch l.Direction {
+		case "", DirectionBoth, DirectionUp, DirectionDown:
+		default:
+			bad("%s: direction %q is unknown: use up (a to b only), down (b to a only) or both", path, l.Direction)
 		}
 		if err := l.AtoB.Validate(path + ".a_to_b"); err != nil {
 			errs = append(errs, err)

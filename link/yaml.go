@@ -34,6 +34,7 @@ type TopologyFile struct {
 //	    rtt: 50ms           # or delay: 25ms (one-way, each direction)
 //	    rate: 100mbit
 //	    b_to_a: {loss: 1%}  # per-direction overrides
+//	    direction: up       # impair a->b only (down: b->a only; default both)
 //	media:
 //	  - {name: cell, hub: broker, stations: [p1, p2], capacity: 20mbit, fer: 5%, retries: 2, delay: 12.5ms}
 func ParseTopology(data []byte) (TopologyFile, error) {
@@ -100,7 +101,11 @@ func ParseTopology(data []byte) (TopologyFile, error) {
 		if l.BtoA != nil {
 			ba = l.BtoA.apply(common)
 		}
-		out.Topology.Links = append(out.Topology.Links, Link{Name: l.Name, A: l.A, B: l.B, AtoB: ab, BtoA: ba})
+		dir, err := ParseDirection(l.Direction)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("links[%d] (line %d): %w", i, l.line, err))
+		}
+		out.Topology.Links = append(out.Topology.Links, Link{Name: l.Name, A: l.A, B: l.B, AtoB: ab, BtoA: ba, Direction: dir})
 	}
 	for i, m := range f.Media {
 		p := m.yParams.apply(Params{})
@@ -235,6 +240,7 @@ type yLink struct {
 	B            string `yaml:"b"`
 	Profile      string `yaml:"profile"`
 	ProfileDelay string `yaml:"profile_delay"`
+	Direction    string `yaml:"direction"`
 	yParams      `yaml:",inline"`
 	AtoB         *yParams `yaml:"a_to_b"`
 	BtoA         *yParams `yaml:"b_to_a"`
@@ -335,7 +341,7 @@ func friendlyYAMLError(err error) string {
 	msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n")
 	r := strings.NewReplacer(
 		"in type link.yFile", "at the top level (use prefix, seed, congestion_control, nodes, links, media)",
-		"in type link.yLink", "in a link (use name, a, b, profile, profile_delay, delay, rtt, jitter, jitter_dist, loss, gilbert_elliott, rate, queue, mtu, reorder, schedule, a_to_b, b_to_a)",
+		"in type link.yLink", "in a link (use name, a, b, profile, profile_delay, direction, delay, rtt, jitter, jitter_dist, loss, gilbert_elliott, rate, queue, mtu, reorder, schedule, a_to_b, b_to_a)",
 		"in type link.yMedia", "in a medium (use name, hub, stations, capacity, fer, retries, slot, delay, jitter, jitter_dist, queue, mtu)",
 		"in type link.yParams", "in a direction (use delay, rtt, jitter, jitter_dist, loss, gilbert_elliott, rate, queue, mtu, reorder, schedule)",
 		"in type link.yGE", "in gilbert_elliott (use p, r, 1-h, 1-k)",

@@ -41,6 +41,11 @@ It needs root (CAP_NET_ADMIN) and /dev/net/tun.
 	  --ge P,R[,1-H[,1-K]]  Gilbert-Elliott loss instead (netem's gemodel
 	                  order, percentages: --ge 1%,25% gives bursts of 4)
 	  --rate R        rate of each direction as tc writes it (20mbit, 512kbit)
+	  --direction up|down|both  which direction carries the impairment: up
+	                  is from the shell to the host only (the shell's egress,
+	                  as tc on a device's interface shapes it), down the
+	                  other way; the clean direction adds no delay or loss
+	                  but is counted. Default both
 	  --queue Q       the queue in front of the rate: NAME[,bytes=N][,packets=N]
 	                  with NAME droptail or drophead (droptail,bytes=30000;
 	                  a bare size means drop-tail in bytes). Default:
@@ -112,6 +117,7 @@ func (a *app) linkShell(ctx context.Context, args []string) error {
 	ge := fs.String("ge", "", "")
 	rate := fs.String("rate", "", "")
 	queue := fs.String("queue", "", "")
+	direction := fs.String("direction", "both", "")
 	mtu := fs.Int("mtu", 0, "")
 	pcap := fs.String("pcap", "", "")
 	cc := fs.String("cc", "", "")
@@ -194,20 +200,31 @@ func (a *app) linkShell(ctx context.Context, args []string) error {
 	if err := p.Validate("link shell"); err != nil {
 		return usageErrorf("%v", err)
 	}
+	dir, err := link.ParseDirection(*direction)
+	if err != nil {
+		return usageErrorf("--direction: %v", err)
+	}
 	if *stats != "table" && *stats != "json" {
 		return usageErrorf("--stats %q: use table or json", *stats)
 	}
 	if err := link.Preflight(); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stderr, "iotq link shell: %s each way (RTT %v)\n", p, 2*p.Delay)
+	switch dir {
+	case link.DirectionUp:
+		fmt.Fprintf(a.stderr, "iotq link shell: shell->host %s, host->shell clean (RTT %v)\n", p, p.Delay)
+	case link.DirectionDown:
+		fmt.Fprintf(a.stderr, "iotq link shell: host->shell %s, shell->host clean (RTT %v)\n", p, p.Delay)
+	default:
+		fmt.Fprintf(a.stderr, "iotq link shell: %s each way (RTT %v)\n", p, 2*p.Delay)
+	}
 	// Ctrl-C reaches CMD through the terminal (an interactive shell ignores
 	// it at its prompt), so only SIGTERM and SIGHUP end the session early.
 	_ = ctx
 	sctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	res, err := link.Shell(sctx, link.ShellConfig{
-		Up: p, Down: p, CongestionControl: *cc, Pcap: *pcap,
+		Up: p, Down: p, Direction: dir, CongestionControl: *cc, Pcap: *pcap,
 		Options: link.Options{Logger: a.linkLogger(*verbose), Seed: *seed, RealTimeProcess: true},
 		Stdout:  a.stdout, Stderr: a.stderr,
 	}, argv)
