@@ -86,7 +86,7 @@ func listenQUIC(ep Endpoint, opts ListenOptions, log *slog.Logger) (Listener, er
 		return nil, err
 	}
 	tlsConf := opts.TLSConfig.Clone()
-	tlsConf.NextProtos = []string{ALPN}
+	tlsConf.NextProtos = opts.QUIC.withDefaults().NextProtos
 	if tlsConf.MinVersion < tls.VersionTLS13 {
 		tlsConf.MinVersion = tls.VersionTLS13
 	}
@@ -325,8 +325,9 @@ type quicConn struct {
 	reading      int  // Read calls in progress
 	closed       bool
 	closing      chan struct{} // closed when Close starts
+	wrClosed     bool          // CloseWrite sent our FIN
 	peerFIN      bool          // the peer's stream end was read
-	peerFINFirst bool          // ... before our Close
+	peerFINFirst bool          // ... before our Close or CloseWrite
 	peerFINCh    chan struct{}
 	rdl, wdl     time.Time // deadlines, re-applied after 0-RTT recovery
 	info         Info
@@ -480,7 +481,7 @@ func (c *quicConn) markPeerFINLocked() {
 		return
 	}
 	c.peerFIN = true
-	c.peerFINFirst = !c.closed
+	c.peerFINFirst = !c.closed && !c.wrClosed
 	close(c.peerFINCh)
 }
 
@@ -644,6 +645,69 @@ func (c *quicConn) close() error {
 	}
 	return err
 }
+
+// CloseWrite ends the send side of the stream (FIN); reading goes on until
+// the peer's FIN. Close must still be called. A conn that sent its FIN
+// first closes the QUIC connection in Close once the peer's FIN arrived.
+func (c *quicConn) CloseWrite() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.mu.Lock()
+	if c.closed || c.wrClosed {
+		c.mu.Unlock()
+		return nil
+	}
+	if !c.peerFIN {
+		c.wrClosed = true
+	}
+	str, pending := c.str, c.earlyPending
+	c.mu.Unlock()
+	if c.client && pending {
+		// The FIN must not be sent before 0-RTT is settled: a rejection
+		// would re-send the early data on a new stream.
+		if err := c.waitHandshake(); err != nil {
+			return err
+		}
+		if c.settleEarly() {
+			if err := c.recover(str); err != nil {
+				return err
+			}
+			str = c.stream()
+		}
+	}
+	return str.Close()
+}
+
+// CloseWithError closes the QUIC connection at once with an application
+// error code and reason, which the peer sees as a *quic.ApplicationError;
+// data not yet delivered is lost. Close may still be called and does
+// nothing more. Use it to tell a peer why it was refused (iotq gateway:
+// upstream unavailable).
+func (c *quicConn) CloseWithError(code uint64, reason string) error {
+	err := c.conn.CloseWithError(quic.ApplicationErrorCode(code), reason)
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		c.mu.Unlock()
+		close(c.closing)
+		c.wg.Wait()
+		if c.release != nil {
+			c.release()
+		}
+		if c.flush != nil {
+			c.flush()
+		}
+		c.closeErr = err
+	})
+	return err
+}
+
+// HandshakeComplete is closed when the QUIC handshake has completed (or
+// never, if the connection failed first: see Context).
+func (c *quicConn) HandshakeComplete() <-chan struct{} { return c.conn.HandshakeComplete() }
+
+// Context ends when the QUIC connection has ended.
+func (c *quicConn) Context() context.Context { return c.conn.Context() }
 
 func (c *quicConn) closeTimeout() time.Duration {
 	if c.opts.CloseTimeout > 0 {

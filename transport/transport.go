@@ -61,6 +61,11 @@ type QUICOptions struct {
 	// to read what was written (see Conn). Default: 1s + 4 x smoothed RTT,
 	// at most 15s.
 	CloseTimeout time.Duration
+	// NextProtos are the ALPN protocols a QUIC listener accepts, in order
+	// of preference. Default [ALPN] ("mqtt"); iotq gateway sets any list
+	// per route. Dialers offer the ALPN of the endpoint's scheme row
+	// (Endpoint.ALPN) instead.
+	NextProtos []string
 }
 
 // Defaults of QUICOptions.
@@ -90,6 +95,9 @@ func (q QUICOptions) withDefaults() QUICOptions {
 	}
 	if q.KeepAlivePeriod < 0 {
 		q.KeepAlivePeriod = 0
+	}
+	if len(q.NextProtos) == 0 {
+		q.NextProtos = []string{ALPN}
 	}
 	return q
 }
@@ -121,7 +129,8 @@ type DialOptions struct {
 // ListenOptions configure Listen.
 type ListenOptions struct {
 	// TLSConfig with the server certificate, required for mqtts, wss, quic
-	// (see internal/certs). For quic, NextProtos is replaced by ALPN.
+	// (see internal/certs). For quic, NextProtos is replaced by
+	// QUIC.NextProtos (default ALPN).
 	// Install persistent ticket keys (SetSessionTicketKeys) for resumption
 	// and 0-RTT across restarts.
 	TLSConfig *tls.Config
@@ -174,6 +183,22 @@ type Conn interface {
 	// QUICStats returns QUIC path statistics; ok is false for other
 	// transports.
 	QUICStats() (QUICStats, bool)
+}
+
+// QUICConn is what QUIC conns (from Dial or a QUIC Listener's Accept) add
+// to Conn, for proxies such as iotq gateway.
+type QUICConn interface {
+	Conn
+	// CloseWrite ends the send side of the stream (FIN) and keeps
+	// reading; Close must still be called.
+	CloseWrite() error
+	// CloseWithError closes the QUIC connection at once with an
+	// application error code and a reason the peer sees.
+	CloseWithError(code uint64, reason string) error
+	// HandshakeComplete is closed once the QUIC handshake completed.
+	HandshakeComplete() <-chan struct{}
+	// Context ends when the QUIC connection ends.
+	Context() context.Context
 }
 
 // QUICStats is a snapshot of QUIC connection statistics.

@@ -5,6 +5,7 @@ package main
 func (a *app) commandTable() []*Command {
 	return []*Command{
 		a.brokerCommand(),
+		a.gatewayCommand(),
 		a.pubCommand(),
 		a.subCommand(),
 		a.linkCommand(),

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iotq/iotq/broker"
+	"github.com/iotq/iotq/internal/testutil"
+)
+
+// TestGatewayCommand: print-config, check and usage errors; then a gateway
+// in front of our broker's TCP listener carries `iotq pub` over QUIC, and
+// cancelling the context (what SIGTERM does) stops it with exit 0.
+func TestGatewayCommand(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+
+	code, out, errs := runCLI(ctx, "gateway", "--route", "quic://127.0.0.1:0?alpn=amqp=tcp://127.0.0.1:5672", "--state-dir", state, "--print-config")
+	if code != 0 || !strings.Contains(out, "early_data: alpn") || !strings.Contains(out, "- amqp") {
+		t.Fatalf("print-config: exit %d\n%s%s", code, out, errs)
+	}
+	if code, _, errs := runCLI(ctx, "gateway", "--route", "quic://127.0.0.1:0=udp://x:1"); code != 2 || !strings.Contains(errs, "tcp://") {
+		t.Fatalf("bad route: exit %d: %s", code, errs)
+	}
+	if code, _, errs := runCLI(ctx, "gateway"); code != 2 || !strings.Contains(errs, "no route") {
+		t.Fatalf("no route: exit %d: %s", code, errs)
+	}
+	cfg := filepath.Join(dir, "gw.yaml")
+	_ = os.WriteFile(cfg, []byte("routes:\n  - listen: quic://127.0.0.1:0\n    upstreams: [tcp://127.0.0.1:1]\n    balance: random\n"), 0o600)
+	if code, _, errs := runCLI(ctx, "gateway", "--config", cfg, "--check"); code != 1 || !strings.Contains(errs, "gw.yaml:4: routes[0].balance") {
+		t.Fatalf("bad config: exit %d: %s", code, errs)
+	}
+
+	srv := testutil.StartBroker(t, broker.Options{})
+	up := strings.Replace(testutil.Endpoint(t, srv, "mqtt"), "mqtt://", "tcp://", 1)
+	ready := filepath.Join(dir, "ready.json")
+	gctx, stop := context.WithCancel(ctx)
+	defer stop()
+	gw := startCLI(gctx, "gateway", "--route", "quic://127.0.0.1:0="+up, "--state-dir", state, "--ready-file", ready, "--metrics", "127.0.0.1:0")
+	waitFile(t, ready)
+	var rf struct {
+		Listeners []string `json:"listeners"`
+		CAFile    string   `json:"ca_file"`
+	}
+	b, _ := os.ReadFile(ready)
+	if err := json.Unmarshal(b, &rf); err != nil || len(rf.Listeners) != 1 {
+		t.Fatalf("ready file %s: %v", b, err)
+	}
+	code, out, errs = runCLI(ctx, "pub", "--url", rf.Listeners[0], "--ca", rf.CAFile, "-t", "gw/cli", "-m", "hi", "-q", "1", "--stats", "json")
+	if code != 0 {
+		t.Fatalf("pub through the gateway: exit %d\n%s%s", code, out, errs)
+	}
+	stop()
+	gw.wait(t)
+	if gw.code != 0 || !strings.Contains(gw.errb.String(), "gateway stopped") {
+		t.Fatalf("gateway exit %d\n%s", gw.code, gw.errb.String())
+	}
+}

@@ -1,0 +1,31 @@
+package gateway
+
+import "errors"
+
+// Sentinel errors.
+var (
+	// ErrClosed: the gateway was closed.
+	ErrClosed = errors.New("gateway closed")
+	// ErrStarted: Start was called twice.
+	ErrStarted = errors.New("gateway already started")
+	// ErrNoUpstream: no upstream of a route accepted the connection.
+	ErrNoUpstream = errors.New("no upstream reachable")
+)
+
+// QUIC application error codes the gateway closes connections with. The
+// client sees them as a *quic.ApplicationError with Remote set.
+const (
+	// CodeNoError: the forwarded connection ended normally.
+	CodeNoError uint64 = 0
+	// CodeUpstreamUnavailable: no upstream accepted the TCP (or TLS)
+	// connection, or the PROXY header could not be written.
+	CodeUpstreamUnavailable uint64 = 0x101
+	// CodeUpstreamReset: the upstream connection failed (reset, TLS error)
+	// while forwarding.
+	CodeUpstreamReset uint64 = 0x102
+	// CodeShutdown: the gateway is shutting down.
+	CodeShutdown uint64 = 0x103
+	// CodeStreamError: reading from or writing to the client's stream
+	// failed (the upstream connection was closed).
+	CodeStreamError uint64 = 0x104
+)
