@@ -11,7 +11,7 @@ import (
 )
 
 func (a *app) gatewayCommand() *Command {
-	return &Command{
+	c := &Command{
 		Name:      "gateway",
 		UsageLine: "iotq gateway --route quic://HOST:PORT=tcp://UPSTREAM:PORT [flags]",
 		Short:     "put a QUIC front (with 0-RTT) on any TCP broker",
@@ -39,97 +39,98 @@ STATE_DIR/tls (ca.pem is what clients trust). Session ticket keys are kept in ST
 exits; --check validates it and exits. --metrics ADDR serves Prometheus /metrics and /healthz.
 --ready-file PATH is written (JSON: listeners, ca_file, pid) once every route accepts. SIGINT
 or SIGTERM stop the gateway: stop accepting, close forwarded connections, exit 0.`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
-			var (
-				routes, tlsHosts stringList
-				configFile       = fs.String("config", "", "YAML configuration `file`")
-				stateDir         = fs.String("state-dir", "", "state `dir`ectory: generated TLS certificate and ticket keys")
-				tlsCert          = fs.String("tls-cert", "", "QUIC server certificate `file` (PEM)")
-				tlsKey           = fs.String("tls-key", "", "QUIC server key `file` (PEM)")
-				handshake        = fs.Duration("handshake-timeout", gateway.DefaultHandshakeTimeout, "QUIC handshake timeout")
-				idle             = fs.Duration("idle-timeout", gateway.DefaultIdleTimeout, "close a forwarded connection silent this long")
-				dialTimeout      = fs.Duration("dial-timeout", gateway.DefaultDialTimeout, "timeout for connecting to one upstream")
-				bufferSize       = fs.Int("buffer-size", gateway.DefaultBufferSize, "copy buffer per direction and connection, in bytes")
-				metrics          = fs.String("metrics", "", "serve Prometheus /metrics and /healthz on `ADDR` (e.g. 127.0.0.1:9101)")
-				readyFile        = fs.String("ready-file", "", "write route URLs, CA file and pid as JSON to `path` when ready")
-				logFormat        = fs.String("log-format", "text", "log format: text or json")
-				logLevel         = fs.String("log-level", "info", "log level: debug, info, warn or error")
-				printConfig      = fs.Bool("print-config", false, "print the effective configuration as YAML and exit")
-				check            = fs.Bool("check", false, "validate the configuration (and files it names) and exit")
-			)
-			fs.Var(&routes, "route", "route `quic://HOST:PORT[?opts]=tcp://UPSTREAM:PORT[,...]` (repeatable)")
-			fs.Var(&tlsHosts, "tls-host", "extra DNS name or IP `address` for the generated certificate (repeatable)")
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usageErrorf("unexpected argument %q (did you mean --route %s?)", args[0], args[0])
-				}
-				var opts gateway.Options
-				if *configFile != "" {
-					o, err := gateway.LoadConfig(*configFile)
-					if err != nil {
-						return &exitError{code: exitFailure, msg: "bad configuration:\n" + err.Error()}
-					}
-					opts = o
-				}
-				set := map[string]bool{}
-				fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-				if set["route"] {
-					opts.Routes = nil
-					for _, s := range routes {
-						r, err := gateway.ParseRoute(s)
-						if err != nil {
-							return usageErrorf("--route: %v", err)
-						}
-						opts.Routes = append(opts.Routes, r)
-					}
-				}
-				setIf(set, "state-dir", &opts.StateDir, *stateDir)
-				setIf(set, "tls-cert", &opts.TLS.Cert, *tlsCert)
-				setIf(set, "tls-key", &opts.TLS.Key, *tlsKey)
-				setIf(set, "tls-host", &opts.TLS.Hosts, []string(tlsHosts))
-				setIf(set, "handshake-timeout", &opts.HandshakeTimeout, *handshake)
-				setIf(set, "idle-timeout", &opts.IdleTimeout, *idle)
-				setIf(set, "dial-timeout", &opts.DialTimeout, *dialTimeout)
-				setIf(set, "buffer-size", &opts.BufferSize, *bufferSize)
-				setIf(set, "metrics", &opts.Metrics, *metrics)
-				setIf(set, "ready-file", &opts.ReadyFile, *readyFile)
-				setIf(set, "log-format", &opts.Log.Format, *logFormat)
-				setIf(set, "log-level", &opts.Log.Level, *logLevel)
-				if err := opts.Validate(); err != nil {
-					return usageErrorf("%s", strings.ReplaceAll(err.Error(), "\n", "; "))
-				}
-				if *printConfig {
-					b, err := gateway.MarshalConfig(opts.WithDefaults())
-					if err != nil {
-						return err
-					}
-					_, err = a.stdout.Write(b)
-					return err
-				}
-				log, err := newLogger(a.stderr, broker.LogOptions{Format: opts.Log.Format, Level: opts.Log.Level})
-				if err != nil {
-					return usageErrorf("%v", err)
-				}
-				opts.Logger = log
-				g, err := gateway.New(opts)
-				if err != nil {
-					return err
-				}
-				if *check {
-					_ = g.Close()
-					fmt.Fprintln(a.stdout, "configuration OK")
-					return nil
-				}
-				if err := g.Start(ctx); err != nil {
-					_ = g.Close()
-					return err
-				}
-				<-ctx.Done()
-				log.Info("signal received: shutting down")
-				return g.Close()
-			}
-		},
+		Flags: newFlagSet("gateway"),
 	}
+	fs := c.Flags
+	var (
+		routes, tlsHosts stringList
+		configFile       = fs.String("config", "", "YAML configuration `file`")
+		stateDir         = fs.String("state-dir", "", "state `dir`ectory: generated TLS certificate and ticket keys")
+		tlsCert          = fs.String("tls-cert", "", "QUIC server certificate `file` (PEM)")
+		tlsKey           = fs.String("tls-key", "", "QUIC server key `file` (PEM)")
+		handshake        = fs.Duration("handshake-timeout", gateway.DefaultHandshakeTimeout, "QUIC handshake timeout")
+		idle             = fs.Duration("idle-timeout", gateway.DefaultIdleTimeout, "close a forwarded connection silent this long")
+		dialTimeout      = fs.Duration("dial-timeout", gateway.DefaultDialTimeout, "timeout for connecting to one upstream")
+		bufferSize       = fs.Int("buffer-size", gateway.DefaultBufferSize, "copy buffer per direction and connection, in bytes")
+		metrics          = fs.String("metrics", "", "serve Prometheus /metrics and /healthz on `ADDR` (e.g. 127.0.0.1:9101)")
+		readyFile        = fs.String("ready-file", "", "write route URLs, CA file and pid as JSON to `path` when ready")
+		logFormat        = fs.String("log-format", "text", "log format: text or json")
+		logLevel         = fs.String("log-level", "info", "log level: debug, info, warn or error")
+		printConfig      = fs.Bool("print-config", false, "print the effective configuration as YAML and exit")
+		check            = fs.Bool("check", false, "validate the configuration (and files it names) and exit")
+	)
+	fs.Var(&routes, "route", "route `quic://HOST:PORT[?opts]=tcp://UPSTREAM:PORT[,...]` (repeatable)")
+	fs.Var(&tlsHosts, "tls-host", "extra DNS name or IP `address` for the generated certificate (repeatable)")
+	c.Run = runE(func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usageErrorf("unexpected argument %q (did you mean --route %s?)", args[0], args[0])
+		}
+		var opts gateway.Options
+		if *configFile != "" {
+			o, err := gateway.LoadConfig(*configFile)
+			if err != nil {
+				return &exitError{code: exitFailure, msg: "bad configuration:\n" + err.Error()}
+			}
+			opts = o
+		}
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if set["route"] {
+			opts.Routes = nil
+			for _, s := range routes {
+				r, err := gateway.ParseRoute(s)
+				if err != nil {
+					return usageErrorf("--route: %v", err)
+				}
+				opts.Routes = append(opts.Routes, r)
+			}
+		}
+		setIf(set, "state-dir", &opts.StateDir, *stateDir)
+		setIf(set, "tls-cert", &opts.TLS.Cert, *tlsCert)
+		setIf(set, "tls-key", &opts.TLS.Key, *tlsKey)
+		setIf(set, "tls-host", &opts.TLS.Hosts, []string(tlsHosts))
+		setIf(set, "handshake-timeout", &opts.HandshakeTimeout, *handshake)
+		setIf(set, "idle-timeout", &opts.IdleTimeout, *idle)
+		setIf(set, "dial-timeout", &opts.DialTimeout, *dialTimeout)
+		setIf(set, "buffer-size", &opts.BufferSize, *bufferSize)
+		setIf(set, "metrics", &opts.Metrics, *metrics)
+		setIf(set, "ready-file", &opts.ReadyFile, *readyFile)
+		setIf(set, "log-format", &opts.Log.Format, *logFormat)
+		setIf(set, "log-level", &opts.Log.Level, *logLevel)
+		if err := opts.Validate(); err != nil {
+			return usageErrorf("%s", strings.ReplaceAll(err.Error(), "\n", "; "))
+		}
+		if *printConfig {
+			b, err := gateway.MarshalConfig(opts.WithDefaults())
+			if err != nil {
+				return err
+			}
+			_, err = a.stdout.Write(b)
+			return err
+		}
+		log, err := newLogger(a.stderr, broker.LogOptions{Format: opts.Log.Format, Level: opts.Log.Level})
+		if err != nil {
+			return usageErrorf("%v", err)
+		}
+		opts.Logger = log
+		g, err := gateway.New(opts)
+		if err != nil {
+			return err
+		}
+		if *check {
+			_ = g.Close()
+			fmt.Fprintln(a.stdout, "configuration OK")
+			return nil
+		}
+		if err := g.Start(ctx); err != nil {
+			_ = g.Close()
+			return err
+		}
+		<-ctx.Done()
+		log.Info("signal received: shutting down")
+		return g.Close()
+	})
+	return c
 }
 
 // setIf stores v in *dst when the flag name was given on the command line.
