@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/iotq/iotq/broker"
 	"github.com/iotq/iotq/gateway"
@@ -42,25 +42,26 @@ or SIGTERM stop the gateway: stop accepting, close forwarded connections, exit 0
 		Flags: newFlagSet("gateway"),
 	}
 	fs := c.Flags
-	var (
-		routes, tlsHosts stringList
-		configFile       = fs.String("config", "", "YAML configuration `file`")
-		stateDir         = fs.String("state-dir", "", "state `dir`ectory: generated TLS certificate and ticket keys")
-		tlsCert          = fs.String("tls-cert", "", "QUIC server certificate `file` (PEM)")
-		tlsKey           = fs.String("tls-key", "", "QUIC server key `file` (PEM)")
-		handshake        = fs.Duration("handshake-timeout", gateway.DefaultHandshakeTimeout, "QUIC handshake timeout")
-		idle             = fs.Duration("idle-timeout", gateway.DefaultIdleTimeout, "close a forwarded connection silent this long")
-		dialTimeout      = fs.Duration("dial-timeout", gateway.DefaultDialTimeout, "timeout for connecting to one upstream")
-		bufferSize       = fs.Int("buffer-size", gateway.DefaultBufferSize, "copy buffer per direction and connection, in bytes")
-		metrics          = fs.String("metrics", "", "serve Prometheus /metrics and /healthz on `ADDR` (e.g. 127.0.0.1:9101)")
-		readyFile        = fs.String("ready-file", "", "write route URLs, CA file and pid as JSON to `path` when ready")
-		logFormat        = fs.String("log-format", "text", "log format: text or json")
-		logLevel         = fs.String("log-level", "info", "log level: debug, info, warn or error")
-		printConfig      = fs.Bool("print-config", false, "print the effective configuration as YAML and exit")
-		check            = fs.Bool("check", false, "validate the configuration (and files it names) and exit")
-	)
+	var routes stringList
 	fs.Var(&routes, "route", "route `quic://HOST:PORT[?opts]=tcp://UPSTREAM:PORT[,...]` (repeatable)")
-	fs.Var(&tlsHosts, "tls-host", "extra DNS name or IP `address` for the generated certificate (repeatable)")
+	configFile := fs.String("config", "", "YAML configuration `file`")
+	printConfig := fs.Bool("print-config", false, "print the effective configuration as YAML and exit")
+	check := fs.Bool("check", false, "validate the configuration (and files it names) and exit")
+	// Flags that are also configuration keys win over --config.
+	type O = gateway.Options
+	ov := newOverrides[O](fs)
+	ov.String("state-dir", "", "state `dir`ectory: generated TLS certificate and ticket keys", func(o *O) *string { return &o.StateDir })
+	ov.String("tls-cert", "", "QUIC server certificate `file` (PEM)", func(o *O) *string { return &o.TLS.Cert })
+	ov.String("tls-key", "", "QUIC server key `file` (PEM)", func(o *O) *string { return &o.TLS.Key })
+	ov.List("tls-host", "extra DNS name or IP `address` for the generated certificate (repeatable)", func(o *O) *[]string { return &o.TLS.Hosts })
+	ov.Duration("handshake-timeout", gateway.DefaultHandshakeTimeout, "QUIC handshake timeout", func(o *O) *time.Duration { return &o.HandshakeTimeout })
+	ov.Duration("idle-timeout", gateway.DefaultIdleTimeout, "close a forwarded connection silent this long", func(o *O) *time.Duration { return &o.IdleTimeout })
+	ov.Duration("dial-timeout", gateway.DefaultDialTimeout, "timeout for connecting to one upstream", func(o *O) *time.Duration { return &o.DialTimeout })
+	ov.Int("buffer-size", gateway.DefaultBufferSize, "copy buffer per direction and connection, in bytes", func(o *O) *int { return &o.BufferSize })
+	ov.String("metrics", "", "serve Prometheus /metrics and /healthz on `ADDR` (e.g. 127.0.0.1:9101)", func(o *O) *string { return &o.Metrics })
+	ov.String("ready-file", "", "write route URLs, CA file and pid as JSON to `path` when ready", func(o *O) *string { return &o.ReadyFile })
+	ov.String("log-format", "text", "log format: text or json", func(o *O) *string { return &o.Log.Format })
+	ov.String("log-level", "info", "log level: debug, info, warn or error", func(o *O) *string { return &o.Log.Level })
 	c.Run = runE(func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
 			return usageErrorf("unexpected argument %q (did you mean --route %s?)", args[0], args[0])
@@ -73,9 +74,8 @@ or SIGTERM stop the gateway: stop accepting, close forwarded connections, exit 0
 			}
 			opts = o
 		}
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if set["route"] {
+		ov.applyTo(&opts)
+		if len(routes) > 0 {
 			opts.Routes = nil
 			for _, s := range routes {
 				r, err := gateway.ParseRoute(s)
@@ -85,18 +85,6 @@ or SIGTERM stop the gateway: stop accepting, close forwarded connections, exit 0
 				opts.Routes = append(opts.Routes, r)
 			}
 		}
-		setIf(set, "state-dir", &opts.StateDir, *stateDir)
-		setIf(set, "tls-cert", &opts.TLS.Cert, *tlsCert)
-		setIf(set, "tls-key", &opts.TLS.Key, *tlsKey)
-		setIf(set, "tls-host", &opts.TLS.Hosts, []string(tlsHosts))
-		setIf(set, "handshake-timeout", &opts.HandshakeTimeout, *handshake)
-		setIf(set, "idle-timeout", &opts.IdleTimeout, *idle)
-		setIf(set, "dial-timeout", &opts.DialTimeout, *dialTimeout)
-		setIf(set, "buffer-size", &opts.BufferSize, *bufferSize)
-		setIf(set, "metrics", &opts.Metrics, *metrics)
-		setIf(set, "ready-file", &opts.ReadyFile, *readyFile)
-		setIf(set, "log-format", &opts.Log.Format, *logFormat)
-		setIf(set, "log-level", &opts.Log.Level, *logLevel)
 		if err := opts.Validate(); err != nil {
 			return usageErrorf("%s", strings.ReplaceAll(err.Error(), "\n", "; "))
 		}
@@ -131,11 +119,4 @@ or SIGTERM stop the gateway: stop accepting, close forwarded connections, exit 0
 		return g.Close()
 	})
 	return c
-}
-
-// setIf stores v in *dst when the flag name was given on the command line.
-func setIf[T any](set map[string]bool, name string, dst *T, v T) {
-	if set[name] {
-		*dst = v
-	}
 }
