@@ -39,3 +39,5 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+replace github.com/mochi-mqtt/server/v2 => ./third_party/mochi

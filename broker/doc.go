@@ -20,6 +20,10 @@
 // for all of them. Hooks never block except the deliberate, bounded
 // backpressure wait of the slow-consumer policy (see Options.Flow).
 //
+// Other protocol fronts in iotq (CoAP) reach the topic space through
+// Server.Publish and Server.Subscribe (topicspace.go), not through MQTT:
+// a published Message reaches MQTT and local subscribers alike.
+//
 // broker imports transport and internal packages; it never imports client,
 // link, lab or report.
 package broker

@@ -26,6 +26,10 @@ type engine interface {
 	close() error
 	// stats returns a snapshot of the engine's counters.
 	stats() engineStats
+	// publish puts a message into the topic space (Server.Publish).
+	publish(m Message) error
+	// subscribe delivers matching messages to fn (Server.Subscribe).
+	subscribe(filter string, fn func(Message)) (cancel func(), err error)
 	// subscriptions returns the number of subscriptions of the connected
 	// client id (0 if it is not connected).
 	subscriptions(clientID string) int
@@ -58,6 +62,10 @@ type observer interface {
 	messageIn(qos byte)
 	messageOut(qos byte, bytes int)
 	dropped(reason string, qos byte)
+	// stalled counts a publisher held back for max_stall.
+	stalled()
+	// refused counts a refused request (refusalKinds).
+	refused(kind string)
 	sessionOpened(listener string)
 	sessionClosed(listener string)
 }
@@ -69,6 +77,16 @@ const (
 	dropExpired      = "expired"              // QoS 1/2 message expired before delivery
 	dropSlowConsumer = "slow_consumer"        // subscriber disconnected by the slow-consumer policy
 )
+
+// Refusal kinds used in metrics.
+const (
+	refuseClientID     = "connect_client_id"     // client identifier too long
+	refuseCredentials  = "connect_credentials"   // bad user name or password
+	refuseWill         = "connect_will_topic"    // Will topic not writable by the user
+	refuseSessionOwner = "connect_session_owner" // client identifier owned by another user
+)
+
+var refusalKinds = []string{refuseClientID, refuseCredentials, refuseWill, refuseSessionOwner}
 
 // engineStats is a snapshot of engine counters.
 type engineStats struct {

@@ -273,3 +273,51 @@ func testPacketIDSpaces(t *testing.T, inQoS byte) {
 		}
 	}
 }
+
+// TestStuckQoS1SubscriberHoldsPublisherOnlyMaxStall: a QoS 1 subscriber
+// that stops reading holds its publisher back for about max_stall, not for
+// write_timeout: the publisher's reader must not wait for a lock the stuck
+// writer holds (it used to, in the engine's packet-identifier allocation).
+func TestStuckQoS1SubscriberHoldsPublisherOnlyMaxStall(t *testing.T) {
+	const writeTimeout = time.Minute
+	srv := testutil.StartBroker(t, broker.Options{Flow: broker.FlowOptions{
+		QueueLength: 64, MaxStall: 200 * time.Millisecond, WriteBuffer: 512, WriteTimeout: writeTimeout,
+	}})
+	u := testutil.Endpoint(t, srv, "mqtt")
+	c, err := net.Dial("tcp", strings.TrimPrefix(u, "mqtt://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.(*net.TCPConn).SetReadBuffer(4096)
+	stuck, err := rawConnectSession(c, "stuck", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stuck.subscribe("q1", 1); err != nil {
+		t.Fatal(err)
+	}
+	pub := v3Client(t, srv, u, "pub", func(o *pahov3.ClientOptions) { o.SetWriteTimeout(0) })
+	payload := strings.Repeat("x", 1000)
+	start := time.Now()
+	// Well within write_timeout even on a loaded machine; a publisher held
+	// until write_timeout would take a minute.
+	limit := min(testutil.Scale(20*time.Second), writeTimeout/2)
+	// Publish until the policy cuts the subscriber off (kernel buffers
+	// take megabytes before the writer blocks).
+	for i := 0; srv.Subscriptions("stuck") > 0; i++ {
+		if i == 20000 {
+			t.Fatalf("stuck subscriber still connected after %d messages", i)
+		}
+		tok := pub.Publish("q1", 1, false, fmt.Sprintf("%05d%s", i, payload))
+		if !tok.WaitTimeout(limit) || tok.Error() != nil {
+			t.Fatalf("publish %d not acknowledged within %v (%v since start): the publisher is held by the stuck subscriber; err %v", i, limit, time.Since(start), tok.Error())
+		}
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if srv.Subscriptions("stuck") > 0 {
+			return notYet("stuck subscriber still connected")
+		}
+		return nil
+	})
+}

@@ -33,6 +33,7 @@ type authHook struct {
 	a        authorizer // nil: everyone may connect, read and write
 	srv      *mqtt.Server
 	maxIDLen int
+	obs      observer
 	log      *rateLimitedLog
 }
 
@@ -55,24 +56,25 @@ func (h *authHook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	user := cl.Properties.Username
 	anonymous := len(user) == 0
 	if n := len(cl.ID); n > h.maxIDLen {
-		return h.refuse(cl, packets.ErrClientIdentifierNotValid, v3IdentifierRejected,
+		return h.refuse(cl, refuseClientID, packets.ErrClientIdentifierNotValid, v3IdentifierRejected,
 			fmt.Sprintf("client identifier is %d bytes, the limit is %d", n, h.maxIDLen))
 	}
 	if h.a != nil && !h.a.authenticate(pk.Connect.Username, pk.Connect.Password, pk.Connect.UsernameFlag) {
-		return h.refuse(cl, packets.ErrBadUsernameOrPassword, v3BadUserNameOrPasswd, "bad user name or password")
+		return h.refuse(cl, refuseCredentials, packets.ErrBadUsernameOrPassword, v3BadUserNameOrPasswd, "bad user name or password")
 	}
 	if w := cl.Properties.Will; w.Flag > 0 && h.a != nil && !h.a.authorize(string(user), anonymous, w.TopicName, true) {
-		return h.refuse(cl, packets.ErrNotAuthorized, v3NotAuthorized, "not authorized to publish the will topic")
+		return h.refuse(cl, refuseWill, packets.ErrNotAuthorized, v3NotAuthorized, "not authorized to publish the will topic")
 	}
 	if old, ok := h.srv.Clients.Get(cl.ID); ok && !bytes.Equal(old.Properties.Username, user) {
-		return h.refuse(cl, packets.ErrNotAuthorized, v3NotAuthorized, "client identifier belongs to another user's session")
+		return h.refuse(cl, refuseSessionOwner, packets.ErrNotAuthorized, v3NotAuthorized, "client identifier belongs to another user's session")
 	}
 	return nil
 }
 
 // refuse answers a CONNECT with a refusal and returns the error that ends
 // the connection.
-func (h *authHook) refuse(cl *mqtt.Client, v5 packets.Code, v3 byte, why string) error {
+func (h *authHook) refuse(cl *mqtt.Client, kind string, v5 packets.Code, v3 byte, why string) error {
+	h.obs.refused(kind)
 	ack := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connack}, ReasonCode: v5.Code}
 	if cl.Properties.ProtocolVersion < 5 {
 		ack.ReasonCode = v3

@@ -30,6 +30,8 @@ type metrics struct {
 	msgsOut     [3]prometheus.Counter
 	msgBytesOut prometheus.Counter
 	droppedVec  *prometheus.CounterVec
+	stalls      prometheus.Counter
+	refusedVec  *prometheus.CounterVec
 	quicLost    prometheus.Counter // from closed QUIC connections
 	resumed     *prometheus.CounterVec
 	early       prometheus.Counter
@@ -64,11 +66,16 @@ func newMetrics() *metrics {
 			m.droppedVec.WithLabelValues(r, q) // export zeros: absence is not "no drops"
 		}
 	}
+	m.stalls = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "stalls_total", Help: "Times a publisher was held back for max_stall by a subscriber whose queue stayed full."})
+	m.refusedVec = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "refused_total", Help: "Requests refused by a limit or a rule, by kind."}, []string{"kind"})
+	for _, k := range refusalKinds {
+		m.refusedVec.WithLabelValues(k)
+	}
 	m.quicLost = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "quic_closed_packets_lost_total", Help: "Packets lost on QUIC connections that have closed."})
 	m.resumed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tls_resumed_total", Help: "Closed TLS and QUIC connections that resumed a session from a ticket, by transport."}, []string{"transport"})
 	m.early = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "quic_0rtt_total", Help: "Closed QUIC connections whose 0-RTT data the broker accepted."})
 	m.reg.MustRegister(m.resumed, m.early)
-	m.reg.MustRegister(m.connsOpen, m.connsTotal, m.bytesIn, m.bytesOut, m.sessions, in, out, m.msgBytesOut, m.droppedVec, m.quicLost,
+	m.reg.MustRegister(m.connsOpen, m.connsTotal, m.bytesIn, m.bytesOut, m.sessions, in, out, m.msgBytesOut, m.droppedVec, m.stalls, m.refusedVec, m.quicLost,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &engineCollector{m: m})
 	return m
 }
@@ -90,6 +97,8 @@ func (m *metrics) dropped(reason string, qos byte) {
 	m.droppedN.Add(1)
 	m.droppedVec.WithLabelValues(reason, string('0'+qos)).Inc()
 }
+func (m *metrics) stalled()                      { m.stalls.Inc() }
+func (m *metrics) refused(kind string)           { m.refusedVec.WithLabelValues(kind).Inc() }
 func (m *metrics) sessionOpened(listener string) { m.sessions.WithLabelValues(listener).Inc() }
 func (m *metrics) sessionClosed(listener string) { m.sessions.WithLabelValues(listener).Dec() }
 

@@ -1,0 +1,155 @@
+package broker
+
+import (
+	"bytes"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// Packet identifiers: MQTT gives each direction its own identifier space,
+// but mochi keeps inbound and outbound QoS state in one map per client, and
+// an inbound QoS 1 PUBLISH deletes whatever outbound message waits for its
+// PUBACK under the same identifier (mochi issue #545 is the QoS 2 variant):
+// a client that publishes and subscribes with QoS 1 would lose messages.
+//
+// packetIDHook works around it: OnPacketRead sets the outbound message
+// aside; OnPacketProcessed puts it back after the inbound QoS 1 PUBLISH or
+// the PUBREL that ends an inbound QoS 2 exchange (and into the store, whose
+// copy the inbound processing removed). If the client acknowledges the
+// outbound message in between, it may be delivered once more after a
+// reconnect: a duplicate, never a loss.
+type packetIDHook struct {
+	mqtt.HookBase
+	e *mochiEngine
+
+	mu      sync.RWMutex
+	clients map[*mqtt.Client]*stash
+}
+
+// stash holds one connection's set-aside outbound messages.
+type stash struct {
+	// msgs is touched only by the client's read goroutine (OnDisconnect
+	// runs there too).
+	msgs map[uint16]packets.Packet
+	// pending counts msgs; a new connection of the same client waits
+	// (briefly) for it to reach 0 before it inherits the session.
+	pending *counter
+}
+
+// restoreWait bounds how long a new connection waits for the previous
+// connection of its client to put set-aside messages back.
+const restoreWait = time.Second
+
+func newPacketIDHook(e *mochiEngine) *packetIDHook {
+	return &packetIDHook{e: e, clients: map[*mqtt.Client]*stash{}}
+}
+
+func (h *packetIDHook) ID() string { return "iotq-packet-ids" }
+
+func (h *packetIDHook) Provides(b byte) bool {
+	return bytes.IndexByte([]byte{
+		mqtt.OnSessionEstablish,
+		mqtt.OnSessionEstablished,
+		mqtt.OnDisconnect,
+		mqtt.OnPacketRead,
+		mqtt.OnPacketProcessed,
+	}, b) >= 0
+}
+
+func (h *packetIDHook) stashOf(cl *mqtt.Client) *stash {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.clients[cl]
+}
+
+func (h *packetIDHook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	if pk.FixedHeader.Type != packets.Publish || pk.FixedHeader.Qos == 0 {
+		return pk, nil
+	}
+	out, ok := cl.State.Inflight.Get(pk.PacketID)
+	if !ok || out.FixedHeader.Type == packets.Pubrec {
+		return pk, nil // free, or inbound QoS 2 state (mochi handles that)
+	}
+	if s := h.stashOf(cl); s != nil {
+		if s.msgs == nil {
+			s.msgs = map[uint16]packets.Packet{}
+		}
+		if _, dup := s.msgs[pk.PacketID]; !dup {
+			s.pending.add(1)
+		}
+		s.msgs[pk.PacketID] = out
+	}
+	return pk, nil
+}
+
+func (h *packetIDHook) OnPacketProcessed(cl *mqtt.Client, pk packets.Packet, err error) {
+	switch {
+	case pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos == 1,
+		pk.FixedHeader.Type == packets.Pubrel: // end of an inbound QoS 2 exchange
+	default:
+		return
+	}
+	if s := h.stashOf(cl); s != nil && len(s.msgs) > 0 {
+		h.restore(cl, s, pk.PacketID)
+	}
+}
+
+// restore puts the set-aside outbound message with identifier id back.
+// Read goroutine only.
+func (h *packetIDHook) restore(cl *mqtt.Client, s *stash, id uint16) {
+	out, ok := s.msgs[id]
+	if !ok {
+		return
+	}
+	delete(s.msgs, id)
+	if cl.State.Inflight.Set(out) {
+		atomic.AddInt64(&h.e.srv.Info.Inflight, 1)
+	}
+	if h.e.store != nil {
+		h.e.store.OnQosPublish(cl, out, out.Created, 0)
+	}
+	s.pending.add(-1)
+}
+
+// OnSessionEstablish runs on a new connection's goroutine just before it
+// inherits the session of an earlier connection with the same client
+// identifier. The earlier connection restores set-aside messages right
+// after writing its last acknowledgement, and the client may reconnect
+// within that instant: wait (notified, at most restoreWait) for the
+// restore, so the new connection inherits the messages.
+func (h *packetIDHook) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
+	old, ok := h.e.srv.Clients.Get(cl.ID)
+	if !ok || old == cl {
+		return
+	}
+	if s := h.stashOf(old); s != nil {
+		s.pending.waitZero(restoreWait)
+	}
+}
+
+func (h *packetIDHook) OnSessionEstablished(cl *mqtt.Client, pk packets.Packet) {
+	h.mu.Lock()
+	h.clients[cl] = &stash{pending: newCounter()}
+	h.mu.Unlock()
+}
+
+func (h *packetIDHook) OnDisconnect(cl *mqtt.Client, err error, expire bool) {
+	s := h.stashOf(cl)
+	if s == nil {
+		return
+	}
+	// Exchanges cut short (invalid PUBLISH, no PUBREL): keep the messages
+	// in the session.
+	if !expire {
+		for id := range s.msgs {
+			h.restore(cl, s, id)
+		}
+	}
+	h.mu.Lock()
+	delete(h.clients, cl)
+	h.mu.Unlock()
+}
