@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/iotq/iotq/internal/certs"
+	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/transport"
 )
 
@@ -410,30 +410,10 @@ func (s *Server) Close() error {
 	return s.closeErr
 }
 
-// writeReadyFile writes the ready file atomically (temp file + rename).
+// writeReadyFile writes the ready file (records.BrokerReady) atomically.
 func writeReadyFile(path string, listeners []string, caFile string) error {
-	b, err := json.MarshalIndent(struct {
-		Listeners []string `json:"listeners"`
-		CAFile    string   `json:"ca_file"`
-		PID       int      `json:"pid"`
-	}{listeners, caFile, os.Getpid()}, "", "  ")
-	if err != nil {
+	if err := records.WriteBrokerReady(path, records.BrokerReady{Listeners: listeners, CAFile: caFile, PID: os.Getpid()}); err != nil {
 		return fmt.Errorf("broker: ready file: %w", err)
-	}
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".ready-*")
-	if err != nil {
-		return fmt.Errorf("broker: ready file %s: %w", path, err)
-	}
-	_, werr := f.Write(append(b, '\n'))
-	cerr := f.Close()
-	if werr != nil || cerr != nil {
-		_ = os.Remove(f.Name())
-		return fmt.Errorf("broker: ready file %s: %w", path, errors.Join(werr, cerr))
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		_ = os.Remove(f.Name())
-		return fmt.Errorf("broker: ready file %s: %w", path, err)
 	}
 	return nil
 }

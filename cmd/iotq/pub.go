@@ -3,21 +3,19 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/iotq/iotq/client"
 	"github.com/iotq/iotq/internal/payload"
+	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/transport"
 )
 
@@ -99,71 +97,32 @@ func (f *clientFlags) options(connectTimeout time.Duration, early *client.EarlyM
 	}
 }
 
-// connectionStats are the connection facts of --stats json (docs/records.md).
-type connectionStats struct {
-	URL              string               `json:"url"`
-	Transport        string               `json:"transport"`
-	Protocol         string               `json:"protocol"`
-	ClientID         string               `json:"client_id"`
-	Used0RTT         bool                 `json:"used_0rtt"`
-	TLSResumed       bool                 `json:"tls_resumed"`
-	Rejected0RTT     bool                 `json:"rejected_0rtt"`
-	SessionPresent   bool                 `json:"session_present"`
-	DialStartNs      int64                `json:"dial_start_ns"`
-	TransportReadyNs int64                `json:"transport_ready_ns"`
-	ConnackNs        int64                `json:"connack_ns"`
-	DialMs           float64              `json:"dial_ms"`
-	TransportReadyMs float64              `json:"transport_ready_ms"`
-	ConnackMs        float64              `json:"connack_ms"`
-	EarlySentNs      int64                `json:"early_sent_ns,omitempty"`
-	QUIC             *transport.QUICStats `json:"quic,omitempty"`
-}
-
-func msBetween(a, b time.Time) float64 {
-	if a.IsZero() || b.IsZero() {
-		return 0
-	}
-	return float64(b.Sub(a).Nanoseconds()) / 1e6
-}
-
-func unixNs(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
-// newConnectionStats: dial_ms is the wall time of the whole connect call;
-// transport_ready_ms and connack_ms count from dial_start.
-func newConnectionStats(info client.ConnectionInfo, dialDur time.Duration) connectionStats {
-	return connectionStats{
+// connectionStats are the connection facts of --stats json: dial_ms is
+// the wall time of the whole connect call; transport_ready_ms and
+// connack_ms count from dial_start.
+func connectionStats(info client.ConnectionInfo, dialDur time.Duration) records.ConnectionStats {
+	cs := records.ConnectionStats{
 		URL: info.URL, Transport: info.Transport, Protocol: info.Protocol, ClientID: info.ClientID,
 		Used0RTT: info.Used0RTT, TLSResumed: info.TLSResumed, Rejected0RTT: info.Rejected0RTT,
 		SessionPresent:   info.SessionPresent,
-		DialStartNs:      unixNs(info.DialStart),
-		TransportReadyNs: unixNs(info.TransportReady),
-		ConnackNs:        unixNs(info.Connack),
+		DialStartNs:      records.UnixNs(info.DialStart),
+		TransportReadyNs: records.UnixNs(info.TransportReady),
+		ConnackNs:        records.UnixNs(info.Connack),
 		DialMs:           float64(dialDur.Nanoseconds()) / 1e6,
-		TransportReadyMs: msBetween(info.DialStart, info.TransportReady),
-		ConnackMs:        msBetween(info.DialStart, info.Connack),
-		EarlySentNs:      unixNs(info.EarlySent),
-		QUIC:             info.QUIC,
+		TransportReadyMs: records.MsBetween(info.DialStart, info.TransportReady),
+		ConnackMs:        records.MsBetween(info.DialStart, info.Connack),
+		EarlySentNs:      records.UnixNs(info.EarlySent),
 	}
+	if info.QUIC != nil {
+		cs.QUIC = info.QUIC
+	}
+	return cs
 }
 
-// statsObject flattens the connection facts into the top level of the stats
-// object and also keeps them under "connection".
-func statsObject(conn connectionStats, extra map[string]any) map[string]any {
-	out := map[string]any{}
-	b, _ := json.Marshal(conn)
-	_ = json.Unmarshal(b, &out)
-	var c map[string]any
-	_ = json.Unmarshal(b, &c)
-	out["connection"] = c
-	for k, v := range extra {
-		out[k] = v
-	}
-	return out
+// printStats writes the --stats json object as one line.
+func printStats(w io.Writer, v any) {
+	b, _ := json.Marshal(v)
+	fmt.Fprintf(w, "%s\n", b)
 }
 
 // connect dials and turns failures into a message that says what to check.
@@ -176,49 +135,14 @@ func connect(ctx context.Context, f *clientFlags, timeout time.Duration, early *
 	return c, time.Since(start), nil
 }
 
-// csvFile is a records file with a header row.
-type csvFile struct {
-	f *os.File
-	w *csv.Writer
-}
-
-func createCSV(path string, header []string) (*csvFile, error) {
-	if dir := filepath.Dir(path); dir != "." {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("records: %w", err)
-		}
-	}
-	f, err := os.Create(path)
+// createRecords creates the --records file of pub or sub.
+func createRecords[T any](path string) (*records.Writer[T], error) {
+	w, err := records.Create[T](path)
 	if err != nil {
 		return nil, fmt.Errorf("records: %w (check the --records path)", err)
 	}
-	c := &csvFile{f: f, w: csv.NewWriter(bufio.NewWriter(f))}
-	if err := c.w.Write(header); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("records %s: %w", path, err)
-	}
-	return c, nil
+	return w, nil
 }
-
-func (c *csvFile) write(rec []string) { _ = c.w.Write(rec) }
-
-func (c *csvFile) close() error {
-	if c == nil {
-		return nil
-	}
-	c.w.Flush()
-	err := c.w.Error()
-	if err2 := c.f.Close(); err == nil {
-		err = err2
-	}
-	if err != nil {
-		return fmt.Errorf("records %s: %w", c.f.Name(), err)
-	}
-	return nil
-}
-
-// Columns of the pub records file (docs/records.md).
-var pubRecordHeader = []string{"seq", "size", "send_ns", "accepted_ns", "ok", "error"}
 
 func (a *app) pubCommand() *Command {
 	c := &Command{
@@ -334,16 +258,16 @@ or a message was not accepted, 2 on bad flags.`,
 			defer close(stopGate)
 			gateC = readLines(r, stopGate)
 		}
-		var recs *csvFile
+		var recs *records.Writer[records.PubRecord]
 		if cf.records != "" {
 			var err error
-			if recs, err = createCSV(cf.records, pubRecordHeader); err != nil {
+			if recs, err = createRecords[records.PubRecord](cf.records); err != nil {
 				return err
 			}
 		}
 		p := &publisher{app: a, early: early, topic: topic, qos: byte(cf.qos), retain: retain, message: message, size: size, recs: recs, runID: payload.NewRunID()}
 		runErr := p.run(ctx, &cf, count, interval, gateC, waitAcks, timeout)
-		if err := recs.close(); err != nil && runErr == nil {
+		if err := recs.Close(); err != nil && runErr == nil {
 			runErr = err
 		}
 		return runErr
@@ -360,7 +284,7 @@ type publisher struct {
 	retain  bool
 	message string
 	size    int
-	recs    *csvFile
+	recs    *records.Writer[records.PubRecord]
 	runID   uint64 // payload run id: tells this run's messages from another's
 
 	mu             sync.Mutex
@@ -512,13 +436,10 @@ loop:
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if cf.stats == "json" {
-		obj := statsObject(newConnectionStats(info, dialDur), map[string]any{
-			"role": "pub", "topic": p.topic, "qos": p.qos, "size": p.size,
-			"sent": p.sent, "acked": p.acked, "failed": p.failed,
-			"first_send_ns": firstSendNs, "last_accepted_ns": p.lastAcceptedNs,
-		})
-		b, _ := json.Marshal(obj)
-		fmt.Fprintf(p.app.stdout, "%s\n", b)
+		cs := connectionStats(info, dialDur)
+		printStats(p.app.stdout, records.PubStats{ConnectionStats: cs, Connection: cs, Role: records.RolePub,
+			Topic: p.topic, QoS: int(p.qos), Size: p.size, Sent: p.sent, Acked: p.acked, Failed: p.failed,
+			FirstSendNs: firstSendNs, LastAcceptedNs: p.lastAcceptedNs})
 	}
 	short := ctx.Err() == nil && p.sent < count && gate == nil
 	if p.failed == 0 && !short {
@@ -563,12 +484,11 @@ func (p *publisher) finish(pe pending, stop <-chan struct{}) {
 	}
 	p.mu.Unlock()
 	if p.recs != nil {
-		ok, msg := "true", ""
+		r := records.PubRecord{Seq: int64(pe.seq), Size: pe.size, SendNs: pe.sendNs, AcceptedNs: acceptedNs, OK: err == nil}
 		if err != nil {
-			ok, msg = "false", err.Error()
+			r.Error = err.Error()
 		}
-		p.recs.write([]string{strconv.FormatUint(uint64(pe.seq), 10), strconv.Itoa(pe.size),
-			strconv.FormatInt(pe.sendNs, 10), strconv.FormatInt(acceptedNs, 10), ok, msg})
+		_ = p.recs.Write(r)
 	}
 }
 

@@ -3,20 +3,14 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"math"
-	"os"
-	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/iotq/iotq/client"
 	"github.com/iotq/iotq/internal/payload"
+	"github.com/iotq/iotq/records"
 )
 
 // topicList is a repeatable -t flag.
@@ -24,9 +18,6 @@ type topicList []string
 
 func (t *topicList) String() string     { return strings.Join(*t, ",") }
 func (t *topicList) Set(s string) error { *t = append(*t, s); return nil }
-
-// Columns of the sub records file (docs/records.md).
-var subRecordHeader = []string{"seq", "size", "send_ns", "recv_ns", "delay_ns", "topic", "qos", "duplicate"}
 
 func (a *app) subCommand() *Command {
 	c := &Command{
@@ -58,7 +49,7 @@ For the lab:
                       in iotq pub, received (all messages), measured,
                       duplicates, and delay {n, mean_ms, min_ms, p50_ms,
                       p95_ms, p99_ms, max_ms, sd_ms} over first copies;
-                      percentiles by nearest rank.
+                      percentiles type 7, as the report computes them.
   --quiet             no per-message lines
 
 The connection flags are those of iotq pub.`,
@@ -100,17 +91,17 @@ The connection flags are those of iotq pub.`,
 		case notify != "" && notify != "stdout":
 			return usageErrorf("--notify %q: want stdout", notify)
 		}
-		var recs *csvFile
+		var recs *records.Writer[records.SubRecord]
 		if cf.records != "" {
 			var err error
-			if recs, err = createCSV(cf.records, subRecordHeader); err != nil {
+			if recs, err = createRecords[records.SubRecord](cf.records); err != nil {
 				return err
 			}
 		}
 		s := &subscriber{out: bufio.NewWriter(a.stdout), recs: recs, quiet: quiet, notify: notify == "stdout",
 			seen: map[dupKey]bool{}, limit: count, msgCh: make(chan struct{}, 1), full: make(chan struct{})}
 		runErr := s.run(ctx, &cf, topics, timeout, connectTO, readyFile)
-		if err := recs.close(); err != nil && runErr == nil {
+		if err := recs.Close(); err != nil && runErr == nil {
 			runErr = err
 		}
 		return runErr
@@ -123,7 +114,7 @@ The connection flags are those of iotq pub.`,
 type subscriber struct {
 	mu     sync.Mutex
 	out    *bufio.Writer
-	recs   *csvFile
+	recs   *records.Writer[records.SubRecord]
 	quiet  bool
 	notify bool
 
@@ -172,9 +163,8 @@ func (s *subscriber) handle(m client.Message) {
 			s.delays = append(s.delays, float64(delay)/1e6)
 		}
 		if s.recs != nil {
-			s.recs.write([]string{strconv.FormatUint(uint64(h.Seq), 10), strconv.Itoa(len(m.Payload)),
-				strconv.FormatInt(h.SendNs, 10), strconv.FormatInt(recvNs, 10), strconv.FormatInt(delay, 10),
-				m.Topic, strconv.Itoa(int(m.QoS)), strconv.FormatBool(dup)})
+			_ = s.recs.Write(records.SubRecord{Seq: int64(h.Seq), Size: len(m.Payload), SendNs: h.SendNs, RecvNs: recvNs,
+				DelayNs: delay, Topic: m.Topic, QoS: int(m.QoS), Duplicate: dup})
 		}
 		switch {
 		case s.notify:
@@ -247,13 +237,10 @@ wait:
 	defer s.mu.Unlock()
 	s.out.Flush()
 	if cf.stats == "json" {
-		obj := statsObject(newConnectionStats(info, dialDur), map[string]any{
-			"role": "sub", "topics": topics, "qos": cf.qos,
-			"received": s.received, "measured": s.measured, "duplicates": s.duplicates,
-			"delay": summarize(s.delays),
-		})
-		b, _ := json.Marshal(obj)
-		fmt.Fprintf(s.out, "%s\n", b)
+		cs := connectionStats(info, dialDur)
+		printStats(s.out, records.SubStats{ConnectionStats: cs, Connection: cs, Role: records.RoleSub, Topics: topics,
+			QoS: cf.qos, Received: s.received, Measured: s.measured, Duplicates: s.duplicates,
+			Delay: records.SummarizeDelays(s.delays)})
 		s.out.Flush()
 	}
 	if endErr != nil {
@@ -265,62 +252,10 @@ wait:
 	return nil
 }
 
-// delaySummary is the delay part of sub's --stats json.
-type delaySummary struct {
-	N      int     `json:"n"`
-	MeanMs float64 `json:"mean_ms"`
-	MinMs  float64 `json:"min_ms"`
-	P50Ms  float64 `json:"p50_ms"`
-	P95Ms  float64 `json:"p95_ms"`
-	P99Ms  float64 `json:"p99_ms"`
-	MaxMs  float64 `json:"max_ms"`
-	SdMs   float64 `json:"sd_ms"`
-}
-
-// summarize computes the delay summary; percentiles by nearest rank.
-func summarize(ms []float64) delaySummary {
-	if len(ms) == 0 {
-		return delaySummary{}
-	}
-	v := slices.Clone(ms)
-	slices.Sort(v)
-	var sum float64
-	for _, x := range v {
-		sum += x
-	}
-	mean := sum / float64(len(v))
-	var ss float64
-	for _, x := range v {
-		ss += (x - mean) * (x - mean)
-	}
-	sd := 0.0
-	if len(v) > 1 {
-		sd = math.Sqrt(ss / float64(len(v)-1))
-	}
-	rank := func(p float64) float64 {
-		i := int(math.Ceil(p/100*float64(len(v)))) - 1
-		return v[max(0, min(i, len(v)-1))]
-	}
-	return delaySummary{N: len(v), MeanMs: mean, MinMs: v[0], P50Ms: rank(50), P95Ms: rank(95), P99Ms: rank(99), MaxMs: v[len(v)-1], SdMs: sd}
-}
-
-// writeReady writes the ready file atomically (temp file + rename).
+// writeReady writes the ready file atomically.
 func writeReady(path string) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".ready-*")
-	if err != nil {
+	if err := records.WriteFileAtomic(path, []byte(records.SubReady)); err != nil {
 		return fmt.Errorf("ready file: %w (check --ready-file)", err)
-	}
-	_, err = io.WriteString(f, "ready\n")
-	if err2 := f.Close(); err == nil {
-		err = err2
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("ready file %s: %w", path, err)
 	}
 	return nil
 }
