@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/iotq/iotq/client"
-	"github.com/iotq/iotq/internal/payload"
+	"github.com/iotq/iotq/client/measure"
 	"github.com/iotq/iotq/records"
 )
 
@@ -99,7 +99,7 @@ The connection flags are those of iotq pub.`,
 			}
 		}
 		s := &subscriber{out: bufio.NewWriter(a.stdout), recs: recs, quiet: quiet, notify: notify == "stdout",
-			seen: map[dupKey]bool{}, limit: count, msgCh: make(chan struct{}, 1), full: make(chan struct{})}
+			limit: count, msgCh: make(chan struct{}, 1), full: make(chan struct{})}
 		runErr := s.run(ctx, &cf, topics, timeout, connectTO, readyFile)
 		if err := recs.Close(); err != nil && runErr == nil {
 			runErr = err
@@ -118,23 +118,11 @@ type subscriber struct {
 	quiet  bool
 	notify bool
 
-	received, measured, duplicates int
-	delays                         []float64 // ms, first copies only
-	seen                           map[dupKey]bool
-	limit                          int
-	msgCh                          chan struct{} // a message arrived (cap 1)
-	full                           chan struct{} // closed when limit reached
-}
-
-// dupKey identifies a measurement message: a second copy of the same
-// topic, publisher run and sequence number is a duplicate. Another run (a
-// second iotq pub, which draws a new run id) reusing the sequence numbers
-// is not. Payloads without a run id (shorter than 24 bytes, or from an
-// older publisher) have run 0 and fall back to topic and seq.
-type dupKey struct {
-	topic string
-	run   uint64
-	seq   uint32
+	received int
+	rx       measure.Receiver
+	limit    int
+	msgCh    chan struct{} // a message arrived (cap 1)
+	full     chan struct{} // closed when limit reached
 }
 
 func (s *subscriber) handle(m client.Message) {
@@ -144,36 +132,22 @@ func (s *subscriber) handle(m client.Message) {
 		return
 	}
 	s.received++
-	h, err := payload.Decode(m.Payload)
-	if err != nil {
-		if !s.quiet && !s.notify {
-			fmt.Fprintf(s.out, "%s %s\n", m.Topic, m.Payload)
-			s.out.Flush()
-		}
-	} else {
-		recvNs := m.Received.UnixNano()
-		delay := recvNs - h.SendNs
-		k := dupKey{topic: m.Topic, run: h.RunID, seq: h.Seq}
-		dup := s.seen[k]
-		s.seen[k] = true
-		s.measured++
-		if dup {
-			s.duplicates++
-		} else {
-			s.delays = append(s.delays, float64(delay)/1e6)
-		}
+	if o, ok := s.rx.Observe(m); ok {
 		if s.recs != nil {
-			_ = s.recs.Write(records.SubRecord{Seq: int64(h.Seq), Size: len(m.Payload), SendNs: h.SendNs, RecvNs: recvNs,
-				DelayNs: delay, Topic: m.Topic, QoS: int(m.QoS), Duplicate: dup})
+			_ = s.recs.Write(records.SubRecord{Seq: int64(o.Header.Seq), Size: len(m.Payload), SendNs: o.Header.SendNs,
+				RecvNs: o.RecvNs, DelayNs: o.DelayNs, Topic: m.Topic, QoS: int(m.QoS), Duplicate: o.Duplicate})
 		}
 		switch {
 		case s.notify:
-			fmt.Fprintf(s.out, "recv %d\n", h.Seq)
+			fmt.Fprintf(s.out, "recv %d\n", o.Header.Seq)
 			s.out.Flush()
 		case !s.quiet:
-			fmt.Fprintf(s.out, "%s seq=%d size=%d delay_ms=%.3f\n", m.Topic, h.Seq, len(m.Payload), float64(delay)/1e6)
+			fmt.Fprintf(s.out, "%s seq=%d size=%d delay_ms=%.3f\n", m.Topic, o.Header.Seq, len(m.Payload), float64(o.DelayNs)/1e6)
 			s.out.Flush()
 		}
+	} else if !s.quiet && !s.notify {
+		fmt.Fprintf(s.out, "%s %s\n", m.Topic, m.Payload)
+		s.out.Flush()
 	}
 	select {
 	case s.msgCh <- struct{}{}:
@@ -239,8 +213,8 @@ wait:
 	if cf.stats == "json" {
 		cs := connectionStats(info, dialDur)
 		printStats(s.out, records.SubStats{ConnectionStats: cs, Connection: cs, Role: records.RoleSub, Topics: topics,
-			QoS: cf.qos, Received: s.received, Measured: s.measured, Duplicates: s.duplicates,
-			Delay: records.SummarizeDelays(s.delays)})
+			QoS: cf.qos, Received: s.received, Measured: s.rx.Measured(), Duplicates: s.rx.Duplicates(),
+			Delay: records.SummarizeDelays(s.rx.DelaysMs())})
 		s.out.Flush()
 	}
 	if endErr != nil {

@@ -1,0 +1,290 @@
+package measure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/iotq/iotq/client"
+	"github.com/iotq/iotq/internal/payload"
+)
+
+// PublisherOptions describe one publishing run.
+type PublisherOptions struct {
+	Topic  string // topic name, no wildcards (required)
+	QoS    byte   // 0, 1 or 2
+	Retain bool
+	// Message is the body of every message when Size is 0.
+	Message []byte
+	// Size > 0 publishes measurement payloads of Size bytes (at least
+	// payload.HeaderSize).
+	Size int
+	// Count is the number of messages (with Gate: at most). At least 1.
+	Count int
+	// Interval is the time between message starts (0: back to back).
+	// Ignored with Gate.
+	Interval time.Duration
+	// Gate, if set, releases one message per value received; when it is
+	// closed the run ends.
+	Gate <-chan struct{}
+	// Early sends message 0 in the same write as the protocol's connect
+	// (QoS 0 only): call EarlyMessage before dialling and pass its result
+	// in client.Options.Early.
+	Early bool
+	// AckWait bounds the wait for outstanding receipts after the last
+	// publish; 0 means do not wait (pending receipts count as failed).
+	AckWait time.Duration
+	// RunID is the payload run id; 0 draws a random one.
+	RunID uint64
+	// OnResult, if set, receives every message's outcome in publish order.
+	OnResult func(Result)
+}
+
+// Validate reports every problem of o at once.
+func (o PublisherOptions) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	switch {
+	case o.Topic == "":
+		add("topic is required")
+	case strings.ContainsAny(o.Topic, "+#"):
+		add("topic %q: a topic to publish to must not contain + or #", o.Topic)
+	}
+	if o.QoS > 2 {
+		add("QoS %d: want 0, 1 or 2", o.QoS)
+	}
+	if o.Size < 0 {
+		add("size %d: must be positive", o.Size)
+	} else if o.Size > 0 {
+		if err := payload.CheckSize(o.Size); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if o.Count < 1 {
+		add("count %d: want at least 1", o.Count)
+	}
+	if o.Early && o.QoS != 0 {
+		add("early needs QoS 0: the client library cannot track an acknowledgement for a message sent before the connection is accepted")
+	}
+	if o.Interval < 0 || o.AckWait < 0 {
+		add("interval and ack wait must not be negative")
+	}
+	return errors.Join(errs...)
+}
+
+// Result is the outcome of one message.
+type Result struct {
+	Seq        uint32
+	Size       int
+	SendNs     int64 // taken just before the hand-over; the payload's send time
+	AcceptedNs int64 // receipt time; 0 when not accepted
+	Err        error // nil when accepted
+}
+
+// Summary is the outcome of a run.
+type Summary struct {
+	Sent, Acked, Failed int
+	FirstErr            error // first failure, nil if none
+	FirstSendNs         int64 // send time of the first message; 0 if none
+	LastAcceptedNs      int64 // receipt time of the last accepted message
+}
+
+// Publisher publishes one run of messages. Use it once: EarlyMessage (with
+// Early), then Run.
+type Publisher struct {
+	o     PublisherOptions
+	early *pending // message 0 with Early, set by EarlyMessage
+
+	mu  sync.Mutex // guards sum
+	sum Summary
+}
+
+type pending struct {
+	seq    uint32
+	size   int
+	sendNs int64
+	r      *client.Receipt
+	err    error // Publish itself failed
+}
+
+// NewPublisher validates o and returns a Publisher.
+func NewPublisher(o PublisherOptions) (*Publisher, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if o.RunID == 0 {
+		o.RunID = payload.NewRunID()
+	}
+	return &Publisher{o: o}, nil
+}
+
+// EarlyMessage prepares message 0 for Options.Early: with a Gate it first
+// waits for the gate's first value, then stamps the send time. It returns
+// nil, true when Early is off, and ok false when the gate closed or ctx
+// ended first (nothing to publish: do not dial).
+func (p *Publisher) EarlyMessage(ctx context.Context) (m *client.EarlyMessage, ok bool) {
+	if !p.o.Early {
+		return nil, true
+	}
+	if p.o.Gate != nil {
+		select {
+		case _, open := <-p.o.Gate:
+			if !open {
+				return nil, false
+			}
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
+	body, sendNs := p.stamp(0)
+	p.early = &pending{seq: 0, size: len(body), sendNs: sendNs}
+	return &client.EarlyMessage{Topic: p.o.Topic, Payload: body, Retain: p.o.Retain}, true
+}
+
+// stamp returns the body of message seq and its send time, taken last.
+func (p *Publisher) stamp(seq uint32) ([]byte, int64) {
+	if p.o.Size == 0 {
+		return append([]byte(nil), p.o.Message...), time.Now().UnixNano()
+	}
+	body := make([]byte, p.o.Size)
+	now := time.Now().UnixNano()
+	payload.Put(body, payload.Header{Seq: seq, SendNs: now, RunID: p.o.RunID})
+	return body, now
+}
+
+// Run publishes on c (dialled with EarlyMessage's message when Early), then
+// waits up to AckWait for outstanding receipts, and returns the summary. It
+// stops early when ctx ends, the gate closes or the connection is lost. It
+// does not close c.
+func (p *Publisher) Run(ctx context.Context, c client.Client) Summary {
+	queue := make(chan pending, 1024)
+	stopWait := make(chan struct{})
+	collected := make(chan struct{})
+	go func() {
+		defer close(collected)
+		for pe := range queue {
+			p.collect(pe, stopWait)
+		}
+	}()
+
+	start := time.Now()
+	first := 0
+	if p.early != nil {
+		pe := *p.early
+		r, complete := client.NewReceipt()
+		if at := c.ConnectionInfo().EarlySent; !at.IsZero() {
+			complete(at, nil)
+		} else {
+			complete(time.Now(), errors.New("early message not written"))
+		}
+		pe.r = r
+		p.sent(pe.sendNs)
+		queue <- pe
+		first = 1
+		start = time.Unix(0, pe.sendNs)
+	}
+	for i := first; i < p.o.Count; i++ {
+		if !p.pace(ctx, c, i, start) {
+			break
+		}
+		pe := p.publish(ctx, c, uint32(i))
+		queue <- pe
+		if errors.Is(pe.err, client.ErrConnectionLost) {
+			break
+		}
+	}
+	close(queue)
+	if p.o.AckWait > 0 {
+		t := time.AfterFunc(p.o.AckWait, func() { close(stopWait) })
+		<-collected
+		if t.Stop() {
+			close(stopWait)
+		}
+	} else {
+		close(stopWait)
+		<-collected
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sum
+}
+
+// pace waits until message i may leave: the next gate value, or its slot
+// start+i*Interval. It returns false when the run must end.
+func (p *Publisher) pace(ctx context.Context, c client.Client, i int, start time.Time) bool {
+	if p.o.Gate != nil {
+		select {
+		case _, open := <-p.o.Gate:
+			return open && ctx.Err() == nil
+		case <-ctx.Done():
+			return false
+		case <-c.Done():
+			return false
+		}
+	}
+	if p.o.Interval > 0 && i > 0 {
+		if d := time.Until(start.Add(time.Duration(i) * p.o.Interval)); d > 0 {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return false
+			case <-c.Done():
+				return false
+			}
+		}
+	}
+	return ctx.Err() == nil
+}
+
+// publish stamps and hands over message seq.
+func (p *Publisher) publish(ctx context.Context, c client.Client, seq uint32) pending {
+	body, sendNs := p.stamp(seq)
+	pe := pending{seq: seq, size: len(body), sendNs: sendNs}
+	pe.r, pe.err = c.Publish(ctx, p.o.Topic, body, client.PublishOptions{QoS: p.o.QoS, Retain: p.o.Retain})
+	p.sent(sendNs)
+	return pe
+}
+
+func (p *Publisher) sent(sendNs int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sum.Sent++
+	if p.sum.FirstSendNs == 0 {
+		p.sum.FirstSendNs = sendNs
+	}
+}
+
+// collect waits for one receipt (until stop), counts and reports it.
+func (p *Publisher) collect(pe pending, stop <-chan struct{}) {
+	res := Result{Seq: pe.seq, Size: pe.size, SendNs: pe.sendNs, Err: pe.err}
+	if res.Err == nil {
+		select {
+		case <-pe.r.Done():
+			res.Err = pe.r.Err()
+		case <-stop:
+			res.Err = errors.New("no acknowledgement in time")
+		}
+		if at, ok := pe.r.Accepted(); ok {
+			res.AcceptedNs = at.UnixNano()
+		}
+	}
+	p.mu.Lock()
+	if res.Err == nil {
+		p.sum.Acked++
+		p.sum.LastAcceptedNs = res.AcceptedNs
+	} else {
+		p.sum.Failed++
+		if p.sum.FirstErr == nil {
+			p.sum.FirstErr = res.Err
+		}
+	}
+	p.mu.Unlock()
+	if p.o.OnResult != nil {
+		p.o.OnResult(res)
+	}
+}

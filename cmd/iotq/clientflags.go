@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/iotq/iotq/client"
+	"github.com/iotq/iotq/records"
+	"github.com/iotq/iotq/transport"
+)
+
+// clientFlags are the connection flags shared by pub and sub.
+type clientFlags struct {
+	url          string
+	clientID     string
+	username     string
+	password     string
+	ca           string
+	insecure     bool
+	sessionCache string
+	protocol     int
+	qos          int
+	keepAlive    time.Duration
+	persistent   bool
+	no0RTT       bool
+	handshake    time.Duration
+	stats        string
+	records      string
+
+	ep client.Endpoint // --url, parsed once by check
+}
+
+func (f *clientFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.url, "url", "mqtt://127.0.0.1:1883", "broker `URL`: mqtt://, mqtts://, ws://, wss:// or quic://HOST[:PORT]")
+	fs.StringVar(&f.clientID, "client-id", "", "MQTT client `ID` (default iotq- plus 12 random hex digits)")
+	fs.StringVar(&f.username, "username", "", "user `name` for the broker")
+	fs.StringVar(&f.password, "password", "", "`password` for the broker")
+	fs.StringVar(&f.ca, "ca", "", "PEM `FILE` with the CA of the broker's certificate (mqtts, wss, quic; default system roots)")
+	fs.BoolVar(&f.insecure, "insecure", false, "do not verify the broker's certificate (tests only)")
+	fs.StringVar(&f.sessionCache, "session-cache", "", "`FILE` that keeps TLS/QUIC session tickets across runs (resumption, QUIC 0-RTT)")
+	fs.IntVar(&f.protocol, "protocol", 3, "MQTT `version`: 3 (3.1.1) or 5")
+	fs.IntVar(&f.qos, "q", 0, "`QoS` 0, 1 or 2")
+	fs.DurationVar(&f.keepAlive, "keepalive", 60*time.Second, "MQTT keep-alive `interval`")
+	fs.BoolVar(&f.persistent, "persistent", false, "ask the broker to keep the session after disconnect (clean session/clean start off)")
+	fs.BoolVar(&f.no0RTT, "no-0rtt", false, "QUIC: never send early data (still resume from --session-cache)")
+	fs.DurationVar(&f.handshake, "quic-handshake-timeout", 0, "QUIC handshake idle `timeout` (default transport's 20s)")
+	fs.StringVar(&f.stats, "stats", "", "print statistics at the end: json")
+	fs.StringVar(&f.records, "records", "", "write one CSV row per message to `FILE` (columns in docs/records.md)")
+}
+
+// check reports the first usage problem of the shared flags.
+func (f *clientFlags) check() error {
+	if f.protocol != 3 && f.protocol != 4 && f.protocol != 5 {
+		return usageErrorf("--protocol %d: want 3 (MQTT 3.1.1) or 5", f.protocol)
+	}
+	if f.qos < 0 || f.qos > 2 {
+		return usageErrorf("-q %d: want 0, 1 or 2", f.qos)
+	}
+	if f.stats != "" && f.stats != "json" {
+		return usageErrorf("--stats %q: want json", f.stats)
+	}
+	if f.keepAlive < time.Second || f.keepAlive > 65535*time.Second {
+		return usageErrorf("--keepalive %s: want 1s to 18h", f.keepAlive)
+	}
+	ep, err := client.ParseURL(f.url)
+	if err != nil {
+		return usageErrorf("--url: %v", err)
+	}
+	f.ep = ep
+	return nil
+}
+
+func (f *clientFlags) options(connectTimeout time.Duration, early *client.EarlyMessage) client.Options {
+	return client.Options{
+		Early:             early,
+		ClientID:          f.clientID,
+		Username:          f.username,
+		Password:          f.password,
+		PersistentSession: f.persistent,
+		KeepAlive:         f.keepAlive,
+		ProtocolVersion:   f.protocol,
+		CAFile:            f.ca,
+		Insecure:          f.insecure,
+		SessionCacheFile:  f.sessionCache,
+		QUIC:              transport.QUICOptions{Disable0RTT: f.no0RTT, HandshakeIdleTimeout: f.handshake},
+		ConnectTimeout:    connectTimeout,
+	}
+}
+
+// connectionStats are the connection facts of --stats json.
+func connectionStats(info client.ConnectionInfo, dialDur time.Duration) records.ConnectionStats {
+	cs := records.ConnectionStats{
+		URL: info.URL, Transport: info.Transport, Protocol: info.Protocol, ClientID: info.ClientID,
+		Used0RTT: info.Used0RTT, TLSResumed: info.TLSResumed, Rejected0RTT: info.Rejected0RTT,
+		SessionPresent:   info.SessionPresent,
+		DialStartNs:      records.UnixNs(info.DialStart),
+		TransportReadyNs: records.UnixNs(info.TransportReady),
+		ConnackNs:        records.UnixNs(info.Connack),
+		DialMs:           float64(dialDur.Nanoseconds()) / 1e6,
+		TransportReadyMs: records.MsBetween(info.DialStart, info.TransportReady),
+		ConnackMs:        records.MsBetween(info.DialStart, info.Connack),
+		EarlySentNs:      records.UnixNs(info.EarlySent),
+	}
+	if info.QUIC != nil {
+		cs.QUIC = info.QUIC
+	}
+	return cs
+}
+
+// connect dials and turns failures into a message that says what to check.
+func connect(ctx context.Context, f *clientFlags, timeout time.Duration, early *client.EarlyMessage) (client.Client, time.Duration, error) {
+	start := time.Now()
+	c, err := client.DialEndpoint(ctx, f.ep, f.options(timeout, early))
+	if err != nil {
+		return nil, 0, &exitError{code: exitFailure, msg: err.Error()}
+	}
+	return c, time.Since(start), nil
+}
+
+// printStats writes the --stats json object as one line.
+func printStats(w io.Writer, v any) {
+	b, _ := json.Marshal(v)
+	fmt.Fprintf(w, "%s\n", b)
+}
+
+// createRecords creates the --records file of pub or sub.
+func createRecords[T any](path string) (*records.Writer[T], error) {
+	w, err := records.Create[T](path)
+	if err != nil {
+		return nil, fmt.Errorf("records: %w (check the --records path)", err)
+	}
+	return w, nil
+}
