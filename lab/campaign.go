@@ -48,7 +48,21 @@ type Options struct {
 	// AggregateEvery rebuilds the aggregate files after this many finished
 	// cells (besides at the end). 0 means 10.
 	AggregateEvery int
+	// Jobs is how many cells run at once (each in its own namespaces); 0
+	// or 1 runs them one after another. The Runner must be safe for
+	// concurrent use when Jobs > 1.
+	Jobs int
+	// Timing, when set, holds the link emulator's timing error of the
+	// cells (LinkFabric.Timing points to the same guard). It is checked
+	// after every cell: above TimingWarnP99 the campaign warns, above
+	// TimingRefuseP99 with Jobs > 1 it stops with ErrTimingBound. Its
+	// report goes into the manifest.
+	Timing *TimingGuard
 }
+
+// MaxJobs bounds Options.Jobs: beyond it the forwarding threads and node
+// processes of the cells compete for far more than any host has.
+const MaxJobs = 64
 
 // Result summarises a campaign run.
 type Result struct {
@@ -77,11 +91,13 @@ func shardString(i, n int) string {
 	return fmt.Sprintf("%d/%d", i+1, n)
 }
 
-// Run runs the cells of specs (already scaled) into opts.Dir, one at a
-// time. A failed cell is recorded and the campaign goes on; when ctx is
-// cancelled the current cell is abandoned (no done marker), the aggregate
-// files are rebuilt from the completed cells and Run returns with
-// Result.Interrupted set and ctx's error.
+// Run runs the cells of specs (already scaled) into opts.Dir, opts.Jobs at
+// a time. A failed cell is recorded and the campaign goes on; when ctx is
+// cancelled the running cells are abandoned (no done marker), the
+// aggregate files are rebuilt from the completed cells and Run returns
+// with Result.Interrupted set and ctx's error. When the timing guard
+// refuses, the running cells are abandoned likewise and Run returns
+// ErrTimingBound.
 func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 	if opts.Dir == "" {
 		return Result{}, errors.New("campaign: no results directory given")
@@ -103,6 +119,10 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 	}
 	if opts.Shards < 1 {
 		opts.Shards = 1
+	}
+	jobs := max(opts.Jobs, 1)
+	if jobs > MaxJobs {
+		return Result{}, fmt.Errorf("campaign: %d jobs: at most %d cells can run at once", jobs, MaxJobs)
 	}
 	if opts.Shard < 0 || opts.Shard >= opts.Shards {
 		return Result{}, fmt.Errorf("campaign: shard %d of %d does not exist", opts.Shard+1, opts.Shards)
@@ -147,62 +167,130 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 	}
 
 	pb := newProgress(opts.Progress, mine, now)
+	if pb != nil {
+		pb.jobs = jobs
+	}
+	opts.Timing.sampleLoad()
 	sinceAgg := 0
 	var runErr error
+	// Cells run in goroutines, at most jobs at once; this goroutine alone
+	// writes done markers, the progress bar and the aggregates.
+	cctx, cancelCells := context.WithCancel(ctx)
+	defer cancelCells()
+	type outcome struct {
+		c          Cell
+		dir        string
+		start, end time.Time
+		sum        CellSummary
+		err        error
+	}
+	results := make(chan outcome)
+	running := 0
+	warned := false
+	stopped := false // no further cells start
+	finish := func(o outcome) error {
+		running--
+		opts.Timing.sampleLoad()
+		if cctx.Err() != nil {
+			// Interrupted or refused: the cell stays incomplete (no done marker).
+			log.Info("cell abandoned", "cell", o.c.ID)
+			if ctx.Err() != nil {
+				res.Interrupted, runErr = true, ctx.Err()
+			}
+			return nil
+		}
+		d := Done{Cell: o.c, Status: StatusOK, StartNs: o.start.UnixNano(), EndNs: o.end.UnixNano(),
+			Published: o.sum.Published, Delivered: o.sum.Delivered, RepsOK: o.sum.RepsOK}
+		if o.err != nil {
+			d.Status, d.Error = StatusFailed, o.err.Error()
+			log.Warn("cell failed", "cell", o.c.ID, "err", o.err)
+		} else {
+			log.Info("cell done", "cell", o.c.ID, "published", o.sum.Published, "delivered", o.sum.Delivered)
+		}
+		if err := ensureRecordFiles(o.dir); err != nil {
+			return err
+		}
+		if err := writeJSONAtomic(filepath.Join(o.dir, FileDone), d); err != nil {
+			return err
+		}
+		res.Ran++
+		pb.finish(o.c, o.end.Sub(o.start), o.err)
+		if sinceAgg++; sinceAgg >= every {
+			sinceAgg = 0
+			if err := Aggregate(opts.Dir, cf.Cells); err != nil {
+				return err
+			}
+		}
+		if opts.Timing != nil {
+			switch tr := opts.Timing.Report(jobs); tr.Status {
+			case TimingRefused:
+				stopped = true
+				runErr = fmt.Errorf("%w: %s; the completed cells are kept: resume with fewer --jobs (or on an idler machine)", ErrTimingBound, explainTiming(tr))
+				log.Error("timing bound exceeded; abandoning the running cells", "worst_cell_p99", tr.CellP99Worst, "jobs", jobs)
+				cancelCells()
+			case TimingWarn:
+				if !warned {
+					warned = true
+					log.Warn("link emulator timing", "msg", explainTiming(tr))
+					if opts.Progress != nil {
+						fmt.Fprintf(opts.Progress, "\nwarning: %s\n", explainTiming(tr))
+					}
+				}
+			}
+		}
+		return nil
+	}
+	var fatal error
 	for _, c := range mine {
 		cellDir := filepath.Join(opts.Dir, DirCells, c.ID)
 		d, ok, err := readDone(cellDir)
 		if err != nil {
-			return res, err
+			fatal = err
+			break
 		}
 		if ok && (d.Status == StatusOK || !opts.RetryFailed) {
 			res.Skipped++
 			pb.skip(c)
 			continue
 		}
+		for running >= jobs && fatal == nil {
+			fatal = finish(<-results)
+		}
+		if fatal != nil || stopped {
+			break
+		}
 		if ctx.Err() != nil {
 			res.Interrupted, runErr = true, ctx.Err()
 			break
 		}
 		if err := os.RemoveAll(cellDir); err != nil {
-			return res, fmt.Errorf("cell %s: clear old files: %w", c.ID, err)
-		}
-		if err := os.MkdirAll(cellDir, 0o755); err != nil {
-			return res, fmt.Errorf("cell %s: %w", c.ID, err)
-		}
-		pb.start(c)
-		start := now()
-		log.Info("cell start", "cell", c.ID)
-		sum, cerr := runCellSafely(ctx, opts.Runner, c, cellDir)
-		end := now()
-		if ctx.Err() != nil {
-			// Interrupted: the cell stays incomplete (no done marker).
-			log.Info("cell interrupted", "cell", c.ID)
-			res.Interrupted, runErr = true, ctx.Err()
+			fatal = fmt.Errorf("cell %s: clear old files: %w", c.ID, err)
 			break
 		}
-		d = Done{Cell: c, Status: StatusOK, StartNs: start.UnixNano(), EndNs: end.UnixNano(),
-			Published: sum.Published, Delivered: sum.Delivered, RepsOK: sum.RepsOK}
-		if cerr != nil {
-			d.Status, d.Error = StatusFailed, cerr.Error()
-			log.Warn("cell failed", "cell", c.ID, "err", cerr)
-		} else {
-			log.Info("cell done", "cell", c.ID, "published", sum.Published, "delivered", sum.Delivered)
+		if err := os.MkdirAll(cellDir, 0o755); err != nil {
+			fatal = fmt.Errorf("cell %s: %w", c.ID, err)
+			break
 		}
-		if err := ensureRecordFiles(cellDir); err != nil {
-			return res, err
+		pb.start(c)
+		log.Info("cell start", "cell", c.ID)
+		running++
+		go func(c Cell, dir string) {
+			start := now()
+			sum, cerr := runCellSafely(cctx, opts.Runner, c, dir)
+			results <- outcome{c: c, dir: dir, start: start, end: now(), sum: sum, err: cerr}
+		}(c, cellDir)
+	}
+	if fatal != nil {
+		cancelCells()
+	}
+	for running > 0 {
+		if err := finish(<-results); err != nil && fatal == nil {
+			fatal = err
+			cancelCells()
 		}
-		if err := writeJSONAtomic(filepath.Join(cellDir, FileDone), d); err != nil {
-			return res, err
-		}
-		res.Ran++
-		pb.finish(c, end.Sub(start), cerr)
-		if sinceAgg++; sinceAgg >= every {
-			sinceAgg = 0
-			if err := Aggregate(opts.Dir, cf.Cells); err != nil {
-				return res, err
-			}
-		}
+	}
+	if fatal != nil {
+		return res, fatal
 	}
 	pb.end(res.Interrupted)
 	if err := Aggregate(opts.Dir, cf.Cells); err != nil {
@@ -229,6 +317,11 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 	man.EndNs = man.End.UnixNano()
 	man.Host.LoadavgEnd = loadavg()
 	man.Interrupted = res.Interrupted
+	man.Jobs = jobs
+	if opts.Timing != nil {
+		tr := opts.Timing.Report(jobs)
+		man.EmulatorTiming = &tr
+	}
 	if err := writeJSONAtomic(filepath.Join(opts.Dir, FileManifest), man); err != nil {
 		return res, err
 	}

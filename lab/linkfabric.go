@@ -23,6 +23,9 @@ type LinkFabric struct {
 	Prefix string
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// Timing, when set, receives the emulator's timing error (forwarder
+	// lateness) of every network when it is closed.
+	Timing *TimingGuard
 }
 
 // Name returns "link".
@@ -70,7 +73,7 @@ func (f LinkFabric) Up(ctx context.Context, t Topology) (Network, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln := &linkNet{n: n, pcapFile: t.PcapFile, capDir: capDir, pubLink: pubLink}
+	ln := &linkNet{n: n, pcapFile: t.PcapFile, capDir: capDir, pubLink: pubLink, timing: f.Timing}
 	for _, l := range t.Links {
 		ln.linkOf = append(ln.linkOf, [2]string{l.A, l.Name})
 	}
@@ -88,6 +91,7 @@ type linkNet struct {
 	capDir   string
 	pubLink  string
 	linkOf   [][2]string // edge node -> its link to the broker
+	timing   *TimingGuard
 	once     sync.Once
 	err      error
 }
@@ -127,6 +131,7 @@ func (l *linkNet) CongestionControl(node string) string {
 
 func (l *linkNet) Close() error {
 	l.once.Do(func() {
+		l.timing.Record(l.n.Lateness())
 		l.err = l.n.Close()
 		if l.pcapFile != "" {
 			src := filepath.Join(l.capDir, l.pubLink+"-"+NodePub+".pcap")

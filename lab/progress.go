@@ -22,6 +22,7 @@ type progress struct {
 	realDone time.Duration // wall time they took
 	started  time.Time
 	now      func() time.Time
+	jobs     int // cells at once: the remaining estimate is shared by them
 }
 
 func newProgress(w io.Writer, cells []Cell, now func() time.Time) *progress {
@@ -109,7 +110,7 @@ func (p *progress) bar() string {
 // eta scales the remaining estimate by how the estimates compared with
 // reality so far.
 func (p *progress) eta() string {
-	left := p.estLeft
+	left := p.estLeft / time.Duration(max(p.jobs, 1))
 	if p.estDone > 0 {
 		left = time.Duration(float64(left) * float64(p.realDone) / float64(p.estDone))
 	}

@@ -34,6 +34,52 @@ type Manifest struct {
 	// write it; the lab writes one per experiment instead. Experiments'
 	// records win over it.
 	Energy *Energy `json:"energy,omitempty"`
+	// Jobs is how many cells ran at once (lab run --jobs); 0 in older
+	// directories (one at a time).
+	Jobs int `json:"jobs,omitempty"`
+	// EmulatorTiming is the link emulator's timing error and the host load
+	// while the cells ran (link fabric only).
+	EmulatorTiming *EmulatorTiming `json:"emulator_timing,omitempty"`
+}
+
+// EmulatorTiming records how late the link emulator's forwarding threads
+// wrote packets compared with the link model (write time minus departure
+// time) over every cell of a run, judged against stated bounds.
+type EmulatorTiming struct {
+	// Jobs is how many cells ran at once.
+	Jobs int `json:"jobs"`
+	// Cells is how many cell networks reported; Judged how many had enough
+	// packets to give a per-cell 99th percentile; Pkts the packets.
+	Cells  int   `json:"cells"`
+	Judged int   `json:"cells_judged"`
+	Pkts   int64 `json:"packets"`
+	// P99 is the 99th percentile over every packet of the run
+	// (interpolated within Hist's buckets): the value judged against the
+	// bounds. CellP99Median and CellP99Worst are the median and largest
+	// per-cell 99th percentile; Max the largest single lateness.
+	P99           time.Duration `json:"p99_ns"`
+	CellP99Median time.Duration `json:"cell_p99_median_ns"`
+	CellP99Worst  time.Duration `json:"cell_p99_worst_ns"`
+	Max           time.Duration `json:"max_ns"`
+	// Hist counts lateness over all cells in power-of-two buckets.
+	Hist []TimingBucket `json:"hist,omitempty"`
+	// WarnP99 and RefuseP99 are the bounds applied.
+	WarnP99   time.Duration `json:"warn_p99_ns"`
+	RefuseP99 time.Duration `json:"refuse_p99_ns"`
+	// Status: ok, warn (P99 above WarnP99) or refused (P99 above RefuseP99
+	// with Jobs > 1: the campaign stopped).
+	Status string `json:"status"`
+	// LoadavgMax1 is the largest 1-minute load average sampled at the end
+	// of each cell; LoadavgEnd /proc/loadavg at the last sample.
+	LoadavgMax1 float64 `json:"loadavg_max_1min"`
+	LoadavgEnd  string  `json:"loadavg_end,omitempty"`
+}
+
+// TimingBucket is one bar of EmulatorTiming.Hist: N packets were late by
+// at least UpperUS/2 and less than UpperUS microseconds.
+type TimingBucket struct {
+	UpperUS int64 `json:"upper_us"`
+	N       int64 `json:"n"`
 }
 
 // ToolInfo records the versions that shape measurements.

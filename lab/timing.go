@@ -1,0 +1,216 @@
+package lab
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/iotq/iotq/link"
+	"github.com/iotq/iotq/records"
+)
+
+// Bounds on the link emulator's timing error: the lateness of its
+// forwarding thread (write time minus the model's departure time), judged
+// at the 99th percentile over every packet the run's cells forwarded. Above TimingWarnP99 the campaign warns
+// and the manifest says so; above TimingRefuseP99 a campaign running
+// several cells at once (--jobs > 1) stops: its cells no longer see the
+// links they claim to. One cell at a time only warns (nothing to reduce).
+const (
+	TimingWarnP99   = time.Millisecond
+	TimingRefuseP99 = 10 * time.Millisecond
+	// timingMinPackets: below this many forwarded packets the 99th
+	// percentile is one or two packets and is not judged (likewise a
+	// single cell's).
+	timingMinPackets = 200
+)
+
+// ErrTimingBound: the emulator's timing error exceeded TimingRefuseP99
+// while several cells ran at once.
+var ErrTimingBound = errors.New("link emulator timing error above the hard bound")
+
+// TimingGuard collects the emulator's timing error of every cell's network
+// (LinkFabric reports each network when it is closed) and judges it
+// against the bounds. Safe for concurrent use.
+type TimingGuard struct {
+	// Warn and Refuse override TimingWarnP99 and TimingRefuseP99 when
+	// positive (tests).
+	Warn, Refuse time.Duration
+
+	mu      sync.Mutex
+	cells   int   // networks reported
+	judged  int   // with at least timingMinPackets packets
+	packets int64 // forwarded packets of all networks
+	p99s    []time.Duration
+	max     time.Duration
+	hist    map[int64]int64 // power-of-two buckets (upper bound in µs) over all cells
+	loads   []float64       // 1-minute load averages sampled at cell ends
+	loadEnd string
+}
+
+func (g *TimingGuard) bounds() (warn, refuse time.Duration) {
+	warn, refuse = TimingWarnP99, TimingRefuseP99
+	if g.Warn > 0 {
+		warn = g.Warn
+	}
+	if g.Refuse > 0 {
+		refuse = g.Refuse
+	}
+	return warn, refuse
+}
+
+// Record adds one network's lateness summary.
+func (g *TimingGuard) Record(s link.DelaySummary) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.cells++
+	g.packets += s.N
+	g.max = max(g.max, s.Max)
+	if s.N >= timingMinPackets {
+		g.judged++
+		g.p99s = append(g.p99s, s.P99)
+	}
+	if g.hist == nil {
+		g.hist = map[int64]int64{}
+	}
+	for _, b := range s.Hist {
+		g.hist[b.UpperUS] += b.N
+	}
+}
+
+// sampleLoad records the 1-minute load average now.
+func (g *TimingGuard) sampleLoad() {
+	if g == nil {
+		return
+	}
+	la := loadavg()
+	f, _ := strconv.ParseFloat(strings.Fields(la + " 0")[0], 64)
+	g.mu.Lock()
+	g.loads = append(g.loads, f)
+	g.loadEnd = la
+	g.mu.Unlock()
+}
+
+// TimingReport is the manifest's record of the emulator's timing error
+// and the host load while the campaign's cells ran.
+type TimingReport = records.EmulatorTiming
+
+// Timing status values.
+const (
+	TimingOK      = "ok"
+	TimingWarn    = "warn"
+	TimingRefused = "refused"
+)
+
+// Report summarises what was recorded, judged for jobs cells at once.
+func (g *TimingGuard) Report(jobs int) TimingReport {
+	warn, refuse := g.bounds()
+	r := TimingReport{Jobs: jobs, WarnP99: warn, RefuseP99: refuse, Status: TimingOK}
+	if g == nil {
+		return r
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r.Cells, r.Judged, r.Pkts, r.Max = g.cells, g.judged, g.packets, g.max
+	if len(g.p99s) > 0 {
+		s := slices.Clone(g.p99s)
+		slices.Sort(s)
+		r.CellP99Median, r.CellP99Worst = s[len(s)/2], s[len(s)-1]
+	}
+	for ub, n := range g.hist {
+		r.Hist = append(r.Hist, records.TimingBucket{UpperUS: ub, N: n})
+	}
+	slices.SortFunc(r.Hist, func(a, b records.TimingBucket) int { return int(a.UpperUS - b.UpperUS) })
+	for _, l := range g.loads {
+		r.LoadavgMax1 = max(r.LoadavgMax1, l)
+	}
+	r.LoadavgEnd = g.loadEnd
+	if r.Pkts < timingMinPackets {
+		return r
+	}
+	r.P99 = histQuantile(r.Hist, 0.99)
+	switch {
+	case r.P99 > refuse && jobs > 1:
+		r.Status = TimingRefused
+	case r.P99 > warn:
+		r.Status = TimingWarn
+	}
+	return r
+}
+
+// histQuantile interpolates the q-quantile in power-of-two buckets
+// (bucket UpperUS holds [UpperUS/2, UpperUS) microseconds).
+func histQuantile(h []records.TimingBucket, q float64) time.Duration {
+	var total int64
+	for _, b := range h {
+		total += b.N
+	}
+	target := q * float64(total)
+	var cum float64
+	for _, b := range h {
+		if b.N == 0 {
+			continue
+		}
+		if cum+float64(b.N) >= target {
+			lo := float64(b.UpperUS / 2)
+			us := lo + (float64(b.UpperUS)-lo)*(target-cum)/float64(b.N)
+			return time.Duration(us * float64(time.Microsecond))
+		}
+		cum += float64(b.N)
+	}
+	return 0
+}
+
+// explainTiming says in one sentence what a warn or refused report means.
+func explainTiming(r TimingReport) string {
+	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + " ms" }
+	worst := ""
+	if r.CellP99Worst > 0 {
+		worst = "; worst cell " + ms(r.CellP99Worst)
+	}
+	switch r.Status {
+	case TimingRefused:
+		return fmt.Sprintf("with %d cells at once the link emulator forwarded packets %s late at the 99th percentile (hard bound %s%s; load average up to %.1f): delays are no longer the links' own",
+			r.Jobs, ms(r.P99), ms(r.RefuseP99), worst, r.LoadavgMax1)
+	case TimingWarn:
+		return fmt.Sprintf("the link emulator forwarded packets %s late at the 99th percentile (warn bound %s%s; %d cells at once, load average up to %.1f); delays may be inflated by about that much",
+			ms(r.P99), ms(r.WarnP99), worst, r.Jobs, r.LoadavgMax1)
+	}
+	return ""
+}
+
+// EstimateWall estimates the wall time of running cells with jobs cells at
+// once: each cell goes to the first free slot, in campaign order (as Run
+// does), and takes its estimate.
+func EstimateWall(cells []Cell, jobs int) time.Duration {
+	jobs = max(jobs, 1)
+	free := make([]time.Duration, jobs) // when each slot is free again
+	for _, c := range cells {
+		i := 0
+		for j := range free {
+			if free[j] < free[i] {
+				i = j
+			}
+		}
+		free[i] += estimate(c)
+	}
+	return slices.Max(free)
+}
+
+// FormatWall prints a duration for humans: "45s", "12m", "3h05m".
+func FormatWall(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Round(time.Second)/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Round(time.Minute)/time.Minute))
+	}
+	d = d.Round(time.Minute)
+	return fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+}
