@@ -37,8 +37,8 @@ SCENARIO is a built-in name (smoke, e1, e2, e3, e3a, e3b, e4, e4b, e5, e6) or a 
 Flags of "lab run" (also "lab show" takes --scale and the overrides):
   --out DIR          results directory (default results/SCENARIO-SCALE); must be new or, with
                      --resume, hold the same campaign
-  --scale S          smoke, reduced or full (default full): changes message counts, intervals and
-                     repetitions only, never link parameters
+  --scale S          smoke, reduced or full (default full): cuts message counts and repetitions
+                     only, never intervals, payloads, losses or link parameters
   --resume           complete the campaign in --out; finished cells are not run again
   --retry-failed     with --resume, run failed cells again
   --jobs N           run N independent cells at once (default 1; at most 64). Each cell has its
