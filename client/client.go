@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iotq/iotq/client/amqp"
 	"github.com/iotq/iotq/client/internal/core"
 	"github.com/iotq/iotq/client/mqtt"
 	"github.com/iotq/iotq/transport/endpoint"
@@ -67,6 +68,7 @@ var ErrProtocolNotBuilt = errors.New("not built into this client yet")
 func dialers() map[endpoint.Protocol]core.DialFunc {
 	return map[endpoint.Protocol]core.DialFunc{
 		endpoint.ProtocolMQTT: mqtt.Dial,
+		endpoint.ProtocolAMQP: amqp.Dial,
 	}
 }
 
@@ -95,7 +97,8 @@ func Dial(ctx context.Context, rawURL string, opts Options) (Client, error) {
 // DialEndpoint connects to the server at ep and returns once it accepted
 // the session. ep.Protocol picks the implementation (the dialer table):
 // mqtt (schemes mqtt, mqtts, ws, wss, quic; MQTT 3.1.1 unless
-// opts.ProtocolVersion is 5). A protocol of the scheme table that is not
+// opts.ProtocolVersion is 5), amqp (amqp, amqps, amqp+quic; AMQP 1.0,
+// package client/amqp). A protocol of the scheme table that is not
 // built in fails with ErrProtocolNotBuilt. ctx bounds the connection
 // attempt only; opts.ConnectTimeout bounds it too.
 func DialEndpoint(ctx context.Context, ep Endpoint, opts Options) (Client, error) {

@@ -197,7 +197,7 @@ func TestDialErrors(t *testing.T) {
 		want string
 	}{
 		{"coap://x", client.ErrProtocolNotBuilt, "protocol coap not built into this client yet"},
-		{"amqp+quic://x", client.ErrProtocolNotBuilt, "protocol amqp not built into this client yet"},
+		{"amqp://127.0.0.1:1", transport.ErrRefused, "check that a server listens"},
 		{"127.0.0.1:1883", endpoint.ErrNoScheme, "mqtt://127.0.0.1:1883"},
 		{"gopher://x", endpoint.ErrUnknownScheme, "mqtt, mqtts"},
 		{"mqtt://127.0.0.1:1", transport.ErrRefused, "check that a server listens"},

@@ -2,7 +2,9 @@
 # Installs everything iotq's tests and lab need on a fresh Debian 12 machine
 # (run as root): Mosquitto (interop peer), tshark (pcap checks), iproute2,
 # ping (the README's link example), Python paho-mqtt 2.1.0 (independent
-# client), and the pinned Go modules. It never stops or reconfigures a
+# client), the AMQP 1.0 peers (an embedded ActiveMQ Artemis 2.55.0 from Maven
+# Central, compiled into the cache directory; Python qpid-proton from apt),
+# and the pinned Go modules. It never stops or reconfigures a
 # service: tests start their own Mosquitto on free loopback ports, so a
 # system Mosquitto on 1883 may keep running.
 set -euo pipefail
@@ -16,6 +18,12 @@ command -v ip >/dev/null || need_apt+=(iproute2)
 # iputils-ping pinned to Debian 12's version (falls back to the current one
 # below if the mirror no longer carries it).
 command -v ping >/dev/null || need_apt+=(iputils-ping=3:20221126-1+deb12u1)
+# AMQP 1.0: Java 17 and Maven build the embedded Artemis; qpid-proton is the
+# independent Python AMQP client of the interop tests.
+command -v javac >/dev/null || need_apt+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null || need_apt+=(maven)
+command -v openssl >/dev/null || need_apt+=(openssl)
+python3 -c 'import proton' 2>/dev/null || need_apt+=(python3-qpid-proton=0.37.0-2+b1)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
@@ -30,6 +38,17 @@ fi
 if ! python3 -c 'import paho.mqtt, sys; sys.exit(0 if paho.mqtt.__version__.startswith("2.") else 1)' 2>/dev/null; then
   echo "setup: installing paho-mqtt==2.1.0 from PyPI" >&2
   python3 -m pip install -q paho-mqtt==2.1.0 || python3 -m pip install -q --break-system-packages paho-mqtt==2.1.0
+fi
+
+# Embedded ActiveMQ Artemis (AMQP 1.0 broker of the tests and the lab):
+# scripts/artemis/pom.xml pins the jars, Broker.java is our launcher. Both go
+# to $IOTQ_CACHE/artemis-2.55.0 (lib/ and classes/); tests find it there.
+artemis_dir="${IOTQ_CACHE:-$HOME/.cache/iotq}/artemis-2.55.0"
+if [ ! -f "$artemis_dir/classes/Broker.class" ] || [ scripts/artemis/Broker.java -nt "$artemis_dir/classes/Broker.class" ] || [ scripts/artemis/pom.xml -nt "$artemis_dir/classes/Broker.class" ]; then
+  echo "setup: fetching ActiveMQ Artemis 2.55.0 into $artemis_dir" >&2
+  mkdir -p "$artemis_dir/classes"
+  mvn -q -B -f scripts/artemis/pom.xml dependency:copy-dependencies -DoutputDirectory="$artemis_dir/lib" >&2
+  javac -nowarn -cp "$artemis_dir/lib/*" -d "$artemis_dir/classes" scripts/artemis/Broker.java
 fi
 
 go mod download

@@ -127,6 +127,12 @@ type ConnectionInfo struct {
 	TLSResumed     bool      // TLS or QUIC session resumed from a ticket
 	Used0RTT       bool      // QUIC early data accepted by the server
 	Rejected0RTT   bool      // 0-RTT attempted, rejected, fell back to a full handshake
+	// LinkAttached is when the first link was attached (AMQP: the first
+	// sender or receiver; zero for MQTT).
+	LinkAttached time.Time
+	// FirstTransfer is when the first message was written (AMQP transfer;
+	// zero for MQTT and before the first publish).
+	FirstTransfer time.Time
 	// QUIC holds QUIC path statistics at the time of the call; nil for other
 	// transports.
 	QUIC *transport.QUICStats

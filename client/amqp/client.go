@@ -1,0 +1,401 @@
+package amqp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	goamqp "github.com/Azure/go-amqp"
+
+	"github.com/iotq/iotq/client/internal/core"
+	"github.com/iotq/iotq/transport"
+	"github.com/iotq/iotq/transport/endpoint"
+)
+
+// Errors of this package.
+var (
+	// ErrQoS2: AMQP brokers here offer no exactly-once delivery.
+	ErrQoS2 = errors.New("QoS 2 (exactly once) is not available over AMQP 1.0; use 0 (pre-settled) or 1 (at least once)")
+	// ErrWildcard: AMQP addresses have no MQTT wildcards.
+	ErrWildcard = errors.New("AMQP addresses have no MQTT wildcards (+, #); subscribe to the exact address")
+)
+
+// DefaultCredit is the link credit of a receiver.
+const DefaultCredit = 100
+
+// client is one AMQP connection with one session.
+type client struct {
+	ep      endpoint.Endpoint
+	o       core.Options
+	prefix  string
+	credit  int32
+	tc      transport.Conn
+	cache   *transport.FileSessionCache
+	conn    *goamqp.Conn
+	session *goamqp.Session
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex // guards senders, info, closed, err
+	senders  map[string]*goamqp.Sender
+	info     core.ConnectionInfo
+	closed   bool
+	err      error
+	done     chan struct{}
+	doneOnce sync.Once
+
+	deliveries chan delivery
+	closeOnce  sync.Once
+	closeErr   error
+}
+
+type delivery struct {
+	r   *goamqp.Receiver
+	msg *goamqp.Message
+	qos byte
+	h   core.Handler
+	at  time.Time
+	to  string
+}
+
+func randomID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Dial connects to the AMQP broker at ep (amqp, amqps or amqp+quic) and
+// returns once the AMQP connection and a session are open.
+func Dial(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Client, error) {
+	o = o.WithDefaults(randomID)
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancelDial := context.WithTimeout(ctx, o.ConnectTimeout)
+	defer cancelDial()
+	opts := ep.Options()
+	c := &client{ep: ep, o: o, prefix: opts.Get("prefix"), credit: DefaultCredit, senders: map[string]*goamqp.Sender{},
+		done: make(chan struct{}), deliveries: make(chan delivery, 256)}
+	if v := opts.Get("credit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1<<20 {
+			return nil, fmt.Errorf("dial %s: option credit=%q: want 1 to 1048576", ep, v)
+		}
+		c.credit = int32(n)
+	}
+	var sasl goamqp.SASLType
+	switch s := opts.Get("sasl"); {
+	case s == "none":
+	case s == "plain" || (s == "" && o.Username != ""):
+		sasl = goamqp.SASLTypePlain(o.Username, o.Password)
+	case s == "anonymous" || s == "":
+		sasl = goamqp.SASLTypeAnonymous()
+	default:
+		return nil, fmt.Errorf("dial %s: option sasl=%q: want anonymous, plain or none", ep, s)
+	}
+	start := time.Now()
+	tc, cache, err := core.DialTransport(ctx, ep, o)
+	if err != nil {
+		return nil, err
+	}
+	c.tc, c.cache = tc, cache
+	conn, err := goamqp.NewConn(ctx, tc, &goamqp.ConnOptions{
+		ContainerID:  o.ClientID,
+		HostName:     ep.Host,
+		IdleTimeout:  2 * o.KeepAlive,
+		SASLType:     sasl,
+		WriteTimeout: o.AckTimeout,
+	})
+	if err != nil {
+		_ = tc.Close()
+		_ = cache.Close()
+		return nil, fmt.Errorf("dial %s: AMQP open: %w (is it an AMQP 1.0 broker? check the port, and --username/--password if it wants SASL PLAIN)", ep, err)
+	}
+	opened := time.Now()
+	session, err := conn.NewSession(ctx, nil)
+	if err != nil {
+		_ = conn.Close()
+		_ = cache.Close()
+		return nil, fmt.Errorf("dial %s: AMQP begin: %w", ep, err)
+	}
+	c.conn, c.session = conn, session
+	ti := tc.Info()
+	c.info = core.ConnectionInfo{
+		URL: ep.String(), Transport: string(ep.Scheme), Protocol: "amqp/1.0", ClientID: o.ClientID,
+		DialStart: start, TransportReady: ti.TransportReady, Connack: opened,
+		TLSResumed: ti.TLSResumed, Used0RTT: ti.Used0RTT, Rejected0RTT: ti.Rejected0RTT,
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.wg.Add(2)
+	go c.dispatch()
+	go c.watch()
+	return c, nil
+}
+
+// watch ends the client when the AMQP connection ends.
+func (c *client) watch() {
+	defer c.wg.Done()
+	select {
+	case <-c.conn.Done():
+		err := c.conn.Err()
+		if err == nil {
+			err = core.ErrConnectionLost
+		}
+		c.end(fmt.Errorf("%w: %w", core.ErrConnectionLost, err))
+	case <-c.ctx.Done():
+	}
+}
+
+func (c *client) end(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	c.mu.Unlock()
+	c.doneOnce.Do(func() { close(c.done) })
+}
+
+func (c *client) Done() <-chan struct{} { return c.done }
+
+func (c *client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// address maps a topic to the AMQP address.
+func (c *client) address(topic string) string { return c.prefix + topic }
+
+func (c *client) check(topic string, qos byte) error {
+	switch {
+	case c.Err() != nil:
+		return c.Err()
+	case topic == "":
+		return errors.New("empty topic: give an AMQP address")
+	case strings.ContainsAny(topic, "+#"):
+		return fmt.Errorf("topic %q: %w", topic, ErrWildcard)
+	case qos == 2:
+		return ErrQoS2
+	case qos > 2:
+		return fmt.Errorf("QoS %d: want 0 or 1", qos)
+	}
+	return nil
+}
+
+// sender returns the sender link of addr, attaching it on first use.
+func (c *client) sender(ctx context.Context, addr string) (*goamqp.Sender, error) {
+	c.mu.Lock()
+	s := c.senders[addr]
+	c.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	s, err := c.session.NewSender(ctx, addr, &goamqp.SenderOptions{SettlementMode: goamqp.SenderSettleModeMixed.Ptr()})
+	if err != nil {
+		return nil, fmt.Errorf("attach sender to %q: %w", addr, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.senders[addr]; old != nil { // attached concurrently
+		go func() { _ = s.Close(context.Background()) }()
+		return old, nil
+	}
+	c.senders[addr] = s
+	if c.info.LinkAttached.IsZero() {
+		c.info.LinkAttached = time.Now()
+	}
+	return s, nil
+}
+
+func (c *client) Publish(ctx context.Context, topic string, payload []byte, opts core.PublishOptions) (*core.Receipt, error) {
+	if err := c.check(topic, opts.QoS); err != nil {
+		return nil, err
+	}
+	if opts.Retain {
+		return nil, errors.New("retain: AMQP 1.0 has no retained messages")
+	}
+	addr := c.address(topic)
+	s, err := c.sender(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	msg := &goamqp.Message{Data: [][]byte{payload}, Properties: &goamqp.MessageProperties{To: &addr}}
+	r, complete := core.NewReceipt()
+	if opts.QoS == 0 {
+		if err := s.Send(ctx, msg, &goamqp.SendOptions{Settled: true}); err != nil {
+			return nil, fmt.Errorf("send to %q: %w", addr, err)
+		}
+		now := time.Now()
+		c.firstTransfer(now)
+		complete(now, nil)
+		return r, nil
+	}
+	sr, err := s.SendWithReceipt(ctx, msg, nil)
+	if err != nil {
+		return nil, fmt.Errorf("send to %q: %w", addr, err)
+	}
+	c.firstTransfer(time.Now())
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		wctx, cancel := context.WithTimeout(c.ctx, c.o.AckTimeout)
+		defer cancel()
+		state, err := sr.Wait(wctx)
+		switch {
+		case err != nil && c.ctx.Err() != nil:
+			complete(time.Time{}, core.ErrClosed)
+		case err != nil && wctx.Err() != nil:
+			complete(time.Time{}, fmt.Errorf("no disposition within %s: %w", c.o.AckTimeout, err))
+		case err != nil:
+			complete(time.Time{}, fmt.Errorf("%w: %w", core.ErrConnectionLost, err))
+		default:
+			complete(time.Now(), outcome(state))
+		}
+	}()
+	return r, nil
+}
+
+// outcome turns a delivery state into the receipt's error.
+func outcome(state goamqp.DeliveryState) error {
+	switch s := state.(type) {
+	case *goamqp.StateAccepted:
+		return nil
+	case *goamqp.StateRejected:
+		if s.Error != nil {
+			return fmt.Errorf("broker rejected the message: %w", s.Error)
+		}
+		return errors.New("broker rejected the message")
+	case *goamqp.StateReleased:
+		return errors.New("broker released the message (not delivered; send again)")
+	case *goamqp.StateModified:
+		return errors.New("broker modified the message (not delivered; send again)")
+	}
+	return fmt.Errorf("unexpected delivery state %T", state)
+}
+
+func (c *client) firstTransfer(t time.Time) {
+	c.mu.Lock()
+	if c.info.FirstTransfer.IsZero() {
+		c.info.FirstTransfer = t
+	}
+	c.mu.Unlock()
+}
+
+func (c *client) Subscribe(ctx context.Context, filter string, opts core.SubscribeOptions, h core.Handler) error {
+	if err := c.check(filter, min(opts.QoS, 1)); err != nil {
+		return err
+	}
+	addr := c.address(filter)
+	r, err := c.session.NewReceiver(ctx, addr, &goamqp.ReceiverOptions{Credit: c.credit})
+	if err != nil {
+		return fmt.Errorf("attach receiver to %q: %w", addr, err)
+	}
+	c.mu.Lock()
+	if c.info.LinkAttached.IsZero() {
+		c.info.LinkAttached = time.Now()
+	}
+	c.mu.Unlock()
+	c.wg.Add(1)
+	go c.receive(r, filter, min(opts.QoS, 1), h)
+	return nil
+}
+
+// receive hands the messages of one receiver to the dispatcher.
+func (c *client) receive(r *goamqp.Receiver, topic string, qos byte, h core.Handler) {
+	defer c.wg.Done()
+	for {
+		msg, err := r.Receive(c.ctx, nil)
+		if err != nil {
+			return
+		}
+		d := delivery{r: r, msg: msg, qos: qos, h: h, at: time.Now(), to: topic}
+		select {
+		case c.deliveries <- d:
+		case <-c.ctx.Done():
+			return
+		}
+	}
+}
+
+// dispatch calls handlers one at a time, in arrival order, and accepts each
+// message after its handler returned.
+func (c *client) dispatch() {
+	defer c.wg.Done()
+	for {
+		select {
+		case d := <-c.deliveries:
+			d.h(core.Message{Topic: d.to, Payload: body(d.msg), QoS: d.qos, Received: d.at})
+			actx, cancel := context.WithTimeout(c.ctx, c.o.AckTimeout)
+			_ = d.r.AcceptMessage(actx, d.msg)
+			cancel()
+		case <-c.ctx.Done():
+			return
+		}
+	}
+}
+
+// body returns a message's payload: its data sections, or an AMQP value
+// that is bytes or a string (as Proton sends text).
+func body(m *goamqp.Message) []byte {
+	if len(m.Data) == 1 {
+		return m.Data[0]
+	}
+	if len(m.Data) > 1 {
+		var b []byte
+		for _, d := range m.Data {
+			b = append(b, d...)
+		}
+		return b
+	}
+	switch v := m.Value.(type) {
+	case []byte:
+		return v
+	case string:
+		return []byte(v)
+	case nil:
+		return nil
+	default:
+		return []byte(fmt.Sprint(v))
+	}
+}
+
+func (c *client) ConnectionInfo() core.ConnectionInfo {
+	c.mu.Lock()
+	info := c.info
+	c.mu.Unlock()
+	if st, ok := c.tc.QUICStats(); ok {
+		info.QUIC = &st
+	}
+	return info
+}
+
+// Close ends the session and the connection (AMQP close), fails pending
+// receipts with ErrClosed and waits for the client's goroutines.
+func (c *client) Close() error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		c.mu.Unlock()
+		c.end(core.ErrClosed)
+		c.cancel()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = c.session.Close(ctx)
+		cancel()
+		err := c.conn.Close()
+		c.wg.Wait()
+		var ae *goamqp.ConnError
+		if errors.As(err, &ae) && ae.RemoteErr == nil {
+			err = nil // closed by us: not a failure
+		}
+		c.closeErr = errors.Join(err, c.cache.Close())
+	})
+	return c.closeErr
+}
