@@ -109,6 +109,9 @@ type Event struct {
 // when the serializer is free again and Serve, called at (or after) that
 // time, hands the next packets to it. Arrive serves what is due first, so
 // a late Serve changes no decision, only how late the caller learns it.
+// Drop-tail never revisits a packet it accepted, so for it Arrive fixes
+// the departure at once and nothing waits for Serve (same decisions, no
+// wake-ups).
 //
 // Dir is not safe for concurrent use; one goroutine (or a mutex) owns it.
 type Dir struct {
@@ -121,6 +124,7 @@ type Dir struct {
 	downTill time.Duration // link down until (absolute)
 	busy     time.Duration // serializer busy until
 	serving  int           // size of the packet serialized until busy
+	held     fifo          // drop-tail shortcut: packets not serialized by now
 	last     time.Duration // last departure (no reordering)
 	q        Queue
 	limits   QueueLimits
@@ -259,6 +263,10 @@ func (d *Dir) Arrive(now time.Duration, size int, ref any) []Event {
 	if d.q.Len() == 0 && d.busy < now {
 		d.busy = now // the serializer was idle
 	}
+	if dt, ok := d.q.(*dropTail); ok && d.q.Len() == 0 {
+		d.arriveFinal(now, dt, Packet{Size: size, Arrival: now, Ref: ref})
+		return d.evs
+	}
 	if r, ok := d.q.(interface{ reserve(bytes, packets int) }); ok {
 		if d.busy > now {
 			r.reserve(d.serving, 1)
@@ -272,6 +280,28 @@ func (d *Dir) Arrive(now time.Duration, size int, ref any) []Event {
 	}
 	d.serve(now)
 	return d.evs
+}
+
+// arriveFinal is Arrive's shortcut for drop-tail, which never revisits a
+// packet it accepted: the packet's serialization start is known now
+// (max(now, busy)), so it is dequeued at once and its departure fixed, with
+// no wake-up. What is still waiting or being serialized is tracked in
+// d.held and lent to the queue's limits, so every decision is the one the
+// event path (and the emulator before the queue stage) makes.
+func (d *Dir) arriveFinal(now time.Duration, q *dropTail, p Packet) {
+	d.held.drain(now)
+	q.reserve(d.held.bytes, len(d.held.ends)-d.held.head)
+	if dropped := q.Enqueue(p); len(dropped) > 0 {
+		d.stats.DropQueue++
+		d.evs = append(d.evs, Event{Ref: p.Ref, Size: p.Size, Drop: CauseQueue})
+		return
+	}
+	start := d.busy // >= now: Arrive moved an idle serializer to now
+	p, _ = q.Dequeue(start)
+	txEnd := start + txTime(p.Size, d.cur.Rate)
+	d.held.push(txEnd, p.Size)
+	d.serving = p.Size
+	d.depart(start, txEnd, p)
 }
 
 // Serve hands to the serializer every waiting packet whose turn came by
@@ -328,6 +358,9 @@ func (d *Dir) depart(t, txEnd time.Duration, p Packet) {
 func (d *Dir) Stats() DirStats {
 	s := d.stats
 	s.QueueDelay = d.hist.summary()
+	if d.cur.Rate > 0 || d.q.Len() > 0 {
+		s.Queue = d.q.String()
+	}
 	return s
 }
 
@@ -495,5 +528,6 @@ func (m *MediumModel) Stats(from, to int) DirStats {
 	k := from*m.n + to
 	s := m.stats[k]
 	s.QueueDelay = m.hist[k].summary()
+	s.Queue = "droptail" + QueueLimits{Bytes: m.limit}.args()
 	return s
 }

@@ -262,3 +262,40 @@ func TestScheduledRateChangeMovesTheDefaultQueueLimit(t *testing.T) {
 		t.Errorf("queue %q", got)
 	}
 }
+
+// eventTail is drop-tail hidden behind another type, so Dir takes the
+// general event path (Wake/Serve) instead of its drop-tail shortcut.
+type eventTail struct{ *dropTail }
+
+// TestDropTailShortcutMatchesEventPath: Dir fixes a drop-tail packet's
+// departure on arrival; the general path, serving the queue when the
+// serializer is free, must make the same decisions at the same times.
+func TestDropTailShortcutMatchesEventPath(t *testing.T) {
+	var at []time.Duration
+	for i := range 4000 { // bursts of 1-7 packets, 1.3x the rate on average
+		at = append(at, time.Duration(i/4)*3*time.Millisecond+time.Duration(i%4)*time.Duration(i%7)*50*time.Microsecond)
+	}
+	for _, lim := range []QueueLimits{{Bytes: 20000}, {Packets: 9}, {Bytes: 12000, Packets: 20}} {
+		rate := int64(10_000_000)
+		p := Params{Rate: rate, Delay: 20 * time.Millisecond, Loss: 0.01,
+			Queue: QueueSpec{Name: "droptail", Bytes: lim.Bytes, Packets: lim.Packets}}
+		fast := NewDir(p, 0, 0, 5)
+		if _, ok := fast.Queue().(*dropTail); !ok {
+			t.Fatalf("droptail is %T", fast.Queue())
+		}
+		slow := NewDir(p, 0, 0, 5)
+		slow.q = eventTail{slow.q.(*dropTail)}
+		want := sim(t, slow, at, 1250, 0)
+		got := sim(t, fast, at, 1250, 0)
+		if !reflect.DeepEqual(got, want) {
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("limits %+v: packet %d: shortcut %+v, event path %+v", lim, i, got[i], want[i])
+				}
+			}
+		}
+		if s := fast.Stats(); s.DropQueue < 100 {
+			t.Errorf("limits %+v: only %d queue drops", lim, s.DropQueue)
+		}
+	}
+}

@@ -27,8 +27,11 @@ type DirStats struct {
 	DropMTU     uint64 `json:"drop_mtu"`
 	// Tries counts link-layer transmission attempts (shared medium only).
 	Tries uint64 `json:"tries,omitempty"`
-	// QueueLimit is the drop-tail queue limit in bytes (0: unlimited).
+	// QueueLimit is the queue's limit in bytes (0: unlimited or packets only).
 	QueueLimit int `json:"queue_limit"`
+	// Queue describes the queue discipline and its limits as ParseQueue
+	// reads them ("droptail,bytes=125000").
+	Queue string `json:"queue,omitempty"`
 	// QueueDelay summarises the time delivered packets waited in the queue.
 	QueueDelay DelaySummary `json:"queue_delay"`
 }
