@@ -23,7 +23,8 @@ command -v ping >/dev/null || need_apt+=(iputils-ping=3:20221126-1+deb12u1)
 command -v javac >/dev/null || need_apt+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null || need_apt+=(maven)
 command -v openssl >/dev/null || need_apt+=(openssl)
-python3 -c 'import proton' 2>/dev/null || need_apt+=(python3-qpid-proton=0.37.0-2+b1)
+# (Debian's module is for Debian's /usr/bin/python3, which the tests use for it.)
+/usr/bin/python3 -c 'import proton' 2>/dev/null || need_apt+=(python3-qpid-proton=0.37.0-2+b1)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive

@@ -63,3 +63,52 @@ func TestGatewayCommand(t *testing.T) {
 		t.Fatalf("gateway exit %d\n%s", gw.code, gw.errb.String())
 	}
 }
+
+// TestAMQPPubSubThroughGateway: `iotq sub` and `iotq pub` with amqp+quic://
+// URLs, through `iotq gateway` to an embedded ActiveMQ Artemis, with the
+// same flags and records as MQTT.
+func TestAMQPPubSubThroughGateway(t *testing.T) {
+	art := testutil.StartArtemis(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	gready := filepath.Join(dir, "gw.json")
+	up := strings.Replace(art.URL(), "amqp://", "tcp://", 1)
+	gctx, stop := context.WithCancel(ctx)
+	defer stop()
+	gw := startCLI(gctx, "gateway", "--route", "quic://127.0.0.1:0?alpn=amqp="+up, "--state-dir", filepath.Join(dir, "state"), "--ready-file", gready)
+	waitFile(t, gready)
+	var rf struct {
+		Listeners []string `json:"listeners"`
+		CAFile    string   `json:"ca_file"`
+	}
+	b, _ := os.ReadFile(gready)
+	if err := json.Unmarshal(b, &rf); err != nil || len(rf.Listeners) != 1 {
+		t.Fatalf("ready file %s: %v", b, err)
+	}
+	url := strings.Replace(rf.Listeners[0], "quic://", "amqp+quic://", 1)
+	sready := filepath.Join(dir, "sub.ready")
+	records := filepath.Join(dir, "sub.csv")
+	sub := startCLI(ctx, "sub", "--url", url, "--ca", rf.CAFile, "-t", "lab.e8", "-n", "5", "--timeout", "30s",
+		"--stats", "json", "--quiet", "--ready-file", sready, "--records", records)
+	waitFile(t, sready)
+	code, out, errs := runCLI(ctx, "pub", "--url", url, "--ca", rf.CAFile, "-t", "lab.e8", "--size", "64", "-n", "5", "-q", "1", "--stats", "json")
+	if code != 0 {
+		t.Fatalf("pub: exit %d\n%s%s", code, out, errs)
+	}
+	if st := lastJSON(t, out); st["acked"] != float64(5) || st["protocol"] != "amqp/1.0" {
+		t.Fatalf("pub stats %v", st)
+	}
+	sub.wait(t)
+	if sub.code != 0 {
+		t.Fatalf("sub: exit %d: %s", sub.code, sub.errb.String())
+	}
+	if st := lastJSON(t, sub.out.String()); st["received"] != float64(5) || st["measured"] != float64(5) {
+		t.Fatalf("sub stats %v", st)
+	}
+	if rows := readCSV(t, records); len(rows) != 6 {
+		t.Fatalf("records: %d rows, want header + 5", len(rows))
+	}
+	stop()
+	gw.wait(t)
+}
