@@ -19,14 +19,15 @@ import (
 	pahov3 "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/iotq/iotq/broker"
+	"github.com/iotq/iotq/broker/brokertest"
 	"github.com/iotq/iotq/internal/testutil"
 )
 
 func TestPersistentSessionSurvivesRestart(t *testing.T) {
 	state := t.TempDir()
 	opts := broker.Options{StateDir: state}
-	srv := testutil.StartBroker(t, opts)
-	u := testutil.Endpoint(t, srv, "mqtt")
+	srv := brokertest.Start(t, opts)
+	u := brokertest.Endpoint(t, srv, "mqtt")
 	box := newInbox()
 	persistent := func(o *pahov3.ClientOptions) {
 		o.SetCleanSession(false).SetDefaultPublishHandler(box.v3Handler())
@@ -45,8 +46,8 @@ func TestPersistentSessionSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	srv2 := testutil.StartBroker(t, opts)
-	u2 := testutil.Endpoint(t, srv2, "mqtt")
+	srv2 := brokertest.Start(t, opts)
+	u2 := brokertest.Endpoint(t, srv2, "mqtt")
 	v3Client(t, srv2, u2, "sleepy", persistent)
 	got := box.waitN(t, 5, 10*time.Second)
 	seen := map[string]bool{}
@@ -79,8 +80,8 @@ func TestAuthAndACL(t *testing.T) {
 		t.Fatal(err)
 	}
 	no := false
-	srv := testutil.StartBroker(t, broker.Options{Auth: broker.AuthOptions{PasswordFile: pw, ACLFile: acl, AllowAnonymous: &no}})
-	u := testutil.Endpoint(t, srv, "mqtt")
+	srv := brokertest.Start(t, broker.Options{Auth: broker.AuthOptions{PasswordFile: pw, ACLFile: acl, AllowAnonymous: &no}})
+	u := brokertest.Endpoint(t, srv, "mqtt")
 
 	refused := func(name, user, pass string) {
 		t.Run(name+" is refused", func(t *testing.T) {
@@ -125,8 +126,8 @@ func TestAuthAndACL(t *testing.T) {
 }
 
 func TestBadInputDoesNotHurtOthers(t *testing.T) {
-	srv := testutil.StartBroker(t, broker.Options{Flow: broker.FlowOptions{MaxPacketSize: 64 << 10}})
-	u := testutil.Endpoint(t, srv, "mqtt")
+	srv := brokertest.Start(t, broker.Options{Flow: broker.FlowOptions{MaxPacketSize: 64 << 10}})
+	u := brokertest.Endpoint(t, srv, "mqtt")
 	addr := strings.TrimPrefix(u, "mqtt://")
 	box := newInbox()
 	sub := v3Client(t, srv, u, "good-sub", nil)
@@ -172,8 +173,8 @@ func TestBadInputDoesNotHurtOthers(t *testing.T) {
 }
 
 func TestGracefulShutdown(t *testing.T) {
-	srv := testutil.StartBroker(t, broker.Options{})
-	u := testutil.Endpoint(t, srv, "mqtt")
+	srv := brokertest.Start(t, broker.Options{})
+	u := brokertest.Endpoint(t, srv, "mqtt")
 	reason := make(chan byte, 1)
 	conn := dial(t, srv, u)
 	c := paho.NewClient(paho.ClientConfig{ClientID: "v5", Conn: pahopackets.NewThreadSafeConn(conn),
@@ -239,7 +240,7 @@ func TestStartContextCancelCloses(t *testing.T) {
 func TestReadyFileMetricsAndHealth(t *testing.T) {
 	dir := t.TempDir()
 	rf := filepath.Join(dir, "ready.json")
-	srv := testutil.StartBroker(t, broker.Options{ReadyFile: rf, Metrics: "127.0.0.1:0"})
+	srv := brokertest.Start(t, broker.Options{ReadyFile: rf, Metrics: "127.0.0.1:0"})
 	b, err := os.ReadFile(rf)
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +248,7 @@ func TestReadyFileMetricsAndHealth(t *testing.T) {
 	if !strings.Contains(string(b), srv.Endpoints()[0]) || !strings.Contains(string(b), fmt.Sprintf(`"pid": %d`, os.Getpid())) {
 		t.Fatalf("ready file: %s", b)
 	}
-	u := testutil.Endpoint(t, srv, "mqtt")
+	u := brokertest.Endpoint(t, srv, "mqtt")
 	box := newInbox()
 	sub := v3Client(t, srv, u, "msub", nil)
 	wait(t, sub.Subscribe("m", 1, box.v3Handler()), "subscribe")
@@ -292,12 +293,7 @@ func TestReadyFileMetricsAndHealth(t *testing.T) {
 }
 
 func TestMosquittoClients(t *testing.T) {
-	if _, err := exec.LookPath("mosquitto_pub"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("mosquitto_pub not installed (CI=true): run scripts/setup.sh")
-		}
-		t.Skip("mosquitto_pub not installed")
-	}
+	testutil.RequireTool(t, "mosquitto_pub", "apt-get install mosquitto-clients")
 	srv, schemes := startMatrixBroker(t, broker.Options{})
 	for i, scheme := range schemes {
 		if scheme != "mqtt" && scheme != "mqtts" {
@@ -373,7 +369,7 @@ func metricValue(text, key string) float64 {
 }
 
 func TestStartFailsClearlyWhenPortIsTaken(t *testing.T) {
-	first := testutil.StartBroker(t, broker.Options{})
+	first := brokertest.Start(t, broker.Options{})
 	srv, err := broker.New(broker.Options{Listen: []string{"mqtt://127.0.0.1:0", first.Endpoints()[0]}, Logger: testutil.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -411,7 +407,7 @@ func TestInvalidOptionsReportEverything(t *testing.T) {
 // TestCloseDoesNotWaitForSilentConnections: a connection that never sends
 // CONNECT does not hold Close beyond the shutdown timeout.
 func TestCloseDoesNotWaitForSilentConnections(t *testing.T) {
-	srv := testutil.StartBroker(t, broker.Options{ShutdownTimeout: 300 * time.Millisecond})
+	srv := brokertest.Start(t, broker.Options{ShutdownTimeout: 300 * time.Millisecond})
 	c, err := net.Dial("tcp", srv.Addrs()[0].String())
 	if err != nil {
 		t.Fatal(err)
@@ -433,7 +429,7 @@ func TestCloseDoesNotWaitForSilentConnections(t *testing.T) {
 
 func TestSecondBrokerOnSameStateDirFails(t *testing.T) {
 	state := t.TempDir()
-	testutil.StartBroker(t, broker.Options{StateDir: state})
+	brokertest.Start(t, broker.Options{StateDir: state})
 	start := time.Now()
 	_, err := broker.New(broker.Options{StateDir: state})
 	if err == nil || !strings.Contains(err.Error(), "another broker") {

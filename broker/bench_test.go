@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/iotq/iotq/broker"
+	"github.com/iotq/iotq/broker/brokertest"
 	"github.com/iotq/iotq/internal/testutil"
 	"github.com/iotq/iotq/transport"
 )
@@ -27,51 +28,12 @@ import (
 // b.N is the number of published messages. Reported metrics: msg/s
 // delivered, lost_% and p50/p99 one-way latency in microseconds.
 
-// freePort returns a free TCP port on 127.0.0.1.
-func freePort(tb testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// startMosquitto starts a Mosquitto broker on a free loopback port, or
-// skips when it is not installed.
+// startMosquitto starts a Mosquitto broker on a free loopback port (see
+// testutil.StartMosquitto).
 func startMosquitto(tb testing.TB) (addr string, pid int) {
 	tb.Helper()
-	bin, err := exec.LookPath("mosquitto")
-	if err != nil {
-		for _, p := range []string{"/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto"} {
-			if _, err := os.Stat(p); err == nil {
-				bin = p
-			}
-		}
-	}
-	if bin == "" {
-		tb.Skip("mosquitto not installed")
-	}
-	port := freePort(tb)
-	dir := tb.TempDir()
-	conf := filepath.Join(dir, "mosquitto.conf")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\nmax_queued_messages 100000\nmax_inflight_messages 100\n", port)), 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-c", conf)
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	addr = fmt.Sprintf("127.0.0.1:%d", port)
-	testutil.Eventually(tb, 5*time.Second, func() error {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			return err
-		}
-		return c.Close()
-	})
-	return addr, cmd.Process.Pid
+	m := testutil.StartMosquitto(tb, "max_queued_messages 100000\nmax_inflight_messages 100")
+	return m.Addr(), m.PID
 }
 
 type benchTarget struct {
@@ -92,16 +54,14 @@ func benchTargets(b *testing.B) []benchTarget {
 		opts := variant.opts
 		var schemes []string
 		for _, s := range allSchemes {
-			if s == "mqtt" || implementedB(b, s) {
-				schemes = append(schemes, s)
-				opts.Listen = append(opts.Listen, s+"://127.0.0.1:0")
-			}
+			schemes = append(schemes, s)
+			opts.Listen = append(opts.Listen, s+"://127.0.0.1:0")
 		}
 		if variant.name != "iotq" {
 			opts.Listen, schemes = opts.Listen[:1], schemes[:1] // comparison on TCP only
 		}
 		opts.StateDir = b.TempDir()
-		srv := testutil.StartBroker(b, opts)
+		srv := brokertest.Start(b, opts)
 		for i, s := range schemes {
 			u := srv.Endpoints()[i]
 			tlsConf := clientTLSB(b, srv)
@@ -222,10 +182,7 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 	var targets []target
 	// One broker process per transport, so each RSS delta is one transport's.
 	for _, scheme := range allSchemes {
-		if scheme != "mqtt" && !implementedB(b, scheme) {
-			continue
-		}
-		port := freePort(b)
+		port := testutil.FreePort(b)
 		state := b.TempDir()
 		rf := filepath.Join(state, "ready.json")
 		cmd := exec.Command(bin, "broker", "--listen", fmt.Sprintf("%s://127.0.0.1:%d", scheme, port), "--log-level", "warn",

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/iotq/iotq/broker"
+	"github.com/iotq/iotq/broker/brokertest"
 	"github.com/iotq/iotq/internal/testutil"
 )
 
@@ -18,8 +19,8 @@ import (
 // nothing. Backpressure makes this independent of machine speed: a slow
 // broker slows the publishers down instead of dropping.
 func TestNoQoS0LossPointToPoint(t *testing.T) {
-	srv := testutil.StartBroker(t, broker.Options{})
-	addr := strings.TrimPrefix(testutil.Endpoint(t, srv, "mqtt"), "mqtt://")
+	srv := brokertest.Start(t, broker.Options{})
+	addr := strings.TrimPrefix(brokertest.Endpoint(t, srv, "mqtt"), "mqtt://")
 	res := runLoad(t, loadSpec{
 		dial:     func() (net.Conn, error) { return net.Dial("tcp", addr) },
 		pairs:    10,
@@ -40,10 +41,10 @@ func TestNoQoS0LossPointToPoint(t *testing.T) {
 func TestSlowConsumerPolicies(t *testing.T) {
 	for _, policy := range []string{broker.PolicyDrop, broker.PolicyDisconnect} {
 		t.Run("policy "+policy, func(t *testing.T) {
-			srv := testutil.StartBroker(t, broker.Options{Flow: broker.FlowOptions{
+			srv := brokertest.Start(t, broker.Options{Flow: broker.FlowOptions{
 				QueueLength: 64, MaxStall: 200 * time.Millisecond, SlowConsumer: policy, WriteBuffer: 512,
 			}, Metrics: "127.0.0.1:0"})
-			addr := strings.TrimPrefix(testutil.Endpoint(t, srv, "mqtt"), "mqtt://")
+			addr := strings.TrimPrefix(brokertest.Endpoint(t, srv, "mqtt"), "mqtt://")
 			dial := func() (net.Conn, error) { return net.Dial("tcp", addr) }
 			c, _ := dial()
 			stuck, err := rawConnect(c, "stuck")
@@ -93,7 +94,7 @@ func TestSlowConsumerPolicies(t *testing.T) {
 			}
 			// The publisher is still served.
 			box := newInbox()
-			u := testutil.Endpoint(t, srv, "mqtt")
+			u := brokertest.Endpoint(t, srv, "mqtt")
 			sub := v3Client(t, srv, u, "fresh", nil)
 			wait(t, sub.Subscribe("other", 0, box.v3Handler()), "subscribe")
 			pub.publish("other", 0, 0, []byte("alive"))
@@ -109,10 +110,10 @@ func TestSlowConsumerPolicies(t *testing.T) {
 // reading is disconnected by the slow-consumer policy, and every message is
 // delivered when it comes back.
 func TestSlowConsumerKeepsQoS1(t *testing.T) {
-	srv := testutil.StartBroker(t, broker.Options{Flow: broker.FlowOptions{
+	srv := brokertest.Start(t, broker.Options{Flow: broker.FlowOptions{
 		QueueLength: 64, MaxStall: 200 * time.Millisecond, WriteBuffer: 512, WriteTimeout: 300 * time.Millisecond,
 	}})
-	u := testutil.Endpoint(t, srv, "mqtt")
+	u := brokertest.Endpoint(t, srv, "mqtt")
 	addr := strings.TrimPrefix(u, "mqtt://")
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -188,8 +189,8 @@ func TestPacketIDSpacesAreSeparate(t *testing.T) {
 }
 
 func testPacketIDSpaces(t *testing.T, inQoS byte) {
-	srv := testutil.StartBroker(t, broker.Options{StateDir: t.TempDir()})
-	u := testutil.Endpoint(t, srv, "mqtt")
+	srv := brokertest.Start(t, broker.Options{StateDir: t.TempDir()})
+	u := brokertest.Endpoint(t, srv, "mqtt")
 	addr := strings.TrimPrefix(u, "mqtt://")
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -280,10 +281,10 @@ func testPacketIDSpaces(t *testing.T, inQoS byte) {
 // writer holds (it used to, in the engine's packet-identifier allocation).
 func TestStuckQoS1SubscriberHoldsPublisherOnlyMaxStall(t *testing.T) {
 	const writeTimeout = time.Minute
-	srv := testutil.StartBroker(t, broker.Options{Flow: broker.FlowOptions{
+	srv := brokertest.Start(t, broker.Options{Flow: broker.FlowOptions{
 		QueueLength: 64, MaxStall: 200 * time.Millisecond, WriteBuffer: 512, WriteTimeout: writeTimeout,
 	}})
-	u := testutil.Endpoint(t, srv, "mqtt")
+	u := brokertest.Endpoint(t, srv, "mqtt")
 	c, err := net.Dial("tcp", strings.TrimPrefix(u, "mqtt://"))
 	if err != nil {
 		t.Fatal(err)

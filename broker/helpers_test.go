@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	pahov3 "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/iotq/iotq/broker"
+	"github.com/iotq/iotq/broker/brokertest"
 	"github.com/iotq/iotq/internal/testutil"
 	"github.com/iotq/iotq/transport"
 )
@@ -26,50 +26,23 @@ import (
 // allSchemes is the transport matrix.
 var allSchemes = []string{"mqtt", "mqtts", "ws", "wss", "quic"}
 
-// startMatrixBroker starts a broker listening on every transport that the
-// transport package implements, with a generated certificate in a temp
-// state dir. It returns the broker and the usable schemes.
+// startMatrixBroker starts a broker listening on every transport of the
+// matrix, with a generated certificate in a temp state dir. It returns the
+// broker and the schemes (all of allSchemes: no transport is left out
+// silently).
 func startMatrixBroker(t *testing.T, opts broker.Options) (*broker.Server, []string) {
 	t.Helper()
-	var usable []string
 	for _, s := range allSchemes {
-		if s == "mqtt" || implemented(t, s) {
-			usable = append(usable, s)
-			opts.Listen = append(opts.Listen, s+"://127.0.0.1:0")
-		}
+		opts.Listen = append(opts.Listen, s+"://127.0.0.1:0")
 	}
 	if opts.StateDir == "" {
 		opts.StateDir = t.TempDir()
 	}
-	return testutil.StartBroker(t, opts), usable
+	return brokertest.Start(t, opts), allSchemes
 }
-
-func implementedB(b *testing.B, scheme string) bool { return implementedTB(b, scheme) }
-
-func implemented(t *testing.T, scheme string) bool { return implementedTB(t, scheme) }
 
 func contextTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), testutil.Scale(d))
-}
-
-// implementedTB reports whether transport.Listen supports scheme yet; other
-// errors fail the test.
-func implementedTB(t testing.TB, scheme string) bool {
-	t.Helper()
-	cert, err := tls.X509KeyPair(testCertPEM(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := transport.Listen(scheme+"://127.0.0.1:0", transport.ListenOptions{TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}})
-	if err != nil {
-		if strings.Contains(err.Error(), "not implemented") {
-			t.Logf("transport %s not implemented yet: not in the matrix", scheme)
-			return false
-		}
-		t.Fatalf("listen %s: %v", scheme, err)
-	}
-	_ = l.Close()
-	return true
 }
 
 var certOnce struct {

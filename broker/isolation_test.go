@@ -17,6 +17,7 @@ import (
 	pahov3 "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/iotq/iotq/broker"
+	"github.com/iotq/iotq/broker/brokertest"
 	"github.com/iotq/iotq/internal/testutil"
 	"github.com/iotq/iotq/transport"
 )
@@ -114,8 +115,8 @@ func v5Creds(cp *paho.Connect, user, pass string) *paho.Connect {
 // CONNECT ("not authorized"), so the Will can never be published; a Will on
 // an allowed topic is accepted and published when the connection drops.
 func TestWillTopicACL(t *testing.T) {
-	srv := testutil.StartBroker(t, broker.Options{Auth: isolationAuth(t)})
-	u := testutil.Endpoint(t, srv, "mqtt")
+	srv := brokertest.Start(t, broker.Options{Auth: isolationAuth(t)})
+	u := brokertest.Endpoint(t, srv, "mqtt")
 	bobBox := newInbox()
 	bob := v3Try(t, srv, u, "bob-watch", "bob", "builder", nil)
 	if bob.err != nil {
@@ -171,8 +172,8 @@ func TestClientIDBelongsToItsUser(t *testing.T) {
 	for _, version := range []string{"3.1.1", "5"} {
 		t.Run("v"+version, func(t *testing.T) {
 			opts := broker.Options{Auth: isolationAuth(t), StateDir: t.TempDir()}
-			srv := testutil.StartBroker(t, opts)
-			u := testutil.Endpoint(t, srv, "mqtt")
+			srv := brokertest.Start(t, opts)
+			u := brokertest.Endpoint(t, srv, "mqtt")
 			id := "bob-device-" + version
 			var disconnect func()
 			connect := func(srv *broker.Server, u, user, pass string, clean bool, box *inbox) (ok bool, code byte, present bool) {
@@ -244,8 +245,8 @@ func TestClientIDBelongsToItsUser(t *testing.T) {
 			if err := srv.Close(); err != nil {
 				t.Fatal(err)
 			}
-			srv = testutil.StartBroker(t, opts)
-			u = testutil.Endpoint(t, srv, "mqtt")
+			srv = brokertest.Start(t, opts)
+			u = brokertest.Endpoint(t, srv, "mqtt")
 			refusedAlice("after restart")
 
 			box := newInbox()
@@ -271,8 +272,8 @@ func TestClientIDBelongsToItsUser(t *testing.T) {
 // clear CONNACK (3.1.1: identifier rejected; 5: 0x85 with a reason string);
 // one at the limit is accepted.
 func TestClientIDLength(t *testing.T) {
-	srv := testutil.StartBroker(t, broker.Options{})
-	u := testutil.Endpoint(t, srv, "mqtt")
+	srv := brokertest.Start(t, broker.Options{})
+	u := brokertest.Endpoint(t, srv, "mqtt")
 	long := strings.Repeat("x", 40000)
 	if r := v3Try(t, srv, u, long, "", "", nil); r.err == nil || r.code != 2 {
 		t.Errorf("v3 40000-byte client id: code %d err %v, want return code 2 (identifier rejected)", r.code, r.err)
@@ -299,8 +300,8 @@ func TestClientIDLength(t *testing.T) {
 // shared write batches with the bad records).
 func TestHugeClientIDDoesNotSpoilOthersStore(t *testing.T) {
 	opts := broker.Options{StateDir: t.TempDir(), Limits: broker.LimitsOptions{MaxClientIDLength: 65535}}
-	srv := testutil.StartBroker(t, opts)
-	u := testutil.Endpoint(t, srv, "mqtt")
+	srv := brokertest.Start(t, opts)
+	u := brokertest.Endpoint(t, srv, "mqtt")
 	persistent := func(o *pahov3.ClientOptions) { o.SetCleanSession(false) }
 	for _, id := range []string{strings.Repeat("h", 40000), "small"} {
 		r := v3Try(t, srv, u, id, "", "", persistent)
@@ -323,8 +324,8 @@ func TestHugeClientIDDoesNotSpoilOthersStore(t *testing.T) {
 	if err := srv.Close(); err != nil {
 		t.Fatal(err)
 	}
-	srv = testutil.StartBroker(t, opts)
-	u = testutil.Endpoint(t, srv, "mqtt")
+	srv = brokertest.Start(t, opts)
+	u = brokertest.Endpoint(t, srv, "mqtt")
 	box := newInbox()
 	r := v3Try(t, srv, u, "small", "", "", func(o *pahov3.ClientOptions) {
 		o.SetCleanSession(false).SetDefaultPublishHandler(box.v3Handler())

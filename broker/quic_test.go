@@ -9,6 +9,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/iotq/iotq/broker"
+	"github.com/iotq/iotq/broker/brokertest"
 	"github.com/iotq/iotq/internal/testutil"
 	"github.com/iotq/iotq/transport"
 )
@@ -19,15 +20,12 @@ func quicBroker(t *testing.T, opts broker.Options) (*broker.Server, string) {
 
 func quicBrokerAt(t *testing.T, opts broker.Options, listen string) (*broker.Server, string) {
 	t.Helper()
-	if !implemented(t, "quic") {
-		t.Skip("quic transport not implemented yet")
-	}
 	opts.Listen = []string{listen}
 	if opts.StateDir == "" {
 		opts.StateDir = t.TempDir()
 	}
-	srv := testutil.StartBroker(t, opts)
-	return srv, testutil.Endpoint(t, srv, "quic")
+	srv := brokertest.Start(t, opts)
+	return srv, brokertest.Endpoint(t, srv, "quic")
 }
 
 // TestQUICBadPeers: garbage on the MQTT stream and a wrong ALPN are refused,
@@ -121,11 +119,8 @@ func TestQUIC0RTT(t *testing.T) {
 }
 
 func TestQUICMetrics(t *testing.T) {
-	if !implemented(t, "quic") {
-		t.Skip("quic transport not implemented yet")
-	}
-	srv := testutil.StartBroker(t, broker.Options{Listen: []string{"quic://127.0.0.1:0"}, StateDir: t.TempDir(), Metrics: "127.0.0.1:0"})
-	u := testutil.Endpoint(t, srv, "quic")
+	srv := brokertest.Start(t, broker.Options{Listen: []string{"quic://127.0.0.1:0"}, StateDir: t.TempDir(), Metrics: "127.0.0.1:0"})
+	u := brokertest.Endpoint(t, srv, "quic")
 	box := newInbox()
 	c := v3Client(t, srv, u, "qm", nil)
 	wait(t, c.Subscribe("qm", 1, box.v3Handler()), "subscribe")

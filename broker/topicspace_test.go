@@ -7,14 +7,15 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/iotq/iotq/broker"
+	"github.com/iotq/iotq/broker/brokertest"
 	"github.com/iotq/iotq/internal/testutil"
 )
 
 // TestLocalTopicSpace: Server.Publish reaches MQTT subscribers, MQTT
 // publishes reach Server.Subscribe, and cancel stops the delivery.
 func TestLocalTopicSpace(t *testing.T) {
-	srv := testutil.StartBroker(t, broker.Options{})
-	u := testutil.Endpoint(t, srv, "mqtt")
+	srv := brokertest.Start(t, broker.Options{})
+	u := brokertest.Endpoint(t, srv, "mqtt")
 	box := newInbox()
 	sub := v3Client(t, srv, u, "sub", nil)
 	wait(t, sub.Subscribe("front/#", 1, box.v3Handler()), "subscribe")
@@ -60,8 +61,8 @@ func TestLocalTopicSpace(t *testing.T) {
 // TestPubackDoesNotEchoProperties: a PUBACK carries the broker's own
 // properties only, not the user properties of the PUBLISH it acknowledges.
 func TestPubackDoesNotEchoProperties(t *testing.T) {
-	srv := testutil.StartBroker(t, broker.Options{})
-	c := v5Client(t, srv, testutil.Endpoint(t, srv, "mqtt"), "props", nil)
+	srv := brokertest.Start(t, broker.Options{})
+	c := v5Client(t, srv, brokertest.Endpoint(t, srv, "mqtt"), "props", nil)
 	pr, err := c.Publish(ctxT(t), &paho.Publish{Topic: "p/x", QoS: 1, Payload: []byte("x"),
 		Properties: &paho.PublishProperties{User: paho.UserProperties{{Key: "trace", Value: "abc123"}}}})
 	if err != nil {

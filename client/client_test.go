@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/iotq/iotq/broker"
+	"github.com/iotq/iotq/broker/brokertest"
 	"github.com/iotq/iotq/client"
 	"github.com/iotq/iotq/internal/certs"
 	"github.com/iotq/iotq/internal/testutil"
@@ -51,13 +52,13 @@ func (b *inbox) wait(t *testing.T, n int) []client.Message {
 }
 
 func startBroker(t testing.TB) (*broker.Server, map[string]string) {
-	srv := testutil.StartBroker(t, broker.Options{
+	srv := brokertest.Start(t, broker.Options{
 		Listen:   []string{"mqtt://127.0.0.1:0", "mqtts://127.0.0.1:0", "ws://127.0.0.1:0", "wss://127.0.0.1:0", "quic://127.0.0.1:0"},
 		StateDir: t.TempDir(),
 	})
 	urls := map[string]string{}
 	for _, s := range []string{"mqtt", "mqtts", "ws", "wss", "quic"} {
-		urls[s] = testutil.Endpoint(t, srv, s)
+		urls[s] = brokertest.Endpoint(t, srv, s)
 	}
 	return srv, urls
 }
@@ -227,7 +228,7 @@ func TestQUIC0RTTRejected(t *testing.T) {
 	pc.Close()
 	state := t.TempDir()
 	opts := broker.Options{Listen: []string{url, "mqtt://127.0.0.1:0"}, StateDir: state}
-	srv := testutil.StartBroker(t, opts)
+	srv := brokertest.Start(t, opts)
 	ca := srv.CAFile()
 	// One ticket file per protocol, each filled by the first broker.
 	dir := t.TempDir()
@@ -245,8 +246,8 @@ func TestQUIC0RTTRejected(t *testing.T) {
 	if err := os.Remove(certs.FilesIn(state).TicketKeys); err != nil {
 		t.Fatalf("remove ticket keys: %v", err)
 	}
-	srv2 := testutil.StartBroker(t, opts)
-	sub := dial(t, testutil.Endpoint(t, srv2, "mqtt"), client.Options{})
+	srv2 := brokertest.Start(t, opts)
+	sub := dial(t, brokertest.Endpoint(t, srv2, "mqtt"), client.Options{})
 	var in inbox
 	if err := sub.Subscribe(ctx, "rej/#", client.SubscribeOptions{QoS: 1}, in.handle); err != nil {
 		t.Fatal(err)

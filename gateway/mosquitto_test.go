@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -21,59 +19,12 @@ import (
 	"github.com/iotq/iotq/transport"
 )
 
-// startMosquitto runs a Mosquitto on a free loopback port and stops it (by
-// its PID) in t.Cleanup. It fails under CI=true when Mosquitto is missing.
+// startMosquitto runs a Mosquitto on a free loopback port (stopped by its
+// PID in t.Cleanup; under CI=true a missing Mosquitto fails the test) and
+// returns its tcp:// address.
 func startMosquitto(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("mosquitto")
-	if err != nil {
-		bin, err = exec.LookPath("/usr/sbin/mosquitto")
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("mosquitto not installed (scripts/setup.sh installs it)")
-		}
-		t.Skip("mosquitto not installed: apt-get install mosquitto")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "mosquitto.conf")
-	body := fmt.Sprintf("user root\nallow_anonymous true\npersistence false\nlog_dest stderr\nlog_type error\nlistener %d 127.0.0.1\n", port)
-	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-c", conf)
-	logf, err := os.Create(filepath.Join(dir, "log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	iotqtest.Eventually(t, 10*time.Second, func() error {
-		select {
-		case <-exited:
-			b, _ := os.ReadFile(logf.Name())
-			t.Fatalf("mosquitto exited: %s", b)
-		default:
-		}
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err != nil {
-			return err
-		}
-		return c.Close()
-	})
-	return "tcp://" + addr
+	return "tcp://" + iotqtest.StartMosquitto(t, "").Addr()
 }
 
 // TestMosquittoBehindGateway: MQTT over QUIC to a broker that has no QUIC,

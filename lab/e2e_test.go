@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/iotq/iotq/records"
 	"os"
@@ -13,38 +14,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iotq/iotq/internal/testutil"
 	"github.com/iotq/iotq/report"
 )
-
-// requireNetAdmin skips unless root with /dev/net/tun; under CI=true a
-// missing capability fails instead.
-func requireNetAdmin(t *testing.T) {
-	t.Helper()
-	var missing []string
-	if os.Geteuid() != 0 {
-		missing = append(missing, "root")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		missing = append(missing, "/dev/net/tun")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		missing = append(missing, "the ip command")
-	}
-	if len(missing) == 0 {
-		return
-	}
-	msg := "needs " + strings.Join(missing, " and ")
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s (CI=true: failing instead of skipping)", msg)
-	}
-	t.Skip(msg)
-}
 
 // TestLinkFabricWithFakeNodes checks the link adapter: namespaces come up,
 // commands run in them, counters are read, the pcap is moved into place
 // and nothing is left behind.
 func TestLinkFabricWithFakeNodes(t *testing.T) {
-	requireNetAdmin(t)
+	testutil.RequireNetAdmin(t, needIP)
 	t.Setenv("IOTQ_LAB_FAKE", "1")
 	exe, _ := os.Executable()
 	r, err := NewProcRunner(ProcOptions{IOTQ: exe, Fabric: LinkFabric{Prefix: "iotqlt-"}, ReadyTimeout: 20 * time.Second})
@@ -137,7 +115,7 @@ func buildIOTQ(t *testing.T) string {
 // TestSmokeCampaignEndToEnd runs the built-in smoke scenario through real
 // namespaces, emulated links and real broker, pub and sub processes.
 func TestSmokeCampaignEndToEnd(t *testing.T) {
-	requireNetAdmin(t)
+	testutil.RequireNetAdmin(t, needIP)
 	if testing.Short() {
 		t.Skip("end-to-end campaign (about a minute) skipped in -short mode")
 	}
@@ -322,4 +300,12 @@ func TestSmokeCampaignLocalFabric(t *testing.T) {
 			t.Errorf("pattern B over %s: the second connection did not resume", tr)
 		}
 	}
+}
+
+// needIP checks for the ip command, which the lab's namespaces need.
+func needIP() error {
+	if _, err := exec.LookPath("ip"); err != nil {
+		return errors.New("the ip command (apt-get install iproute2)")
+	}
+	return nil
 }

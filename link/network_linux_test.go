@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/iotq/iotq/internal/testutil"
 	"net"
 	"net/netip"
 	"os"
@@ -21,22 +22,11 @@ import (
 // testPrefix keeps test namespaces apart from real runs.
 const testPrefix = "iotqt-"
 
-// requireNetAdmin skips without root/TUN, except under CI where it fails.
-func requireNetAdmin(t testing.TB) {
-	t.Helper()
-	if err := Preflight(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true but link emulation is not possible: %v", err)
-		}
-		t.Skipf("needs root and /dev/net/tun: %v", err)
-	}
-}
-
 // up builds topo and registers Close; it checks that no namespace of the
 // run remains afterwards.
 func up(t testing.TB, topo Topology, opts Options) *Network {
 	t.Helper()
-	requireNetAdmin(t)
+	testutil.RequireNetAdmin(t, Preflight)
 	if opts.Prefix == "" {
 		opts.Prefix = testPrefix
 	}
@@ -243,7 +233,7 @@ func TestUDPLossFivePercent(t *testing.T) {
 }
 
 func TestUpRefusesBadTopologyWithoutBuildingAnything(t *testing.T) {
-	requireNetAdmin(t)
+	testutil.RequireNetAdmin(t, Preflight)
 	before, _ := Namespaces(testPrefix)
 	_, err := Up(context.Background(), Topology{
 		Nodes: []Node{{Name: "a"}, {Name: "a"}},
@@ -264,7 +254,7 @@ func TestUpRefusesBadTopologyWithoutBuildingAnything(t *testing.T) {
 }
 
 func TestCleanupRemovesStaleNamespacesOnly(t *testing.T) {
-	requireNetAdmin(t)
+	testutil.RequireNetAdmin(t, Preflight)
 	ctx := context.Background()
 	// pid 0x7ffffffe is never a live process.
 	stale := testPrefix + "2147483646-dead-x"
@@ -345,7 +335,7 @@ func TestChainTopology(t *testing.T) {
 // TestFailedSetupLeavesNothing: Up fails late (an unknown congestion
 // control, after namespaces and TUNs exist) and removes what it built.
 func TestFailedSetupLeavesNothing(t *testing.T) {
-	requireNetAdmin(t)
+	testutil.RequireNetAdmin(t, Preflight)
 	_, err := Up(t.Context(), twoNodes(Params{}, Params{}), Options{Prefix: "iotqf-", CongestionControl: "nosuchcc"})
 	if err == nil || !strings.Contains(err.Error(), "nosuchcc") {
 		t.Fatalf("Up with a bad congestion control: %v", err)
@@ -363,7 +353,7 @@ func TestFailedSetupLeavesNothing(t *testing.T) {
 // a host service through the link (one RTT for the TCP handshake), and its
 // exit code comes back.
 func TestShellRunsCommandBehindLink(t *testing.T) {
-	requireNetAdmin(t)
+	testutil.RequireNetAdmin(t, Preflight)
 	ln, err := net.Listen("tcp4", "0.0.0.0:0")
 	if err != nil {
 		t.Fatal(err)
@@ -587,7 +577,7 @@ func TestImpairmentDirection(t *testing.T) {
 // TestShellDirectionUpIsTheShellsEgress: in "iotq link shell" up means
 // from the shell to the host.
 func TestShellDirectionUpIsTheShellsEgress(t *testing.T) {
-	requireNetAdmin(t)
+	testutil.RequireNetAdmin(t, Preflight)
 	p := Params{Loss: 1}
 	script := `python3 -c "
 import os,socket

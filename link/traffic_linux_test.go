@@ -3,6 +3,7 @@ package link
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/iotq/iotq/internal/testutil"
 	"math"
 	"net"
 	"net/netip"
@@ -331,7 +332,7 @@ func TestSharedMediumCapacityAndResidualLoss(t *testing.T) {
 
 // TestNoTUNOrNamespaceLeftBehind checks the host after a build and Close.
 func TestNoTUNOrNamespaceLeftBehind(t *testing.T) {
-	requireNetAdmin(t)
+	testutil.RequireNetAdmin(t, Preflight)
 	n, err := Up(t.Context(), twoNodes(Params{}, Params{}), Options{Prefix: "iotqc-"})
 	if err != nil {
 		t.Fatal(err)

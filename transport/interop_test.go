@@ -15,20 +15,14 @@ import (
 	"time"
 
 	"github.com/iotq/iotq/internal/certs"
+	"github.com/iotq/iotq/internal/testutil"
 )
 
-// requireTool skips when a real peer is not installed, except under CI
-// (CI=true), where .ci/run installs it and its absence is a failure.
+// requireTool returns the path of a real peer (testutil.RequireTool:
+// skipped when missing, failed under CI=true).
 func requireTool(t *testing.T, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s not installed (CI installs mosquitto and mosquitto-clients): %v", name, err)
-		}
-		t.Skipf("%s not installed: %v", name, err)
-	}
-	return p
+	return testutil.RequireTool(t, name, "apt-get install mosquitto mosquitto-clients")
 }
 
 // readPacket reads one MQTT control packet: type byte and body.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/iotq/iotq/broker"
+	"github.com/iotq/iotq/broker/brokertest"
 	"github.com/iotq/iotq/client"
 	"github.com/iotq/iotq/client/measure"
 	"github.com/iotq/iotq/internal/payload"
@@ -43,8 +44,8 @@ func run(t *testing.T, url string, o measure.PublisherOptions) (measure.Summary,
 }
 
 func TestPublisher(t *testing.T) {
-	srv := testutil.StartBroker(t, broker.Options{})
-	url := testutil.Endpoint(t, srv, "mqtt")
+	srv := brokertest.Start(t, broker.Options{})
+	url := brokertest.Endpoint(t, srv, "mqtt")
 
 	t.Run("every message is reported in order with its receipt", func(t *testing.T) {
 		sum, res := run(t, url, measure.PublisherOptions{Topic: "m/a", QoS: 1, Size: 32, Count: 5, AckWait: 10 * time.Second})

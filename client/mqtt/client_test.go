@@ -12,6 +12,7 @@ import (
 
 	"github.com/iotq/iotq/client/internal/core"
 	"github.com/iotq/iotq/internal/payload"
+	"github.com/iotq/iotq/internal/testutil"
 	"github.com/iotq/iotq/transport"
 	"github.com/iotq/iotq/transport/endpoint"
 )
@@ -78,18 +79,18 @@ func dialT(t *testing.T, url string, o core.Options) core.Client {
 // both MQTT versions; receipts are accepted and carry a time; the payload
 // arrives intact.
 func TestMosquittoQoSLevels(t *testing.T) {
-	m := startMosquitto(t, "")
+	m := testutil.StartMosquitto(t, "")
 	ctx := context.Background()
 	for _, p := range protocols {
 		for qos := byte(0); qos <= 2; qos++ {
 			t.Run(fmt.Sprintf("%s/qos%d", p.name, qos), func(t *testing.T) {
 				topic := fmt.Sprintf("t/%s/%d", p.name, qos)
-				sub := dialT(t, m.url(), core.Options{ProtocolVersion: p.v})
+				sub := dialT(t, m.URL(), core.Options{ProtocolVersion: p.v})
 				col := newCollector()
 				if err := sub.Subscribe(ctx, topic, core.SubscribeOptions{QoS: qos}, col.handle); err != nil {
 					t.Fatal(err)
 				}
-				pub := dialT(t, m.url(), core.Options{ProtocolVersion: p.v})
+				pub := dialT(t, m.URL(), core.Options{ProtocolVersion: p.v})
 				const n = 20
 				var rs []*core.Receipt
 				before := time.Now()
@@ -142,12 +143,12 @@ func TestMosquittoQoSLevels(t *testing.T) {
 // subscriber flagged as retained; a client that vanishes without DISCONNECT
 // gets its will published.
 func TestMosquittoRetainedAndWill(t *testing.T) {
-	m := startMosquitto(t, "")
+	m := testutil.StartMosquitto(t, "")
 	ctx := context.Background()
 	for _, p := range protocols {
 		t.Run(p.name+"/retained", func(t *testing.T) {
 			topic := "retained/" + p.name
-			pub := dialT(t, m.url(), core.Options{ProtocolVersion: p.v})
+			pub := dialT(t, m.URL(), core.Options{ProtocolVersion: p.v})
 			r, err := pub.Publish(ctx, topic, []byte("kept"), core.PublishOptions{QoS: 1, Retain: true})
 			if err != nil {
 				t.Fatal(err)
@@ -155,7 +156,7 @@ func TestMosquittoRetainedAndWill(t *testing.T) {
 			if err := r.Wait(ctx); err != nil {
 				t.Fatal(err)
 			}
-			sub := dialT(t, m.url(), core.Options{ProtocolVersion: p.v})
+			sub := dialT(t, m.URL(), core.Options{ProtocolVersion: p.v})
 			col := newCollector()
 			if err := sub.Subscribe(ctx, topic, core.SubscribeOptions{QoS: 1}, col.handle); err != nil {
 				t.Fatal(err)
@@ -167,12 +168,12 @@ func TestMosquittoRetainedAndWill(t *testing.T) {
 		})
 		t.Run(p.name+"/will", func(t *testing.T) {
 			topic := "will/" + p.name
-			sub := dialT(t, m.url(), core.Options{ProtocolVersion: p.v})
+			sub := dialT(t, m.URL(), core.Options{ProtocolVersion: p.v})
 			col := newCollector()
 			if err := sub.Subscribe(ctx, topic, core.SubscribeOptions{QoS: 1}, col.handle); err != nil {
 				t.Fatal(err)
 			}
-			dev := dialT(t, m.url(), core.Options{ProtocolVersion: p.v, Will: &core.Will{Topic: topic, Payload: []byte("gone"), QoS: 1}})
+			dev := dialT(t, m.URL(), core.Options{ProtocolVersion: p.v, Will: &core.Will{Topic: topic, Payload: []byte("gone"), QoS: 1}})
 			// Break the transport under the client: its reads fail, it
 			// sees the loss and drops the socket without DISCONNECT.
 			_ = rawConn(dev).SetReadDeadline(time.Now())
@@ -194,12 +195,12 @@ func TestMosquittoRetainedAndWill(t *testing.T) {
 		})
 		t.Run(p.name+"/clean close", func(t *testing.T) {
 			topic := "will2/" + p.name
-			sub := dialT(t, m.url(), core.Options{ProtocolVersion: p.v})
+			sub := dialT(t, m.URL(), core.Options{ProtocolVersion: p.v})
 			col := newCollector()
 			if err := sub.Subscribe(ctx, topic, core.SubscribeOptions{QoS: 1}, col.handle); err != nil {
 				t.Fatal(err)
 			}
-			dev := dialT(t, m.url(), core.Options{ProtocolVersion: p.v, Will: &core.Will{Topic: topic, Payload: []byte("gone")}})
+			dev := dialT(t, m.URL(), core.Options{ProtocolVersion: p.v, Will: &core.Will{Topic: topic, Payload: []byte("gone")}})
 			dev.Close()
 			dev.Close() // idempotent
 			if !errors.Is(dev.Err(), core.ErrClosed) {
@@ -233,7 +234,7 @@ func rawConn(c core.Client) *timedConn {
 
 // TestUnreachableBroker: the error says what to check.
 func TestUnreachableBroker(t *testing.T) {
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	for _, p := range protocols {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err := dialRaw(ctx, fmt.Sprintf("mqtt://127.0.0.1:%d", port), core.Options{ProtocolVersion: p.v})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/iotq/iotq/client/internal/core"
 	"github.com/iotq/iotq/internal/certs"
+	"github.com/iotq/iotq/internal/testutil"
 	"github.com/iotq/iotq/transport"
 )
 
@@ -25,11 +26,11 @@ func TestMosquittoTLSAndWebSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tlsPort, wsPort := freePort(t), freePort(t)
-	m := startMosquitto(t, fmt.Sprintf("listener %d 127.0.0.1\ncertfile %s\nkeyfile %s\ntls_version tlsv1.3\nlistener %d 127.0.0.1\nprotocol websockets\n",
+	tlsPort, wsPort := testutil.FreePort(t), testutil.FreePort(t)
+	m := testutil.StartMosquitto(t, fmt.Sprintf("listener %d 127.0.0.1\ncertfile %s\nkeyfile %s\ntls_version tlsv1.3\nlistener %d 127.0.0.1\nprotocol websockets\n",
 		tlsPort, files.Cert, files.Key, wsPort), tlsPort, wsPort)
 	urls := map[string]string{
-		"mqtt":  m.url(),
+		"mqtt":  m.URL(),
 		"mqtts": fmt.Sprintf("mqtts://127.0.0.1:%d", tlsPort),
 		"ws":    fmt.Sprintf("ws://127.0.0.1:%d/mqtt", wsPort),
 	}
@@ -100,45 +101,46 @@ func TestMosquittoTLSAndWebSocket(t *testing.T) {
 // TestMosquittoAuthRefused: a wrong password is refused with a hint about
 // --username/--password, for both MQTT versions; the right one connects.
 func TestMosquittoAuthRefused(t *testing.T) {
-	pw := needTool(t, "mosquitto_passwd")
+	pw := testutil.RequireTool(t, "mosquitto_passwd", "apt-get install mosquitto")
 	dir := t.TempDir()
 	pwFile := filepath.Join(dir, "passwd")
 	if out, err := exec.Command(pw, "-b", "-c", pwFile, "alice", "secret").CombinedOutput(); err != nil {
 		t.Fatalf("mosquitto_passwd: %v %s", err, out)
 	}
-	m := startMosquitto(t, fmt.Sprintf("allow_anonymous false\npassword_file %s\n", pwFile))
+	m := testutil.StartMosquitto(t, fmt.Sprintf("allow_anonymous false\npassword_file %s\n", pwFile))
 	ctx := context.Background()
 	for _, p := range protocols {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := dialRaw(cctx, m.url(), core.Options{ProtocolVersion: p.v, Username: "alice", Password: "wrong"})
+		_, err := dialRaw(cctx, m.URL(), core.Options{ProtocolVersion: p.v, Username: "alice", Password: "wrong"})
 		cancel()
 		if err == nil || !strings.Contains(err.Error(), "check --username/--password") {
 			t.Fatalf("%s: got %v, want a hint about --username/--password", p.name, err)
 		}
-		c := dialT(t, m.url(), core.Options{ProtocolVersion: p.v, Username: "alice", Password: "secret"})
+		c := dialT(t, m.URL(), core.Options{ProtocolVersion: p.v, Username: "alice", Password: "secret"})
 		c.Close()
 	}
 }
 
 // TestPythonPahoPeer: an independent MQTT implementation (Python
 // paho-mqtt 2.x) exchanges messages with our client through Mosquitto, both
-// MQTT versions. Skipped when python3 or paho-mqtt is missing (an optional
-// peer: pip install paho-mqtt==2.1.0).
+// MQTT versions. Skipped when python3 or paho-mqtt is missing, except under
+// CI=true, where scripts/setup.sh installs paho-mqtt==2.1.0 and a missing
+// peer fails the test.
 func TestPythonPahoPeer(t *testing.T) {
 	py, err := exec.LookPath("python3")
 	if err == nil {
 		err = exec.Command(py, "-c", "import paho.mqtt.client").Run()
 	}
 	if err != nil {
-		t.Skip("python3 with paho-mqtt not available (pip install paho-mqtt==2.1.0)")
+		testutil.SkipOrFail(t, "python3 with paho-mqtt not available: %v (pip install paho-mqtt==2.1.0)", err)
 	}
-	m := startMosquitto(t, "")
+	m := testutil.StartMosquitto(t, "")
 	ctx := context.Background()
-	port := fmt.Sprint(m.port)
+	port := fmt.Sprint(m.Port)
 	for _, p := range protocols {
 		t.Run(p.name, func(t *testing.T) {
 			// Python publishes, we subscribe.
-			sub := dialT(t, m.url(), core.Options{ProtocolVersion: p.v})
+			sub := dialT(t, m.URL(), core.Options{ProtocolVersion: p.v})
 			col := newCollector()
 			if err := sub.Subscribe(ctx, "py/in", core.SubscribeOptions{QoS: 1}, col.handle); err != nil {
 				t.Fatal(err)
@@ -195,7 +197,7 @@ func TestPythonPahoPeer(t *testing.T) {
 			if l := next(); l != "ready" {
 				t.Fatalf("python said %q", l)
 			}
-			pub := dialT(t, m.url(), core.Options{ProtocolVersion: p.v})
+			pub := dialT(t, m.URL(), core.Options{ProtocolVersion: p.v})
 			for q := byte(0); q <= 2; q++ {
 				r, err := pub.Publish(ctx, "py/out", []byte(fmt.Sprintf("go-%d", q)), core.PublishOptions{QoS: q})
 				if err != nil || r.Wait(ctx) != nil {

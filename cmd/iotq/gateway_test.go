@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/iotq/iotq/broker"
-	"github.com/iotq/iotq/internal/testutil"
+	"github.com/iotq/iotq/broker/brokertest"
 )
 
 // TestGatewayCommand: print-config, check and usage errors; then a gateway
@@ -38,8 +38,8 @@ func TestGatewayCommand(t *testing.T) {
 		t.Fatalf("bad config: exit %d: %s", code, errs)
 	}
 
-	srv := testutil.StartBroker(t, broker.Options{})
-	up := strings.Replace(testutil.Endpoint(t, srv, "mqtt"), "mqtt://", "tcp://", 1)
+	srv := brokertest.Start(t, broker.Options{})
+	up := strings.Replace(brokertest.Endpoint(t, srv, "mqtt"), "mqtt://", "tcp://", 1)
 	ready := filepath.Join(dir, "ready.json")
 	gctx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -6,9 +6,8 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"net"
+	"github.com/iotq/iotq/internal/testutil"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -28,46 +27,8 @@ func startMosquittoCLI(t *testing.T) string {
 // that kills the broker.
 func startMosquittoKill(t *testing.T) (string, func()) {
 	t.Helper()
-	bin, err := exec.LookPath("mosquitto")
-	if err != nil {
-		bin, err = exec.LookPath("/usr/sbin/mosquitto")
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("mosquitto not installed (apt-get install mosquitto mosquitto-clients)")
-		}
-		t.Skip("mosquitto not installed; apt-get install mosquitto mosquitto-clients")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "m.conf")
-	os.WriteFile(conf, []byte(fmt.Sprintf("allow_anonymous true\npersistence false\nlistener %d 127.0.0.1\n", port)), 0o600)
-	cmd := exec.Command(bin, "-c", conf)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	kill := func() { cmd.Process.Kill(); <-done }
-	t.Cleanup(kill)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mosquitto not listening: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return "mqtt://" + addr, kill
+	m := testutil.StartMosquitto(t, "")
+	return m.URL(), m.Kill
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer and a concurrent reader.

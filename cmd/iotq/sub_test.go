@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/iotq/iotq/broker"
-	"github.com/iotq/iotq/internal/testutil"
+	"github.com/iotq/iotq/broker/brokertest"
 )
 
 // TestPubSubOverQUICWith0RTT: pub and sub over every transport of our
 // broker; over QUIC a second pub with the same --session-cache reports
 // used_0rtt and tls_resumed in --stats json and its message is delivered.
 func TestPubSubOverQUICWith0RTT(t *testing.T) {
-	srv := testutil.StartBroker(t, broker.Options{
+	srv := brokertest.Start(t, broker.Options{
 		Listen:   []string{"mqtt://127.0.0.1:0", "mqtts://127.0.0.1:0", "wss://127.0.0.1:0", "quic://127.0.0.1:0"},
 		StateDir: t.TempDir(),
 	})
@@ -24,7 +24,7 @@ func TestPubSubOverQUICWith0RTT(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "ready")
-	sub := startCLI(ctx, "sub", "--url", testutil.Endpoint(t, srv, "mqtt"), "-t", "z/#", "-q", "1", "-n", "6",
+	sub := startCLI(ctx, "sub", "--url", brokertest.Endpoint(t, srv, "mqtt"), "-t", "z/#", "-q", "1", "-n", "6",
 		"--timeout", "20s", "--stats", "json", "--quiet", "--ready-file", ready)
 	waitFile(t, ready)
 
@@ -42,7 +42,7 @@ func TestPubSubOverQUICWith0RTT(t *testing.T) {
 		{"quic", true, true},   // --early: PUBLISH in the 0-RTT flight with CONNECT
 	}
 	for i, r := range runs {
-		args := []string{"pub", "--url", testutil.Endpoint(t, srv, r.scheme), "--ca", ca, "--session-cache", cache,
+		args := []string{"pub", "--url", brokertest.Endpoint(t, srv, r.scheme), "--ca", ca, "--session-cache", cache,
 			"-t", fmt.Sprintf("z/%d", i), "--size", "32", "--stats", "json"}
 		if i == len(runs)-1 {
 			args = append(args, "--early", "-q", "0")
