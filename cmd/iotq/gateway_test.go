@@ -11,6 +11,7 @@ import (
 
 	"github.com/iotq/iotq/broker"
 	"github.com/iotq/iotq/broker/brokertest"
+	"github.com/iotq/iotq/internal/testutil"
 )
 
 // TestGatewayCommand: print-config, check and usage errors; then a gateway
