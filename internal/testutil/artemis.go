@@ -56,7 +56,7 @@ func StartArtemis(t testing.TB, withTLS bool) *Artemis {
 	a := &Artemis{Port: freeTCPPort(t)}
 	args := []string{"-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
 		"-cp", filepath.Join(dir, "classes") + string(os.PathListSeparator) + filepath.Join(dir, "lib", "*"),
-		"Broker", "--host", "127.0.0.1", "--port", fmt.Sprint(a.Port)}
+		"Broker", "--host", "127.0.0.1", "--port", fmt.Sprint(a.Port), "--stop-on-eof", "true"}
 	if withTLS {
 		tmp := t.TempDir()
 		files, err := certs.EnsureServerCert(tmp, []string{"127.0.0.1", "localhost"})

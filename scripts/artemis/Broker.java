@@ -3,10 +3,11 @@
 //
 // Usage: java -cp CLASSES:LIB/* Broker --host 127.0.0.1 --port 5672
 //            [--tls-port 5671 --keystore ks.p12 --keystore-password PW]
+//            [--stop-on-eof true]
 //
 // Prints "ready" on standard output once every acceptor listens. Stops on
-// SIGTERM/SIGINT or when standard input closes (so a test that dies takes the
-// broker with it).
+// SIGTERM/SIGINT, and with --stop-on-eof true also when standard input
+// closes (tests use it, so a test that dies takes the broker with it).
 import java.io.InputStream;
 import java.util.concurrent.CountDownLatch;
 
@@ -23,6 +24,7 @@ public final class Broker {
         int tlsPort = 0;
         String keystore = null;
         String keystorePassword = "";
+        boolean stopOnEOF = false;
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             if (i + 1 >= args.length) {
@@ -35,6 +37,7 @@ public final class Broker {
                 case "--tls-port": tlsPort = Integer.parseInt(v); break;
                 case "--keystore": keystore = v; break;
                 case "--keystore-password": keystorePassword = v; break;
+                case "--stop-on-eof": stopOnEOF = Boolean.parseBoolean(v); break;
                 default: usage("unknown option " + a);
             }
         }
@@ -66,6 +69,10 @@ public final class Broker {
         server.start();
         System.out.println("ready");
         System.out.flush();
+        if (!stopOnEOF) {
+            stop.await();
+            System.exit(0);
+        }
         Thread stdin = new Thread(() -> {
             try {
                 InputStream in = System.in;
@@ -86,7 +93,7 @@ public final class Broker {
 
     private static void usage(String msg) {
         System.err.println("artemis: " + msg);
-        System.err.println("usage: Broker --host ADDR --port N [--tls-port N --keystore FILE.p12 --keystore-password PW]");
+        System.err.println("usage: Broker --host ADDR --port N [--tls-port N --keystore FILE.p12 --keystore-password PW] [--stop-on-eof true]");
         System.exit(2);
     }
 }
