@@ -22,7 +22,7 @@ import (
 // startMosquitto runs a Mosquitto on a free loopback port (stopped by its
 // PID in t.Cleanup; under CI=true a missing Mosquitto fails the test) and
 // returns its tcp:// address.
-func startMosquitto(t *testing.T) string {
+func startMosquitto(t testing.TB) string {
 	t.Helper()
 	return "tcp://" + iotqtest.StartMosquitto(t, "").Addr()
 }
