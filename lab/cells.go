@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iotq/iotq/link"
 	"github.com/iotq/iotq/records"
 )
 
@@ -53,27 +54,20 @@ func Cells(specs []Spec) ([]Cell, error) {
 			pubs, retries = s.Topology.Publishers, s.Topology.Retries
 		}
 		for _, prof := range s.Profiles {
-			p, _ := s.profile(prof)
-			oneWay := p.Delay.D()
-			if s.Delay == DelayRTT {
-				oneWay = p.Delay.D() / 2
-			}
+			pubLink, _ := s.linkOf(prof)
+			pubLink.QueueBytes = s.Topology.QueueBytes
 			for _, loss := range s.Losses {
-				pubLink := LinkParams{Name: prof, RateBps: int64(p.Rate), DelayNs: int64(oneWay), LossPct: float64(loss), QueueBytes: s.Topology.QueueBytes}
+				pubLink.LossPct = float64(loss)
 				for _, sl := range subLinks {
 					var subLink LinkParams
 					switch {
 					case sl.Name != "":
-						d := sl.Delay.D()
-						if sl.RTT > 0 {
-							d = sl.RTT.D() / 2
-						}
-						subLink = LinkParams{Name: sl.Name, RateBps: int64(sl.Rate), DelayNs: int64(d), QueueBytes: s.Topology.QueueBytes}
+						subLink = LinkParams{Name: sl.Name, RateBps: int64(sl.Rate), DelayNs: int64(sl.oneWay()), QueueBytes: s.Topology.QueueBytes}
 					case s.Topology.Kind == KindPubBrokerSub && s.Topology.Impaired == ImpairedBoth:
 						subLink = pubLink
 					default:
-						eth := builtinProfiles()["ethernet"]
-						subLink = LinkParams{Name: "ethernet", RateBps: int64(eth.Rate), DelayNs: int64(eth.Delay), QueueBytes: s.Topology.QueueBytes}
+						eth, _ := link.ProfileByName("ethernet") // the wired default, whatever profile_defs say
+						subLink = LinkParams{Name: eth.Name, RateBps: eth.Rate, DelayNs: int64(eth.OneWay().Delay), QueueBytes: s.Topology.QueueBytes}
 					}
 					for _, n := range pubs {
 						for _, r := range retries {

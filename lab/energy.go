@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/iotq/iotq/link/profile"
 	"github.com/iotq/iotq/records"
 )
 
@@ -37,35 +38,22 @@ type EnergyModel struct {
 	// Radio maps a technology (wifi, lte, satellite) to its model; missing
 	// ones take DefaultEnergy's.
 	Radio map[string]RadioModel `yaml:"radio,omitempty" json:"radio"`
-	// ProfileRadio maps a link profile to a technology. Default: wifi->wifi,
-	// cellular->lte, satellite->satellite; a profile without an entry
-	// (ethernet) has no radio.
+	// ProfileRadio maps a link profile to a technology. Default: the radios
+	// of the profile table (link/profile: wifi->wifi, cellular->lte,
+	// satellite->satellite); a profile without an entry (ethernet) has no
+	// radio.
 	ProfileRadio map[string]string `yaml:"profile_radio,omitempty" json:"profile_radio"`
 	// PowerLog is an optional external power meter log (timestamped CSV)
 	// that the report aligns with the run.
 	PowerLog string `yaml:"power_log,omitempty" json:"power_log,omitempty"`
 }
 
-const huang = "Huang et al., MobiSys 2012, Tables 3 and 4"
-
-// DefaultEnergy returns the default model: WiFi and LTE from Huang et al.,
-// "A close examination of performance and power characteristics of 4G LTE
-// networks", MobiSys 2012 (idle = DRX or beacon power x on time / period);
-// the satellite terminal values are placeholders to replace with the
-// terminal's data sheet.
+// DefaultEnergy returns the default model: the radio models of
+// records.DefaultRadios, the processor's records.DefaultCPUActiveMW and the
+// radios of the profile table (link/profile).
 func DefaultEnergy() EnergyModel {
-	return EnergyModel{
-		CPUActiveW: 2,
-		Radio: map[string]RadioModel{
-			"wifi": {PromotionW: 0.1244, PromotionS: 0.0791, BaseW: 0.13286, UpWPerMbps: 0.28317,
-				DownWPerMbps: 0.13701, TailW: 0.1193, TailS: 0.2381, IdleW: 0.0772 * 7.6 / 308.2, Source: huang},
-			"lte": {PromotionW: 1.2107, PromotionS: 0.2601, BaseW: 1.28804, UpWPerMbps: 0.43839,
-				DownWPerMbps: 0.05197, TailW: 1.0600, TailS: 11.576, IdleW: 0.5943 * 43.2 / 1280.2, Source: huang},
-			"satellite": {BaseW: 30, UpWPerMbps: 2, DownWPerMbps: 0.5, TailW: 30, TailS: 1, IdleW: 20,
-				Source: "placeholder (no published source): set the terminal's values under energy.radio.satellite"},
-		},
-		ProfileRadio: map[string]string{"wifi": "wifi", "cellular": "lte", "satellite": "satellite"},
-	}
+	return energyFromRecord(records.Energy{CPUActiveMW: records.DefaultCPUActiveMW, Radio: records.DefaultRadios(),
+		ProfileRadio: profile.Radios()})
 }
 
 func (e EnergyModel) withDefaults() EnergyModel {

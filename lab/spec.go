@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iotq/iotq/link"
+	"github.com/iotq/iotq/link/profile"
 	"github.com/iotq/iotq/records"
 	"go.yaml.in/yaml/v3"
 )
@@ -146,51 +148,39 @@ type ScaleSpec struct {
 	Intervals []Duration `yaml:"intervals,omitempty"`
 }
 
-// Profile is a named link profile: rate and delay figure. How the delay is
-// read (one-way or round trip) is the scenario's Delay convention.
-type Profile struct {
-	Name  string
-	Rate  Rate
-	Delay Duration
-}
-
-// Profiles of experiments.md. The delay is the figure of the table: one-way
-// for E1-E3, RTT for E4-E6 (the scenario's Delay says which).
-func builtinProfiles() map[string]Profile {
-	return map[string]Profile{
-		"wifi":      {Name: "wifi", Rate: 20_000_000, Delay: Duration(25 * time.Millisecond)},
-		"cellular":  {Name: "cellular", Rate: 10_000_000, Delay: Duration(100 * time.Millisecond)},
-		"satellite": {Name: "satellite", Rate: 1_500_000, Delay: Duration(600 * time.Millisecond)},
-		"ethernet":  {Name: "ethernet", Rate: 100_000_000, Delay: 0},
+// oneWay is the link's one-way delay per direction.
+func (l LinkSpec) oneWay() time.Duration {
+	if l.RTT > 0 {
+		return l.RTT.D() / 2
 	}
+	return l.Delay.D()
 }
 
-// ProfileNames lists the built-in link profiles.
+// ProfileNames lists the built-in link profiles (package link/profile).
 func ProfileNames() []string {
-	var n []string
-	for k := range builtinProfiles() {
-		n = append(n, k)
-	}
+	n := profile.Names()
 	sort.Strings(n)
 	return n
 }
 
-func (s *Spec) profile(name string) (Profile, bool) {
+// linkOf resolves a profile name to its link: one representation, the
+// one-way delay of each direction, from here to the emulator. A built-in
+// profile's delay figure is read under the spec's delay convention
+// (link.Profile's OneWay or RTT); a definition under profile_defs says
+// itself whether it gives the one-way delay or the round trip.
+func (s *Spec) linkOf(name string) (LinkParams, bool) {
 	if d, ok := s.ProfileDefs[name]; ok {
-		// A definition is explicit (delay one-way, or rtt); convert it to
-		// the scenario's convention.
-		oneWay := d.Delay
-		if d.RTT > 0 {
-			oneWay = d.RTT / 2
-		}
-		p := Profile{Name: name, Rate: d.Rate, Delay: oneWay}
-		if s.delayConvention() == DelayRTT {
-			p.Delay = 2 * oneWay
-		}
-		return p, true
+		return LinkParams{Name: name, RateBps: int64(d.Rate), DelayNs: int64(d.oneWay())}, true
 	}
-	p, ok := builtinProfiles()[name]
-	return p, ok
+	p, err := link.ProfileByName(name)
+	if err != nil || p.Name != name {
+		return LinkParams{}, false
+	}
+	prm := p.OneWay()
+	if s.delayConvention() == DelayRTT {
+		prm = p.RTT()
+	}
+	return LinkParams{Name: name, RateBps: prm.Rate, DelayNs: int64(prm.Delay)}, true
 }
 
 func (s *Spec) delayConvention() string {
@@ -332,7 +322,7 @@ func (s Spec) Validate() error {
 		}
 	}
 	for i, name := range d.Profiles {
-		if _, ok := d.profile(name); !ok {
+		if _, ok := d.linkOf(name); !ok {
 			bad(fmt.Sprintf("profiles[%d]", i), "unknown profile %q: want one of %s, or define it under profile_defs", name, strings.Join(ProfileNames(), ", "))
 		}
 	}

@@ -2,11 +2,10 @@ package lab
 
 import (
 	"fmt"
-	"math"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/iotq/iotq/link/profile"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -33,39 +32,23 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// ParseDuration parses a non-negative duration such as "25ms".
+// ParseDuration parses a non-negative duration such as "25ms"
+// (profile.ParseDuration).
 func ParseDuration(s string) (Duration, error) {
-	s = strings.TrimSpace(s)
-	if s == "0" {
-		return 0, nil
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("duration %q: want a Go duration such as 25ms or 1.5s", s)
-	}
-	if v < 0 {
-		return 0, fmt.Errorf("duration %q: must not be negative", s)
-	}
-	return Duration(v), nil
+	d, err := profile.ParseDuration("duration", s)
+	return Duration(d), err
 }
 
 // Rate is a link rate in bits per second, written as tc writes it
 // ("20mbit", "1.5mbit", "512kbit", "10gbit"). Zero means unlimited.
 type Rate int64
 
-// String formats the rate in the largest unit that keeps it readable.
+// String formats the rate as tc writes it ("20mbit"; "0" for unlimited).
 func (r Rate) String() string {
-	switch {
-	case r == 0:
+	if r == 0 {
 		return "0"
-	case r%1_000_000_000 == 0:
-		return fmt.Sprintf("%dgbit", r/1_000_000_000)
-	case r >= 1_000_000:
-		return strconv.FormatFloat(float64(r)/1e6, 'f', -1, 64) + "mbit"
-	case r >= 1000:
-		return strconv.FormatFloat(float64(r)/1e3, 'f', -1, 64) + "kbit"
 	}
-	return fmt.Sprintf("%dbit", int64(r))
+	return profile.FormatRate(int64(r))
 }
 
 // MarshalYAML writes the rate as a string.
@@ -81,30 +64,11 @@ func (r *Rate) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// ParseRate parses a tc-style rate: a number followed by bit, kbit, mbit
-// or gbit (also bps, kbps, mbps, gbps for bytes per second).
+// ParseRate parses a tc-style rate such as 20mbit, 1.5mbit or 512kbit
+// (profile.ParseRate; mbps is megabytes per second, as in tc).
 func ParseRate(s string) (Rate, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	if t == "0" {
-		return 0, nil
-	}
-	units := []struct {
-		suffix string
-		mult   float64
-	}{
-		{"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1},
-		{"gbps", 8e9}, {"mbps", 8e6}, {"kbps", 8e3}, {"bps", 8},
-	}
-	for _, u := range units {
-		if num, ok := strings.CutSuffix(t, u.suffix); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-			if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
-				break
-			}
-			return Rate(math.Round(f * u.mult)), nil
-		}
-	}
-	return 0, fmt.Errorf("rate %q: want a number and a unit as tc writes it, such as 20mbit, 1.5mbit or 512kbit", s)
+	r, err := profile.ParseRate(s)
+	return Rate(r), err
 }
 
 // Percent is a loss figure in percent (5 means 5 %). Scenario files may
@@ -132,12 +96,8 @@ func (p *Percent) UnmarshalYAML(n *yaml.Node) error {
 }
 
 func parsePercentNumber(s string) (Percent, error) {
-	t := strings.TrimSuffix(strings.TrimSpace(s), "%")
-	f, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("loss %q: want a percentage such as 5 or 5%%", s)
-	}
-	return Percent(f), nil
+	v, err := profile.ParsePercent(s)
+	return Percent(v), err
 }
 
 // ParsePercent parses "5", "5%" or "0.5%" into a percentage in [0, 100].

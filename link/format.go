@@ -3,11 +3,10 @@ package link
 import (
 	"fmt"
 	"io"
-	"math"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/iotq/iotq/link/profile"
 )
 
 // WriteStats prints counters as an aligned table, one row per direction.
@@ -29,23 +28,6 @@ func fmtDur(d time.Duration) string {
 	return d.Round(10 * time.Microsecond).String()
 }
 
-// ParseBytes parses a size in bytes: "125000", "64k" or "64kb" (KiB),
-// "1m"/"1mb" (MiB).
-func ParseBytes(s string) (int, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	mult := 1
-	for _, u := range []struct {
-		suf string
-		m   int
-	}{{"kb", 1 << 10}, {"k", 1 << 10}, {"mb", 1 << 20}, {"m", 1 << 20}, {"b", 1}} {
-		if strings.HasSuffix(t, u.suf) {
-			t, mult = strings.TrimSuffix(t, u.suf), u.m
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
-	if err != nil || math.IsNaN(v) || v < 0 || v*float64(mult) > 1<<40 {
-		return 0, fmt.Errorf("size %q is not understood: give bytes such as 125000, 64kb or 1mb", s)
-	}
-	return int(v * float64(mult)), nil
-}
+// ParseBytes parses a size in bytes ("125000", "64kb", "1mb"); see
+// profile.ParseBytes.
+func ParseBytes(s string) (int, error) { return profile.ParseBytes(s) }

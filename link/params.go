@@ -3,10 +3,10 @@ package link
 import (
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/iotq/iotq/link/profile"
 )
 
 // Params describe one direction of a link: what happens to a packet that
@@ -225,142 +225,51 @@ func (p Params) String() string {
 	return b.String()
 }
 
-// ParseRate parses a rate the way tc writes it: "20mbit", "1.5mbit",
-// "512kbit", "1gbit", "9600bit" or a bare number of bit/s. "kbps"/"mbps"
-// mean bytes per second, as in tc. The result is in bit/s.
-func ParseRate(s string) (int64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	if t == "" {
-		return 0, fmt.Errorf("rate is empty: give a rate such as 20mbit, 1.5mbit or 512kbit")
-	}
-	units := []struct {
-		suffix string
-		mult   float64
-	}{
-		{"tbit", 1e12}, {"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1},
-		{"tbps", 8e12}, {"gbps", 8e9}, {"mbps", 8e6}, {"kbps", 8e3}, {"bps", 8},
-	}
-	mult := 1.0
-	num := t
-	for _, u := range units {
-		if strings.HasSuffix(t, u.suffix) {
-			mult = u.mult
-			num = strings.TrimSpace(strings.TrimSuffix(t, u.suffix))
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(num, 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("rate %q is not understood: give a rate such as 20mbit, 1.5mbit or 512kbit", s)
-	}
-	if v < 0 {
-		return 0, fmt.Errorf("rate %q is negative: give a rate such as 20mbit, or 0 for unlimited", s)
-	}
-	r := v * mult
-	if r > math.MaxInt64/2 {
-		return 0, fmt.Errorf("rate %q is too large", s)
-	}
-	return int64(math.Round(r)), nil
-}
+// The units of a link are parsed and formatted by package link/profile,
+// which the lab and the report share; these are its functions.
 
-// FormatRate writes a rate in bit/s in tc's words (20mbit, 1.5mbit, 512kbit).
-func FormatRate(bps int64) string {
-	switch {
-	case bps >= 1e9 && bps%1e7 == 0:
-		return strconv.FormatFloat(float64(bps)/1e9, 'f', -1, 64) + "gbit"
-	case bps >= 1e6 && bps%1e4 == 0:
-		return strconv.FormatFloat(float64(bps)/1e6, 'f', -1, 64) + "mbit"
-	case bps >= 1e3 && bps%10 == 0:
-		return strconv.FormatFloat(float64(bps)/1e3, 'f', -1, 64) + "kbit"
-	default:
-		return strconv.FormatInt(bps, 10) + "bit"
-	}
-}
+// ParseRate parses a rate as tc writes it ("20mbit"); see profile.ParseRate.
+func ParseRate(s string) (int64, error) { return profile.ParseRate(s) }
 
-// ParseLoss parses a loss rate given as a percentage ("5%", "0.5%") and
-// returns a probability in 0..1. A bare number ("0.05") is read as a
-// probability; "0" means no loss.
-func ParseLoss(s string) (float64, error) {
-	t := strings.TrimSpace(s)
-	if t == "" {
-		return 0, fmt.Errorf("loss is empty: give a percentage such as 5%%")
-	}
-	pct := strings.HasSuffix(t, "%")
-	num := strings.TrimSuffix(t, "%")
-	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("loss %q is not understood: give a percentage such as 5%% (one %% sign)", s)
-	}
-	if pct {
-		v /= 100
-	} else if v > 1 {
-		return 0, fmt.Errorf("loss %q is ambiguous: write a percentage with a %% sign (for example %s%%)", s, num)
-	}
-	if v < 0 || v > 1 {
-		return 0, fmt.Errorf("loss %q is outside 0%%..100%%", s)
-	}
-	return v, nil
-}
+// FormatRate writes a rate in bit/s in tc's words; see profile.FormatRate.
+func FormatRate(bps int64) string { return profile.FormatRate(bps) }
+
+// ParseLoss parses a loss ("5%") into a probability; see profile.ParseLoss.
+func ParseLoss(s string) (float64, error) { return profile.ParseLoss(s) }
 
 // FormatLoss writes a probability as a percentage ("5%").
-func FormatLoss(p float64) string {
-	return strconv.FormatFloat(p*100, 'f', -1, 64) + "%"
-}
+func FormatLoss(p float64) string { return profile.FormatLoss(p) }
 
-// ParseDuration parses a Go duration ("25ms", "1.5s") and refuses negative
-// values; what names the quantity in the error.
-func ParseDuration(what, s string) (time.Duration, error) {
-	d, err := time.ParseDuration(strings.TrimSpace(s))
-	if err != nil {
-		return 0, fmt.Errorf("%s %q is not a duration: write it as Go does, for example 25ms or 1.5s", what, s)
-	}
-	if d < 0 {
-		return 0, fmt.Errorf("%s %q is negative: give 0 or a positive duration such as 25ms", what, s)
-	}
-	return d, nil
-}
+// ParseDuration parses a non-negative Go duration; see profile.ParseDuration.
+func ParseDuration(what, s string) (time.Duration, error) { return profile.ParseDuration(what, s) }
 
-// Profile is a named link technology from experiments.md: a rate and a
-// delay figure. Whether the figure is one-way or round-trip is the
-// scenario's choice, so a Profile is turned into Params explicitly with
-// OneWay (E1-E3) or RTT (E4-E6, E8).
-type Profile struct {
-	Name  string
-	Rate  int64         // bit/s, 0 = unlimited
-	Delay time.Duration // the table's delay figure
-}
+// Profile is a named link technology from experiments.md (profile.Profile:
+// a rate and a delay figure). Whether the figure is one-way or round-trip
+// is the scenario's choice, so a Profile is turned into Params explicitly
+// with OneWay (E1-E3) or RTT (E4-E6, E8).
+type Profile struct{ profile.Profile }
 
 // OneWay returns Params for one direction whose one-way delay is the
 // profile's delay figure (a round trip through the link is twice it).
-func (p Profile) OneWay() Params { return Params{Delay: p.Delay, Rate: p.Rate} }
+func (p Profile) OneWay() Params { return Params{Delay: p.PerDirection(false), Rate: p.Rate} }
 
 // RTT returns Params for one direction such that the round trip through the
 // link (both directions alike) equals the profile's delay figure.
-func (p Profile) RTT() Params { return Params{Delay: p.Delay / 2, Rate: p.Rate} }
-
-// profiles is the table of experiments.md.
-func profiles() []Profile {
-	return []Profile{
-		{Name: "wifi", Rate: 20_000_000, Delay: 25 * time.Millisecond},
-		{Name: "cellular", Rate: 10_000_000, Delay: 100 * time.Millisecond},
-		{Name: "satellite", Rate: 1_500_000, Delay: 600 * time.Millisecond},
-		{Name: "ethernet", Rate: 100_000_000, Delay: 0},
-	}
-}
+func (p Profile) RTT() Params { return Params{Delay: p.PerDirection(true), Rate: p.Rate} }
 
 // Profiles lists the built-in profiles (wifi, cellular, satellite, ethernet).
-func Profiles() []Profile { return profiles() }
+func Profiles() []Profile {
+	var out []Profile
+	for _, p := range profile.All() {
+		out = append(out, Profile{p})
+	}
+	return out
+}
 
 // ProfileByName returns the built-in profile called name.
 func ProfileByName(name string) (Profile, error) {
-	var names []string
-	for _, p := range profiles() {
-		if strings.EqualFold(p.Name, name) {
-			return p, nil
-		}
-		names = append(names, p.Name)
-	}
-	return Profile{}, fmt.Errorf("profile %q is unknown: use one of %s", name, strings.Join(names, ", "))
+	p, err := profile.ByName(name)
+	return Profile{p}, err
 }
 
 // ParseGE parses Gilbert-Elliott parameters in netem's order, as

@@ -29,3 +29,29 @@ type Radio struct {
 	IdleMW        float64 `json:"idle_mw"`
 	Source        string  `json:"source,omitempty"`
 }
+
+// Sources of the default radio models.
+const (
+	SourceHuang     = "Huang et al., MobiSys 2012, Tables 3 (power states) and 4 (throughput model)"
+	SourceSatellite = "placeholder (no published source): set the terminal's values (scenario energy.radio.satellite, or iotq report --energy-params)"
+)
+
+// DefaultCPUActiveMW is the default active power of the processor.
+const DefaultCPUActiveMW = 2000
+
+// DefaultRadios returns the default radio models by technology: WiFi and
+// LTE from Huang et al., "A close examination of performance and power
+// characteristics of 4G LTE networks", MobiSys 2012 (idle = DRX or beacon
+// power x on time / period); the satellite terminal values are placeholders
+// to replace with the terminal's data sheet. The lab records them in the
+// manifest and the report falls back on them.
+func DefaultRadios() map[string]Radio {
+	return map[string]Radio{
+		"wifi": {PromotionMW: 124.4, PromotionMS: 79.1, ActiveBaseMW: 132.86, UpMWPerMbps: 283.17,
+			DownMWPerMbps: 137.01, TailMW: 119.3, TailMS: 238.1, IdleMW: 77.2 * 7.6 / 308.2, Source: SourceHuang},
+		"lte": {PromotionMW: 1210.7, PromotionMS: 260.1, ActiveBaseMW: 1288.04, UpMWPerMbps: 438.39,
+			DownMWPerMbps: 51.97, TailMW: 1060, TailMS: 11576, IdleMW: 594.3 * 43.2 / 1280.2, Source: SourceHuang},
+		"satellite": {ActiveBaseMW: 30000, UpMWPerMbps: 2000, DownMWPerMbps: 500, TailMW: 30000, TailMS: 1000,
+			IdleMW: 20000, Source: SourceSatellite},
+	}
+}

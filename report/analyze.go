@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/iotq/iotq/internal/stats"
+	"github.com/iotq/iotq/link/profile"
 	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/report/energy"
 	"github.com/iotq/iotq/report/pcap"
@@ -31,18 +32,6 @@ func kindOf(p string) string {
 }
 
 func isQUIC(transport string) bool { return records.IsQUIC(transport) }
-
-// profileDefaults are the link profiles of experiments.md: rate and the
-// delay figure of the table.
-var profileDefaults = map[string]struct {
-	rate    float64
-	delayNs int64
-}{
-	"wifi":      {20e6, 25e6},
-	"cellular":  {10e6, 100e6},
-	"satellite": {1.5e6, 600e6},
-	"ethernet":  {100e6, 0},
-}
 
 // rttExperiment reports whether an experiment's delay figure is a round
 // trip and whether both links carry the profile (experiments.md).
@@ -358,14 +347,7 @@ func sortedReps(m map[int]float64) []int {
 	return reps
 }
 
-var profileRank = map[string]int{"wifi": 0, "cellular": 1, "satellite": 2, "ethernet": 3}
-
-func rank(p string) int {
-	if r, ok := profileRank[p]; ok {
-		return r
-	}
-	return 4
-}
+func rank(p string) int { return profile.Rank(p) }
 
 func sortCells(cs []*CellResult) {
 	sort.SliceStable(cs, func(i, j int) bool {
@@ -416,23 +398,21 @@ func linkFromRow(ds *dataset, r records.CellRow) (Link, bool) {
 // experiments.md when no file gives them. convention is the cell's delay
 // convention; when no file gives it, that of the experiment's name in
 // experiments.md.
-func defaultLink(exp, profile, convention string) Link {
-	p, ok := profileDefaults[strings.ToLower(profile)]
-	if !ok {
+func defaultLink(exp, name, convention string) Link {
+	p, err := profile.ByName(name)
+	if err != nil {
 		return Link{}
 	}
 	rtt, both := rttExperiment(exp)
 	if convention != "" {
 		rtt = convention == records.DelayRTT
 	}
-	oneWay := p.delayNs
-	if rtt {
-		oneWay /= 2
-	}
-	l := Link{PubDelayNs: oneWay, PubRateBps: p.rate, SubRateBps: 100e6, Source: "profile defaults (experiments.md)"}
+	oneWay := int64(p.PerDirection(rtt))
+	rate := float64(p.Rate)
+	l := Link{PubDelayNs: oneWay, PubRateBps: rate, SubRateBps: 100e6, Source: "profile defaults (experiments.md)"}
 	switch {
 	case both:
-		l.SubDelayNs, l.SubRateBps = oneWay, p.rate
+		l.SubDelayNs, l.SubRateBps = oneWay, rate
 	case strings.EqualFold(exp, "E6"):
 		l.SubDelayNs = 12_500_000
 	}
@@ -742,7 +722,9 @@ func estimateEnergy(ds *dataset, cells []*CellResult, ec *energyConfig, plog ene
 		e := &CellEnergy{MeasuredJ: nan(), MeasuredW: nan(), PerMessageJ: nan(), MeanW: nan()}
 		tech := profileTech[c.Profile]
 		if tech == "" {
-			tech = energy.TechnologyForProfile(c.Profile)
+			if p, err := profile.ByName(c.Profile); err == nil {
+				tech = p.Radio // the profile table's radio
+			}
 		}
 		e.Technology = tech
 		model, haveModel := models[tech]

@@ -43,10 +43,8 @@ func applyEnergy(base expEnergy, le *records.Energy) expEnergy {
 		out.cpuW = le.CPUActiveMW / 1000
 	}
 	for tech, r := range le.Radio {
-		m := energy.Model{Name: tech, PromotionW: r.PromotionMW / 1000, PromotionS: r.PromotionMS / 1000,
-			BaseW: r.ActiveBaseMW / 1000, UpWPerMbps: r.UpMWPerMbps / 1000, DownWPerMbps: r.DownMWPerMbps / 1000,
-			TailW: r.TailMW / 1000, TailS: r.TailMS / 1000, IdleW: r.IdleMW / 1000,
-			Source: "manifest.json (lab's energy parameters)"}
+		m := energy.FromRecord(tech, r)
+		m.Source = "manifest.json (lab's energy parameters)"
 		if m.Validate() == nil {
 			out.models[tech] = m
 		}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/iotq/iotq/records"
 )
 
 // Model is the power-state model of one radio technology. Powers are in
@@ -55,21 +57,24 @@ func (m Model) Validate() error {
 	return nil
 }
 
-const huang = "Huang et al., MobiSys 2012, Tables 3 (power states) and 4 (throughput model)"
-
-// Defaults returns the built-in models keyed by technology: "wifi" and "lte"
-// from Huang et al. (MobiSys 2012), idle power = DRX/beacon power x on time /
-// period from the same table; "satellite" is a placeholder with no published
-// source that a user should replace with the terminal's data sheet values.
+// Defaults returns the built-in models keyed by technology
+// (records.DefaultRadios, in watts and seconds): "wifi" and "lte" from
+// Huang et al. (MobiSys 2012); "satellite" is a placeholder with no
+// published source that a user should replace with the terminal's data
+// sheet values.
 func Defaults() map[string]Model {
-	return map[string]Model{
-		"wifi": {Name: "wifi", PromotionW: 0.1244, PromotionS: 0.0791, BaseW: 0.13286, UpWPerMbps: 0.28317,
-			DownWPerMbps: 0.13701, TailW: 0.1193, TailS: 0.2381, IdleW: 0.0772 * 7.6 / 308.2, Source: huang},
-		"lte": {Name: "lte", PromotionW: 1.2107, PromotionS: 0.2601, BaseW: 1.28804, UpWPerMbps: 0.43839,
-			DownWPerMbps: 0.05197, TailW: 1.0600, TailS: 11.576, IdleW: 0.5943 * 43.2 / 1280.2, Source: huang},
-		"satellite": {Name: "satellite", PromotionW: 0, PromotionS: 0, BaseW: 30, UpWPerMbps: 2, DownWPerMbps: 0.5,
-			TailW: 30, TailS: 1, IdleW: 20, Source: "placeholder (no published source): set your terminal's values with --energy-params"},
+	out := map[string]Model{}
+	for tech, r := range records.DefaultRadios() {
+		out[tech] = FromRecord(tech, r)
 	}
+	return out
+}
+
+// FromRecord converts a radio model as the manifest records it (mW, ms).
+func FromRecord(tech string, r records.Radio) Model {
+	return Model{Name: tech, PromotionW: r.PromotionMW / 1000, PromotionS: r.PromotionMS / 1000,
+		BaseW: r.ActiveBaseMW / 1000, UpWPerMbps: r.UpMWPerMbps / 1000, DownWPerMbps: r.DownMWPerMbps / 1000,
+		TailW: r.TailMW / 1000, TailS: r.TailMS / 1000, IdleW: r.IdleMW / 1000, Source: r.Source}
 }
 
 // LoadModels reads a JSON object keyed by technology whose values override
@@ -104,22 +109,6 @@ func LoadModels(path string) (map[string]Model, error) {
 		models[tech] = m
 	}
 	return models, nil
-}
-
-// TechnologyForProfile maps a link profile name to a radio technology:
-// wifi -> wifi, cellular/lte/4g -> lte, satellite -> satellite, anything
-// else (ethernet) -> "" (no radio).
-func TechnologyForProfile(profile string) string {
-	p := strings.ToLower(profile)
-	switch {
-	case strings.Contains(p, "wifi"), strings.Contains(p, "wlan"):
-		return "wifi"
-	case strings.Contains(p, "cell"), strings.Contains(p, "lte"), strings.Contains(p, "4g"):
-		return "lte"
-	case strings.Contains(p, "sat"):
-		return "satellite"
-	}
-	return ""
 }
 
 // Event is one packet on the node's link.
