@@ -1,0 +1,171 @@
+package archtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/iotq/iotq"
+
+// rules maps each top-level area of the module to the other areas its
+// non-test code may import. Paths are relative to the module.
+func rules() map[string][]string {
+	return map[string][]string{
+		"internal":  {},
+		"records":   {"internal"},
+		"transport": {"internal"},
+		"client":    {"transport", "internal", "records"},
+		"broker":    {"transport", "internal", "records"},
+		"gateway":   {"transport", "internal", "records"},
+		"link":      {"internal", "records"},
+		"lab":       {"client", "broker", "gateway", "link", "transport", "internal", "records"},
+		"report":    {"records", "internal", "link/units", "link/profile"},
+		"cmd":       {"*"},
+	}
+}
+
+// testOnly are packages that only tests (and other test helpers) import.
+func testOnly() []string { return []string{"internal/testutil", "broker/brokertest"} }
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+}
+
+// list returns the module's packages with their non-test imports of the
+// module, as module-relative paths.
+func list(t *testing.T) []pkg {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	cmd := exec.Command(goBin, "list", "-json", module+"/...")
+	cmd.Dir = filepath.Join("..", "..")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		q := pkg{ImportPath: rel(p.ImportPath)}
+		for _, imp := range p.Imports {
+			if r := rel(imp); r != "" {
+				q.Imports = append(q.Imports, r)
+			}
+		}
+		pkgs = append(pkgs, q)
+	}
+	if len(pkgs) < 10 {
+		t.Fatalf("go list found only %d packages; is the module root ../..?", len(pkgs))
+	}
+	return pkgs
+}
+
+// rel returns p relative to the module, or "" for other modules.
+func rel(p string) string {
+	if p == module {
+		return "."
+	}
+	r, ok := strings.CutPrefix(p, module+"/")
+	if !ok {
+		return ""
+	}
+	return r
+}
+
+func area(p string) string { a, _, _ := strings.Cut(p, "/"); return a }
+
+// within reports whether p is the package dir or below it.
+func within(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+
+// allowed reports whether package from may import package to.
+func allowed(from, to string) bool {
+	if area(from) == area(to) {
+		return true
+	}
+	for _, dir := range rules()[area(from)] {
+		if dir == "*" || within(to, dir) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestImportRules: no import runs back up the architecture's layers.
+func TestImportRules(t *testing.T) {
+	pkgs := list(t)
+	known := rules()
+	var bad []string
+	for _, p := range pkgs {
+		if _, ok := known[area(p.ImportPath)]; !ok {
+			t.Errorf("package %s is in area %q, which has no import rule: add one to rules()", p.ImportPath, area(p.ImportPath))
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !allowed(p.ImportPath, imp) {
+				bad = append(bad, p.ImportPath+" -> "+imp)
+			}
+			for _, tp := range testOnly() {
+				if imp == tp && !slices.Contains(testOnly(), p.ImportPath) {
+					bad = append(bad, p.ImportPath+" -> "+imp+" (a test helper, for tests only)")
+				}
+			}
+		}
+	}
+	sort.Strings(bad)
+	for _, b := range bad {
+		t.Errorf("import against the architecture: %s", b)
+	}
+}
+
+// TestRulesHoldTheArrows: the rules themselves say what architecture.md
+// says, so that a loosened rule is noticed.
+func TestRulesHoldTheArrows(t *testing.T) {
+	for _, c := range []struct {
+		from, to string
+		ok       bool
+	}{
+		{"internal/payload", "records", false},
+		{"internal/testutil", "broker", false},
+		{"records", "internal/stats", true},
+		{"records", "transport", false},
+		{"transport", "broker", false},
+		{"transport", "client", false},
+		{"transport/endpoint", "transport", true},
+		{"client/mqtt", "transport/endpoint", true},
+		{"client", "broker", false},
+		{"broker", "client", false},
+		{"link", "transport", false},
+		{"report", "broker", false},
+		{"report", "lab", false},
+		{"report", "link", false},
+		{"report", "link/units", true},
+		{"report", "records", true},
+		{"lab", "report", false},
+		{"lab", "cmd/iotq", false},
+		{"cmd/iotq", "lab", true},
+	} {
+		if got := allowed(c.from, c.to); got != c.ok {
+			t.Errorf("allowed(%s -> %s) = %v, want %v", c.from, c.to, got, c.ok)
+		}
+	}
+}
