@@ -5,8 +5,10 @@
 //
 // It reads only the result files described in docs/records.md
 // (manifest.json, cells.csv, messages.csv, connections.csv, links.csv,
-// cpu.csv, completions.csv and cells/CELL/pub.pcap); it never imports lab,
-// broker or link. Every file is optional: a missing or unreadable file
+// cpu.csv, completions.csv, cells/CELL/done.json and cells/CELL/pub.pcap),
+// through the types of package records; it never imports lab, broker or
+// the link emulator (only link/profile, the profile table and units).
+// Percentiles are type 7 (internal/stats). Every file is optional: a missing or unreadable file
 // skips the tables and figures that need it and leaves a note in the
 // report. A directory holding none of the files is rejected with
 // ErrNotResults.
