@@ -33,18 +33,6 @@ func kindOf(p string) string {
 
 func isQUIC(transport string) bool { return records.IsQUIC(transport) }
 
-// rttExperiment reports whether an experiment's delay figure is a round
-// trip and whether both links carry the profile (experiments.md).
-func rttExperiment(exp string) (rtt, both bool) {
-	switch strings.ToUpper(strings.TrimSpace(exp)) {
-	case "E4", "E4B", "E5":
-		return true, true
-	case "E6":
-		return true, false
-	}
-	return false, false
-}
-
 func nan() float64 { return math.NaN() }
 
 // analyze computes every cell's statistics.
@@ -234,7 +222,7 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 			c.QoS = 0
 		}
 		if c.Link.Source == "" {
-			c.Link = defaultLink(c.Experiment, c.Profile, c.delayConvention)
+			c.Link = defaultLink(c.Profile, c.delayConvention)
 		}
 		c.DeliveryRatio = nan()
 		if c.Published > 0 {
@@ -394,29 +382,19 @@ func linkFromRow(ds *dataset, r records.CellRow) (Link, bool) {
 		SubDelayNs: r.SubDelayNs, SubRateBps: float64(r.SubRateBps), Source: records.FileCells}, true
 }
 
-// defaultLink derives link parameters from the profile table of
-// experiments.md when no file gives them. convention is the cell's delay
-// convention; when no file gives it, that of the experiment's name in
-// experiments.md.
-func defaultLink(exp, name, convention string) Link {
+// defaultLink derives link parameters from the profile table (link/profile)
+// when no file gives them: the profile's link for the publisher, its delay
+// figure read under the cell's delay convention (one-way when no file says),
+// and an ethernet link to the subscriber.
+func defaultLink(name, convention string) Link {
 	p, err := profile.ByName(name)
 	if err != nil {
 		return Link{}
 	}
-	rtt, both := rttExperiment(exp)
-	if convention != "" {
-		rtt = convention == records.DelayRTT
-	}
-	oneWay := int64(p.PerDirection(rtt))
-	rate := float64(p.Rate)
-	l := Link{PubDelayNs: oneWay, PubRateBps: rate, SubRateBps: 100e6, Source: "profile defaults (experiments.md)"}
-	switch {
-	case both:
-		l.SubDelayNs, l.SubRateBps = oneWay, rate
-	case strings.EqualFold(exp, "E6"):
-		l.SubDelayNs = 12_500_000
-	}
-	return l
+	eth, _ := profile.ByName("ethernet")
+	rtt := convention == records.DelayRTT
+	return Link{PubDelayNs: int64(p.PerDirection(rtt)), PubRateBps: float64(p.Rate),
+		SubDelayNs: int64(eth.PerDirection(rtt)), SubRateBps: float64(eth.Rate), Source: "profile defaults (experiments.md)"}
 }
 
 // delayBound is the physical lower bound of a message's one-way delay in ms:

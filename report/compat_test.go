@@ -26,3 +26,17 @@ func TestOldLabDirectoryGolden(t *testing.T) {
 		golden(t, "lab-v0."+f, []byte(s))
 	}
 }
+
+// TestDefaultLinkFromProfileTable: without link columns the bounds use the
+// profile table, read under the cell's delay convention.
+func TestDefaultLinkFromProfileTable(t *testing.T) {
+	if l := defaultLink("wifi", "rtt"); l.PubDelayNs != 12_500_000 || l.PubRateBps != 20e6 || l.SubRateBps != 100e6 || l.SubDelayNs != 0 {
+		t.Errorf("wifi rtt: %+v", l)
+	}
+	if l := defaultLink("cellular", ""); l.PubDelayNs != 100_000_000 || l.PubRateBps != 10e6 {
+		t.Errorf("cellular one-way: %+v", l)
+	}
+	if l := defaultLink("lte-advanced", ""); l.Source != "" {
+		t.Errorf("unknown profile: %+v", l)
+	}
+}
