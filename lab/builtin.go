@@ -56,9 +56,14 @@ func builtin() map[string][]Spec {
 			ScaleSmoke: {Repetitions: 3},
 		},
 	}
+	// E1-E3 reproduce a testbed that shaped the publishing device's egress
+	// with traffic control: the return path was clean. That is their
+	// reference; "-both" variants impair both directions.
+	egress := TopologySpec{Kind: KindPubBrokerSub, Impaired: ImpairedPublisher, Directions: []string{DirectionEgress}}
 	e1 := Spec{
 		Experiment:   "E1",
-		Description:  "one-way delay vs loss, MQTT over TCP+TLS vs QUIC; publisher link impaired, broker-subscriber link clean",
+		Description:  "one-way delay vs loss, MQTT over TCP+TLS vs QUIC; publisher link impaired on its egress (publisher to broker) only, broker-subscriber link clean",
+		Topology:     egress,
 		Profiles:     e1Profiles,
 		Delay:        DelayOneWay,
 		Losses:       e1Losses,
@@ -81,7 +86,7 @@ func builtin() map[string][]Spec {
 	e3a := Spec{
 		Experiment:   "E3a",
 		Description:  "power and CPU of the publisher on a clean link: payload 50/100/500 B, inter-arrival 1/10/20 ms",
-		Topology:     TopologySpec{Kind: KindPubBrokerSub, Impaired: ImpairedPublisher},
+		Topology:     egress,
 		Profiles:     []string{"clean"},
 		ProfileDefs:  map[string]LinkSpec{"clean": {Rate: 0, Delay: 0}},
 		Delay:        DelayOneWay,
@@ -156,17 +161,25 @@ func builtin() map[string][]Spec {
 		},
 	}
 	copyE4 := func() Spec { c := e4; return c }
+	both := func(s Spec) Spec {
+		s.Topology = TopologySpec{Kind: KindPubBrokerSub, Impaired: ImpairedPublisher, Directions: []string{DirectionBoth}}
+		s.Description = strings.Replace(s.Description, "on its egress (publisher to broker) only", "in both directions", 1) + " (variant: both directions impaired)"
+		return s
+	}
 	return map[string][]Spec{
-		"smoke": {smoke, smokeResume},
-		"e1":    {e1},
-		"e2":    {e2},
-		"e3":    {e3a, e3b},
-		"e3a":   {e3a},
-		"e3b":   {e3b},
-		"e4":    {copyE4(), e4b},
-		"e4b":   {e4b},
-		"e5":    {e5},
-		"e6":    {e6},
+		"smoke":    {smoke, smokeResume},
+		"e1":       {e1},
+		"e2":       {e2},
+		"e3":       {e3a, e3b},
+		"e3a":      {e3a},
+		"e3b":      {e3b},
+		"e1-both":  {both(e1)},
+		"e2-both":  {both(e2)},
+		"e3b-both": {both(e3b)},
+		"e4":       {copyE4(), e4b},
+		"e4b":      {e4b},
+		"e5":       {e5},
+		"e6":       {e6},
 	}
 }
 

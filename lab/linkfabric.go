@@ -38,6 +38,20 @@ func toParams(l LinkParams) link.Params {
 	return link.Params{Delay: time.Duration(l.DelayNs), Loss: l.LossPct / 100, Rate: l.RateBps, QueueBytes: l.QueueBytes}
 }
 
+// toLink turns a lab link into an emulator link. A is the edge node, B the
+// broker, so the edge node's egress is the emulator's "up" (A to B).
+func toLink(l TopoLink) link.Link {
+	p := toParams(l.Params)
+	out := link.Link{Name: l.Name, A: l.A, B: l.B, AtoB: p, BtoA: p, Direction: link.DirectionBoth}
+	switch l.Params.Direction {
+	case DirectionEgress:
+		out.Direction = link.DirectionUp
+	case DirectionIngress:
+		out.Direction = link.DirectionDown
+	}
+	return out
+}
+
 // Up builds t. A pcap of the publisher's link end is written to
 // t.PcapFile when the network is closed.
 func (f LinkFabric) Up(ctx context.Context, t Topology) (Network, error) {
@@ -50,8 +64,7 @@ func (f LinkFabric) Up(ctx context.Context, t Topology) (Network, error) {
 		topo.Nodes = append(topo.Nodes, link.Node{Name: n, CongestionControl: t.TCPCongestion})
 	}
 	for _, l := range t.Links {
-		p := toParams(l.Params)
-		topo.Links = append(topo.Links, link.Link{Name: l.Name, A: l.A, B: l.B, AtoB: p, BtoA: p})
+		topo.Links = append(topo.Links, toLink(l))
 	}
 	pubLink := "pub"
 	if m := t.Medium; m != nil {

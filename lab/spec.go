@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,6 +32,13 @@ const (
 const (
 	ImpairedPublisher = "publisher" // publisher link impaired, broker-subscriber link clean (E1-E3)
 	ImpairedBoth      = "both"      // both links impaired alike (E4, E5)
+)
+
+// Impairment directions of a link (TopologySpec.Directions).
+const (
+	DirectionBoth    = records.DirectionBoth
+	DirectionEgress  = records.DirectionEgress  // the edge node's outgoing packets only (E1-E3)
+	DirectionIngress = records.DirectionIngress // towards the edge node only
 )
 
 // Delay conventions: what a profile's delay figure means.
@@ -117,6 +125,11 @@ type TopologySpec struct {
 	Kind string `yaml:"kind"`
 	// Impaired (pub-broker-sub): publisher (default) or both.
 	Impaired string `yaml:"impaired"`
+	// Directions (pub-broker-sub) sweeps which direction of each impaired
+	// link carries the impairment, seen from its edge node: egress (the
+	// publisher's outgoing packets only: traffic control on the device's
+	// interface, the E1-E3 testbed), ingress, or both. Default [both].
+	Directions []string `yaml:"directions,omitempty,flow"`
 	// SubLinks sweeps explicit broker-subscriber links (E4b, E6). When empty
 	// the broker-subscriber link is ethernet (impaired=publisher) or the
 	// profile (impaired=both).
@@ -197,6 +210,9 @@ func (s Spec) withDefaults() Spec {
 	}
 	if s.Topology.Kind == KindPubBrokerSub && s.Topology.Impaired == "" {
 		s.Topology.Impaired = ImpairedPublisher
+	}
+	if len(s.Topology.Directions) == 0 {
+		s.Topology.Directions = []string{DirectionBoth}
 	}
 	if s.Topology.Kind == KindSharedMedium {
 		if len(s.Topology.Publishers) == 0 {
@@ -281,9 +297,24 @@ func (s Spec) Validate() error {
 		if len(s.Topology.Retries) > 0 {
 			bad("topology.retries", "only for kind shared-medium")
 		}
+		seenDir := map[string]bool{}
+		for i, d := range s.Topology.Directions {
+			switch d {
+			case DirectionBoth, DirectionEgress, DirectionIngress:
+			default:
+				bad(fmt.Sprintf("topology.directions[%d]", i), "%q: want egress (the publisher's outgoing packets only), ingress or both", d)
+			}
+			if seenDir[d] {
+				bad(fmt.Sprintf("topology.directions[%d]", i), "%q twice", d)
+			}
+			seenDir[d] = true
+		}
 	case KindSharedMedium:
 		if s.Topology.Impaired != "" {
 			bad("topology.impaired", "only for kind pub-broker-sub")
+		}
+		if len(s.Topology.Directions) > 0 && !slices.Equal(s.Topology.Directions, []string{DirectionBoth}) {
+			bad("topology.directions", "a shared medium is impaired in both directions")
 		}
 		for i, n := range d.Topology.Publishers {
 			if n < 1 || n > 64 {

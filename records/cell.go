@@ -24,6 +24,34 @@ type LinkParams struct {
 	LossPct float64 `json:"loss_pct"`
 	// QueueBytes limits the queue; 0 means one bandwidth-delay product.
 	QueueBytes int `json:"queue_bytes"`
+	// Direction says which direction carries the impairment (delay, loss,
+	// rate), seen from the link's edge node (the publisher or subscriber;
+	// the other end is the broker): "" or DirectionBoth, DirectionEgress
+	// (the edge node's outgoing packets only, as traffic control on a
+	// device's interface shapes them) or DirectionIngress. The other
+	// direction is clean.
+	Direction string `json:"direction,omitempty"`
+}
+
+// Impairment directions of LinkParams.Direction.
+const (
+	DirectionBoth    = "both"
+	DirectionEgress  = "egress"
+	DirectionIngress = "ingress"
+)
+
+// OneDirection reports whether only one direction of the link is impaired.
+func (l LinkParams) OneDirection() bool {
+	return l.Direction == DirectionEgress || l.Direction == DirectionIngress
+}
+
+// RTT is the round trip the link adds: twice its delay, or the delay once
+// when only one direction is impaired.
+func (l LinkParams) RTT() time.Duration {
+	if l.OneDirection() {
+		return l.Delay()
+	}
+	return 2 * l.Delay()
 }
 
 // Delay returns the one-way delay.
@@ -68,7 +96,7 @@ func (c Cell) Interval() time.Duration { return time.Duration(c.IntervalNs) }
 func (c Cell) PathDelay() time.Duration { return c.PubLink.Delay() + c.SubLink.Delay() }
 
 // PathRTT is the round trip publisher-broker plus broker-subscriber.
-func (c Cell) PathRTT() time.Duration { return 2 * c.PathDelay() }
+func (c Cell) PathRTT() time.Duration { return c.PubLink.RTT() + c.SubLink.RTT() }
 
 // Cell statuses in done.json and cells.csv.
 const (

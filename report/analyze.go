@@ -68,6 +68,7 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 		}
 		c.Publishers, c.Retries, c.Status, c.Error = r.Publishers, r.Retries, r.Status, r.Error
 		if l, ok := linkFromRow(ds, r); ok {
+			l.PubDirection = c.Link.PubDirection // from done.json; cells.csv has no column for it
 			c.Link = l
 		}
 	}
@@ -281,7 +282,7 @@ func newCell(dir, id string) *CellResult {
 	c.Pattern, c.Size, c.IntervalNs, c.Publishers, c.Retries = p.Pattern, p.Size, p.IntervalNs, p.Publishers, p.Retries
 	c.delayConvention, c.Status, c.Error = p.DelayConvention, d.Status, d.Error
 	c.Link = Link{PubDelayNs: p.PubLink.DelayNs, PubRateBps: float64(p.PubLink.RateBps),
-		SubDelayNs: p.SubLink.DelayNs, SubRateBps: float64(p.SubLink.RateBps),
+		SubDelayNs: p.SubLink.DelayNs, SubRateBps: float64(p.SubLink.RateBps), PubDirection: p.PubLink.Direction,
 		Source: path.Join(records.DirCells, id, records.FileDone)}
 	return c
 }
@@ -290,7 +291,7 @@ func newCell(dir, id string) *CellResult {
 // distinguishes a cell from the others of its experiment: payload size,
 // interval, publishers, retries and the subscriber link.
 func (c *CellResult) variant() string {
-	return fmt.Sprintf("%dB|%d|n%d|r%d|%d|%g", c.Size, c.IntervalNs, c.Publishers, c.Retries, c.Link.SubDelayNs, c.Link.SubRateBps)
+	return fmt.Sprintf("%dB|%d|n%d|r%d|%d|%g|%s", c.Size, c.IntervalNs, c.Publishers, c.Retries, c.Link.SubDelayNs, c.Link.SubRateBps, c.Link.PubDirection)
 }
 
 // variantLabel is variant for people: only the parts that are set.
@@ -310,6 +311,12 @@ func (c *CellResult) variantLabel() string {
 	}
 	if c.Link.SubDelayNs > 0 {
 		parts = append(parts, fmt.Sprintf("sub link %s %s", time.Duration(c.Link.SubDelayNs), rateText(c.Link.SubRateBps)))
+	}
+	switch c.Link.PubDirection {
+	case records.DirectionEgress:
+		parts = append(parts, "publisher egress impaired")
+	case records.DirectionIngress:
+		parts = append(parts, "publisher ingress impaired")
 	}
 	return strings.Join(parts, ", ")
 }
@@ -401,7 +408,7 @@ func defaultLink(name, convention string) Link {
 // propagation delay of both links plus the serialization of the payload at
 // each link's rate (headers left out, so the bound stays a bound).
 func delayBound(l Link, size int) float64 {
-	ns := float64(l.PubDelayNs + l.SubDelayNs)
+	ns := float64(l.pubUpNs() + l.SubDelayNs)
 	if l.PubRateBps > 0 {
 		ns += float64(size) * 8 / l.PubRateBps * 1e9
 	}
@@ -423,7 +430,25 @@ func startupBound(l Link, transport string, zeroRTT bool) float64 {
 			rtts = 0
 		}
 	}
-	return (rtts*2*float64(l.PubDelayNs) + float64(l.PubDelayNs+l.SubDelayNs)) / 1e6
+	return (rtts*float64(l.pubRTTNs()) + float64(l.pubUpNs()+l.SubDelayNs)) / 1e6
+}
+
+// pubUpNs is the publisher link's delay towards the broker: none when only
+// the direction towards the publisher is impaired.
+func (l Link) pubUpNs() int64 {
+	if l.PubDirection == records.DirectionIngress {
+		return 0
+	}
+	return l.PubDelayNs
+}
+
+// pubRTTNs is the publisher link's round trip: its delay once when only
+// one direction is impaired, else twice.
+func (l Link) pubRTTNs() int64 {
+	if l.PubDirection == records.DirectionEgress || l.PubDirection == records.DirectionIngress {
+		return l.PubDelayNs
+	}
+	return 2 * l.PubDelayNs
 }
 
 // recvMsg is a received message for the startup-latency join.

@@ -19,6 +19,9 @@ type Link struct {
 	SubDelayNs int64   `json:"sub_delay_ns"`
 	PubRateBps float64 `json:"pub_rate_bps"`
 	SubRateBps float64 `json:"sub_rate_bps"`
+	// PubDirection is the impairment direction of the publisher's link
+	// (records.LinkParams.Direction): "" (both), egress or ingress.
+	PubDirection string `json:"pub_direction,omitempty"`
 	// Source says where the values came from (cells.csv, cell.json,
 	// profile defaults).
 	Source string `json:"source"`

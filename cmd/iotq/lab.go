@@ -32,7 +32,9 @@ pattern, and collects the records into a results directory (docs/records.md, doc
   iotq lab run SCENARIO [flags]      run a campaign
   iotq lab merge OUT DIR...          join shard directories into OUT
 
-SCENARIO is a built-in name (smoke, e1, e2, e3, e3a, e3b, e4, e4b, e5, e6) or a YAML file.
+SCENARIO is a built-in name (smoke, e1, e2, e3, e3a, e3b, e4, e4b, e5, e6; e1-both, e2-both,
+e3b-both impair both directions of the publisher's link instead of its egress only) or a YAML
+file.
 
 Flags of "lab run" (also "lab show" takes --scale and the overrides):
   --out DIR          results directory (default results/SCENARIO-SCALE); must be new or, with
@@ -52,8 +54,10 @@ Flags of "lab run" (also "lab show" takes --scale and the overrides):
   --fabric F         link (namespaces and emulated links; root) or local (loopback, no
                      emulation, no root; for trying things out) (default link)
   --no-pcap          do not capture the publisher's link end (DIR/cells/CELL/pub.pcap)
-  --profiles LIST, --losses LIST, --transports LIST, --qos LIST
-                     replace the scenario's lists (comma separated, e.g. --losses 0,2,5)
+  --profiles LIST, --losses LIST, --transports LIST, --qos LIST, --directions LIST
+                     replace the scenario's lists (comma separated, e.g. --losses 0,2,5;
+                     --directions egress,both runs E1-E3's reference, the publisher's egress
+                     only, and the symmetric variant side by side in one campaign)
   --check            validate the scenario, print the number of cells and exit
   --log-level L      debug, info, warn or error for the log on stderr (default error; the
                      progress lines already name failed cells)
@@ -91,8 +95,8 @@ Ctrl-C stops after abandoning the running cell; the directory stays consistent a
 
 // labSelect holds the flags that choose and reshape a scenario.
 type labSelect struct {
-	scale                              string
-	profiles, losses, transports, qoss string
+	scale                                          string
+	profiles, losses, transports, qoss, directions string
 }
 
 func (s *labSelect) register(fs *flag.FlagSet) {
@@ -101,6 +105,7 @@ func (s *labSelect) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.losses, "losses", "", "replace the losses in percent (comma separated)")
 	fs.StringVar(&s.transports, "transports", "", "replace the transports: mqtts, quic")
 	fs.StringVar(&s.qoss, "qos", "", "replace the QoS levels (comma separated)")
+	fs.StringVar(&s.directions, "directions", "", "replace the impairment directions: egress, ingress, both")
 }
 
 func splitList(s string) []string {
@@ -129,6 +134,9 @@ func (s *labSelect) resolve(name string) ([]lab.Spec, error) {
 		}
 		if s.transports != "" {
 			sp.Transports = splitList(s.transports)
+		}
+		if s.directions != "" {
+			sp.Topology.Directions = splitList(s.directions)
 		}
 		if s.losses != "" {
 			sp.Losses = nil
@@ -173,7 +181,7 @@ func (a *app) labList(args []string) error {
 	if err := checkJobs(*jobs); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "%-6s %5s  %-9s  %s\n", "name", "cells", "wall", fmt.Sprintf("description (wall: estimate at scale %s, --jobs %d)", *scale, *jobs))
+	fmt.Fprintf(a.stdout, "%-8s %5s  %-9s  %s\n", "name", "cells", "wall", fmt.Sprintf("description (wall: estimate at scale %s, --jobs %d)", *scale, *jobs))
 	for _, n := range lab.BuiltinNames() {
 		sel := labSelect{scale: *scale}
 		specs, err := sel.resolve(n)
@@ -188,7 +196,7 @@ func (a *app) labList(args []string) error {
 		for _, s := range specs {
 			desc = append(desc, s.Experiment+": "+s.Description)
 		}
-		fmt.Fprintf(a.stdout, "%-6s %5d  %-9s  %s\n", n, len(cells), lab.FormatWall(lab.EstimateWall(cells, *jobs)), strings.Join(desc, "; "))
+		fmt.Fprintf(a.stdout, "%-8s %5d  %-9s  %s\n", n, len(cells), lab.FormatWall(lab.EstimateWall(cells, *jobs)), strings.Join(desc, "; "))
 	}
 	return nil
 }
@@ -234,9 +242,13 @@ func (a *app) labShow(args []string) error {
 	}
 	fmt.Fprintf(a.stdout, "# %d cells; estimated wall time %s with --jobs %d (%s one at a time)\n", len(cells),
 		lab.FormatWall(lab.EstimateWall(cells, *jobs)), *jobs, lab.FormatWall(lab.EstimateWall(cells, 1)))
-	fmt.Fprintf(a.stdout, "# %-60s %-9s %-7s %-10s %-10s %-8s %-4s %5s %8s %5s\n", "cell", "profile", "loss%", "pub_delay", "sub_delay", "rate", "qos", "msgs", "interval", "reps")
+	fmt.Fprintf(a.stdout, "# %-60s %-9s %-7s %-7s %-10s %-10s %-8s %-4s %5s %8s %5s\n", "cell", "profile", "loss%", "impair", "pub_delay", "sub_delay", "rate", "qos", "msgs", "interval", "reps")
 	for _, c := range cells {
-		fmt.Fprintf(a.stdout, "  %-60s %-9s %-7s %-10s %-10s %-8s %-4d %5d %8s %5d\n", c.ID, c.Profile, strconv.FormatFloat(c.LossPct, 'f', -1, 64),
+		dir := c.PubLink.Direction
+		if dir == "" {
+			dir = lab.DirectionBoth
+		}
+		fmt.Fprintf(a.stdout, "  %-60s %-9s %-7s %-7s %-10s %-10s %-8s %-4d %5d %8s %5d\n", c.ID, c.Profile, strconv.FormatFloat(c.LossPct, 'f', -1, 64), dir,
 			c.PubLink.Delay(), c.SubLink.Delay(), lab.Rate(c.PubLink.RateBps), c.QoS, c.Messages, c.Interval(), c.Repetitions)
 	}
 	return nil

@@ -35,7 +35,7 @@ func TestLabCommandExitCodes(t *testing.T) {
 		{"no subcommand", []string{"lab"}, exitUsage, "missing subcommand"},
 		{"unknown subcommand", []string{"lab", "fly"}, exitUsage, "unknown subcommand"},
 		{"no scenario", []string{"lab", "run"}, exitUsage, "needs a scenario"},
-		{"unknown scenario is a usage error listing the known ones", []string{"lab", "run", "nosuch", "--check"}, exitUsage, "e1, e2, e3"},
+		{"unknown scenario is a usage error listing the known ones", []string{"lab", "run", "nosuch", "--check"}, exitUsage, "e1, e1-both, e2"},
 		{"missing scenario file is a usage error", []string{"lab", "show", filepath.Join(dir, "none.yaml")}, exitUsage, "unknown scenario"},
 		{"bad file names fields and lines", []string{"lab", "run", bad, "--check"}, exitFailure, "bad.yaml:2: losses"},
 		{"bad scale", []string{"lab", "run", "smoke", "--scale", "huge", "--check"}, exitUsage, "--scale"},
