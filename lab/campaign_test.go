@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/iotq/iotq/records"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/iotq/iotq/records"
 )
 
 // fakeRunner writes deterministic records derived from the cell, so two

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/iotq/iotq/records"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/iotq/iotq/internal/testutil"
+	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/report"
 )
 

@@ -2,13 +2,15 @@ package lab
 
 import (
 	"context"
-	"github.com/iotq/iotq/records"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/iotq/iotq/records"
 )
 
 // fakeRunner returns a ProcRunner whose nodes are this test binary acting
@@ -41,7 +43,7 @@ func TestProcRunnerPatternsWithFakeNodes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, cells, _ := readCSV(filepath.Join(dir, FileCells))
+			cells, _, _ := records.ReadFile[records.CellRow](filepath.Join(dir, FileCells))
 			if res.Failed != 0 || len(cells) != 1 {
 				t.Fatalf("result %+v, cells %v", res, cells)
 			}
@@ -49,57 +51,54 @@ func TestProcRunnerPatternsWithFakeNodes(t *testing.T) {
 			if pattern == PatternReconnect {
 				want = 2 * 2
 			}
-			_, msgs, _ := readCSV(filepath.Join(dir, FileMessages))
+			msgs, _, _ := records.ReadFile[records.Message](filepath.Join(dir, FileMessages))
 			if len(msgs) != want {
 				t.Fatalf("%d message rows, want %d", len(msgs), want)
 			}
 			seqs := map[string]bool{}
 			for _, m := range msgs {
-				if m[8] == "" || m[9] == "" {
-					t.Fatalf("message not delivered: %v", m)
+				if m.RecvNs == 0 || m.DelayNs <= 0 {
+					t.Fatalf("message not delivered, or no delay: %+v", m)
 				}
-				if d, _ := strconv.ParseInt(m[9], 10, 64); d <= 0 {
-					t.Fatalf("delay %v", m)
-				}
-				seqs[m[1]+"/"+m[5]] = true
+				seqs[fmt.Sprintf("%d/%d", m.Rep, m.Seq)] = true
 			}
 			if len(seqs) != want {
 				t.Fatalf("(rep, seq) not unique: %v", seqs)
 			}
-			_, conns, _ := readCSV(filepath.Join(dir, FileConnections))
-			_, cpu, _ := readCSV(filepath.Join(dir, FileCPU))
-			_, comp, _ := readCSV(filepath.Join(dir, FileCompletions))
+			conns, _, _ := records.ReadFile[records.Connection](filepath.Join(dir, FileConnections))
+			cpu, _, _ := records.ReadFile[records.CPU](filepath.Join(dir, FileCPU))
+			comp, _, _ := records.ReadFile[records.Completion](filepath.Join(dir, FileCompletions))
 			roles := map[string]int{}
 			for _, c := range conns {
-				roles[c[2]]++
-				if c[5] == "" {
-					t.Fatalf("connection without dial start: %v", c)
+				roles[c.Role]++
+				if c.DialStartNs == 0 {
+					t.Fatalf("connection without dial start: %+v", c)
 				}
 			}
 			cpuRoles := map[string]int{}
 			for _, c := range cpu {
-				cpuRoles[c[3]]++
+				cpuRoles[c.Role]++
 			}
-			if cpuRoles["broker"] != 1 || cpuRoles["sub"] != 2 {
-				t.Fatalf("cpu rows: %v", cpu)
+			if cpuRoles[records.RoleBroker] != 1 || cpuRoles[records.RoleSub] != 2 {
+				t.Fatalf("cpu rows: %+v", cpu)
 			}
 			switch pattern {
 			case PatternStopAndWait:
-				if len(comp) != 2 || comp[0][5] == "" || comp[0][6] != "6" {
-					t.Fatalf("completions: %v", comp)
+				if len(comp) != 2 || comp[0].CompletionNs == 0 || comp[0].Delivered != 6 {
+					t.Fatalf("completions: %+v", comp)
 				}
 			case PatternReconnect:
-				if roles["pub-resume"] != 2 || roles["pub"] != 2 || cpuRoles["pub-resume"] != 2 {
-					t.Fatalf("connections: %v", conns)
+				if roles[records.RolePubResume] != 2 || roles[records.RolePub] != 2 || cpuRoles[records.RolePubResume] != 2 {
+					t.Fatalf("connections: %+v", conns)
 				}
 				for _, c := range conns {
-					if c[2] == "pub-resume" && (c[9] != "true" || c[8] == "") {
-						t.Fatalf("resumed connection row: %v", c)
+					if c.Role == records.RolePubResume && (!c.Resumed || c.FirstDeliveryNs == 0) {
+						t.Fatalf("resumed connection row: %+v", c)
 					}
 				}
 			default:
-				if len(comp) != 0 || roles["pub"] != 2 || roles["sub"] != 2 {
-					t.Fatalf("completions %v conns %v", comp, conns)
+				if len(comp) != 0 || roles[records.RolePub] != 2 || roles[records.RoleSub] != 2 {
+					t.Fatalf("completions %+v conns %+v", comp, conns)
 				}
 			}
 			if _, err := os.Stat(filepath.Join(dir, DirCells, cellsOf(t, dir)[0], "rep-1", "sub.csv")); err != nil {
@@ -134,9 +133,9 @@ func TestProcRunnerBrokerFailureFailsTheCellOnly(t *testing.T) {
 	if res.Failed != 2 {
 		t.Fatalf("%+v", res)
 	}
-	_, cells, _ := readCSV(filepath.Join(dir, FileCells))
-	if !strings.Contains(cells[0][len(records.Header[records.CellRow]())-3], "cannot listen") {
-		t.Fatalf("error column does not carry the broker's stderr: %v", cells[0])
+	cells, _, _ := records.ReadFile[records.CellRow](filepath.Join(dir, FileCells))
+	if len(cells) == 0 || !strings.Contains(cells[0].Error, "cannot listen") {
+		t.Fatalf("error column does not carry the broker's stderr: %+v", cells)
 	}
 }
 
