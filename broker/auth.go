@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
+	"github.com/iotq/iotq/internal/atomicfile"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -297,25 +297,7 @@ func SetPassword(file, user string, password []byte) error {
 		lines = append(lines, user+":"+string(hash))
 	}
 	data := []byte(strings.Join(lines, "\n") + "\n")
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".passwd-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", file, err)
-	}
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if werr != nil || cerr != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", file, errors.Join(werr, cerr))
-	}
-	if err := os.Chmod(tmp.Name(), 0o600); err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", file, err)
-	}
-	if err := os.Rename(tmp.Name(), file); err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", file, err)
-	}
-	return nil
+	return atomicfile.WriteFile(file, data, 0o600)
 }
 
 // fileAuth implements authorizer from a password file and an ACL file.

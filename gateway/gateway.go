@@ -10,11 +10,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/iotq/iotq/internal/atomicfile"
 	"github.com/iotq/iotq/internal/certs"
 	"github.com/iotq/iotq/transport"
 )
@@ -317,19 +317,8 @@ func writeReadyFile(path string, listeners []string, caFile string) error {
 	if err != nil {
 		return fmt.Errorf("gateway: ready file: %w", err)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".ready-*")
-	if err != nil {
-		return fmt.Errorf("gateway: ready file %s: %w", path, err)
-	}
-	_, werr := f.Write(append(b, '\n'))
-	cerr := f.Close()
-	if werr != nil || cerr != nil {
-		_ = os.Remove(f.Name())
-		return fmt.Errorf("gateway: ready file %s: %w", path, errors.Join(werr, cerr))
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		_ = os.Remove(f.Name())
-		return fmt.Errorf("gateway: ready file %s: %w", path, err)
+	if err := atomicfile.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("gateway: ready file: %w", err)
 	}
 	return nil
 }

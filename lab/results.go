@@ -3,11 +3,13 @@ package lab
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 
+	"github.com/iotq/iotq/internal/atomicfile"
 	"github.com/iotq/iotq/records"
 )
 
@@ -75,24 +77,18 @@ func concatRecords[T any](dst string, srcs []string) error {
 }
 
 // writeRecords writes the record file dst with the rows fill writes,
-// through dst.tmp and a rename: a reader never sees half a file.
+// atomically (internal/atomicfile): a reader never sees half a file.
 func writeRecords[T any](dst string, fill func(*records.Writer[T]) error) error {
-	tmp := dst + ".tmp"
-	out, err := records.Create[T](tmp)
-	if err != nil {
-		return err
-	}
-	if err := fill(out); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		return fmt.Errorf("write %s: %w", dst, err)
-	}
-	return nil
+	return atomicfile.Write(dst, 0o644, func(w io.Writer) error {
+		out, err := records.NewWriter[T](w)
+		if err != nil {
+			return err
+		}
+		if err := fill(out); err != nil {
+			return err
+		}
+		return out.Flush()
+	})
 }
 
 // Cell statuses in done.json.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/iotq/iotq/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"sort"
@@ -65,11 +66,7 @@ func WriteRunState(st RunState) error {
 		return fmt.Errorf("run state: %w", err)
 	}
 	path := filepath.Join(RunDir, strconv.Itoa(st.PID)+".json")
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("run state: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := atomicfile.WriteFile(path, b, 0o644); err != nil {
 		return fmt.Errorf("run state: %w", err)
 	}
 	return nil

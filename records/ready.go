@@ -3,8 +3,7 @@ package records
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
+	"github.com/iotq/iotq/internal/atomicfile"
 )
 
 // BrokerReady is the broker's ready file (`iotq broker --ready-file`),
@@ -48,34 +47,9 @@ func WriteJSONAtomic(path string, v any) error {
 }
 
 // WriteFileAtomic writes data to path through a temporary file in the same
-// directory, synced and renamed, so a reader (or an interrupted run) never
-// sees half a file. The file is readable by everyone (0644).
+// directory, synced and renamed (internal/atomicfile), so a reader (or an
+// interrupted run) never sees half a file. The file is readable by
+// everyone (0644).
 func WriteFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	err = writeSync(tmp, data)
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-func writeSync(f *os.File, data []byte) error {
-	_, err := f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return atomicfile.WriteFile(path, data, 0o644)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/iotq/iotq/internal/atomicfile"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -247,23 +248,7 @@ func (c *FileSessionCache) write(entries map[string]fileCacheEntry) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(c.path), "."+filepath.Base(c.path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), c.path)
+	return atomicfile.WriteFile(c.path, b, 0o600)
 }
 
 // Len returns the number of stored sessions.

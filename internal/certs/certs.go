@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/iotq/iotq/internal/atomicfile"
 	"io/fs"
 	"math/big"
 	"net"
@@ -397,31 +398,10 @@ func writePEM(name, typ string, der []byte, mode os.FileMode) error {
 	return writeFileAtomic(name, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), mode)
 }
 
-// writeFileAtomic writes data to a temporary file in name's directory with
-// the given mode, syncs it and renames it over name.
+// writeFileAtomic writes data to name atomically (internal/atomicfile).
 func writeFileAtomic(name string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
-	if err != nil {
-		return fmt.Errorf("certs: write %s: %w", name, err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return fmt.Errorf("certs: write %s: %w", name, err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("certs: write %s: %w", name, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("certs: write %s: %w", name, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("certs: write %s: %w", name, err)
-	}
-	if err := os.Rename(tmp.Name(), name); err != nil {
-		return fmt.Errorf("certs: write %s: %w", name, err)
+	if err := atomicfile.WriteFile(name, data, mode); err != nil {
+		return fmt.Errorf("certs: %w", err)
 	}
 	return nil
 }
