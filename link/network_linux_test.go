@@ -593,7 +593,9 @@ for i in range(5): s.sendto(b'x',(os.environ['IOTQ_HOST_ADDR'],9))
 	for _, s := range res.Stats {
 		switch s.Direction() {
 		case "shell->host":
-			if s.Arrived != 5 || s.DropRandom != 5 {
+			// At least our 5 datagrams; the kernel may add its own packets
+			// (IPv6 router solicitations), which the 100 % loss drops too.
+			if s.Arrived < 5 || s.DropRandom != s.Arrived {
 				t.Errorf("shell->host (impaired, 100 %% loss): %+v", s.DirStats)
 			}
 		case "host->shell":
