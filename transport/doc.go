@@ -23,7 +23,10 @@
 // rejects the early data, the conn re-sends it over the 1-RTT connection
 // without the caller noticing and reports Info.Rejected0RTT. Closing a QUIC
 // conn ends the stream, waits (bounded) until the peer has read everything,
-// then closes the QUIC connection.
+// then closes the QUIC connection. QUIC conns also implement QUICConn, for
+// proxies (iotq gateway): CloseWrite (half-close), CloseWithError (an
+// application error code the peer sees), HandshakeComplete; a listener
+// accepts the ALPNs of QUICOptions.NextProtos.
 //
 // Concurrency and ownership: a Listener is safe for concurrent use; it owns
 // its goroutines (an accept loop, plus per-connection handshake goroutines
