@@ -2,6 +2,10 @@ package endpoint
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -95,6 +99,21 @@ func TestSchemeTable(t *testing.T) {
 	for a, s := range aliases() {
 		if !seen[s] {
 			t.Errorf("alias %s points to unknown scheme %s", a, s)
+		}
+	}
+}
+
+// TestREADMETable: the README's URL table lists every row of the scheme
+// table with its default port, so the documentation cannot drift.
+func TestREADMETable(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range Schemes() {
+		row := regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(string(r.Scheme)) + "://[^|]*\\|[^|]*\\| " + strconv.Itoa(r.DefaultPort) + "\\b")
+		if !row.Match(b) {
+			t.Errorf("README.md's URL table lacks a row for %s:// with default port %d", r.Scheme, r.DefaultPort)
 		}
 	}
 }
