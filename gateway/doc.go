@@ -9,7 +9,7 @@
 // protocol v2 header with the device's address, and joins the first
 // bidirectional QUIC stream to it in both directions with half-close:
 // a FIN on one side becomes a FIN (CloseWrite) on the other. Each direction
-// copies through one fixed buffer, so memory per connection is bounded and
+// copies through one bounded buffer, so memory per connection is bounded and
 // QUIC and TCP flow control push back on a fast sender. Early (0-RTT) data
 // is read and forwarded as soon as the upstream connection is up; whether
 // 0-RTT is accepted at all is the route's replay policy (accept, refuse,

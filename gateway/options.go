@@ -36,9 +36,10 @@ type Options struct {
 	// DialTimeout bounds connecting (and the TLS handshake) to one
 	// upstream. Default 5s.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
-	// BufferSize is the copy buffer per direction and connection, in
-	// bytes: the most the gateway holds for one direction of one
-	// connection. Default 32768.
+	// BufferSize is the largest copy buffer per direction and connection,
+	// in bytes: the most the gateway holds for one direction of one
+	// connection (buffers start at 2 KiB and grow while reads fill them).
+	// Default 32768.
 	BufferSize int `yaml:"buffer_size"`
 	// Metrics is HOST:PORT of the HTTP server for /metrics (Prometheus)
 	// and /healthz. Empty: off.

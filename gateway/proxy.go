@@ -104,9 +104,11 @@ func (pc *proxyConn) serve() {
 
 // pump copies src to dst through one buffer until EOF or an error; the
 // buffer bounds what this direction holds, so a slow reader on dst stops
-// reads on src and flow control pushes back on the sender.
+// reads on src and flow control pushes back on the sender. The buffer
+// starts small (an idle connection holds little) and doubles, up to
+// BufferSize, whenever a read fills it.
 func (pc *proxyConn) pump(dst, src net.Conn, toUpstream bool, count prometheus.Counter) pumpResult {
-	buf := make([]byte, pc.g.opts.BufferSize)
+	buf := make([]byte, min(initialBuffer, pc.g.opts.BufferSize))
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
@@ -114,6 +116,9 @@ func (pc *proxyConn) pump(dst, src net.Conn, toUpstream bool, count prometheus.C
 				return pumpResult{toUpstream: toUpstream, writeErr: werr}
 			}
 			count.Add(float64(n))
+			if n == len(buf) && len(buf) < pc.g.opts.BufferSize {
+				buf = make([]byte, min(2*len(buf), pc.g.opts.BufferSize))
+			}
 		}
 		if errors.Is(err, io.EOF) {
 			return pumpResult{toUpstream: toUpstream}
@@ -123,6 +128,9 @@ func (pc *proxyConn) pump(dst, src net.Conn, toUpstream bool, count prometheus.C
 		}
 	}
 }
+
+// initialBuffer is the first copy buffer of a direction.
+const initialBuffer = 2048
 
 // abort ends the connection at once: the QUIC connection with code, the
 // upstream connection closed. The first abort wins; later ones do nothing.
