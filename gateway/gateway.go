@@ -3,19 +3,17 @@ package gateway
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"sync"
 	"time"
 
-	"github.com/iotq/iotq/internal/atomicfile"
 	"github.com/iotq/iotq/internal/certs"
+	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/transport"
 )
 
@@ -162,8 +160,11 @@ func (g *Gateway) start(ctx context.Context) error {
 		}
 	}()
 	if g.opts.ReadyFile != "" {
-		if err := writeReadyFile(g.opts.ReadyFile, g.Endpoints(), g.caFile); err != nil {
-			return err
+		// Same contract as the broker's ready file (package records), so
+		// the lab reads both alike.
+		r := records.BrokerReady{Listeners: g.Endpoints(), CAFile: g.caFile, PID: os.Getpid()}
+		if err := records.WriteBrokerReady(g.opts.ReadyFile, r); err != nil {
+			return fmt.Errorf("gateway: ready file: %w", err)
 		}
 	}
 	attrs := []any{}
@@ -305,20 +306,4 @@ func (g *Gateway) Close() error {
 		g.closeErr = errors.Join(errs...)
 	})
 	return g.closeErr
-}
-
-// writeReadyFile writes the ready file atomically (temp file + rename).
-func writeReadyFile(path string, listeners []string, caFile string) error {
-	b, err := json.MarshalIndent(struct {
-		Listeners []string `json:"listeners"`
-		CAFile    string   `json:"ca_file"`
-		PID       int      `json:"pid"`
-	}{slices.Clone(listeners), caFile, os.Getpid()}, "", "  ")
-	if err != nil {
-		return fmt.Errorf("gateway: ready file: %w", err)
-	}
-	if err := atomicfile.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("gateway: ready file: %w", err)
-	}
-	return nil
 }
