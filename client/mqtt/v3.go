@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -208,11 +207,13 @@ func (c *v3Client) Close() error {
 	return nil
 }
 
-// tokenErr maps paho's token errors onto the common sentinels (paho does not
-// export its "connection lost" error, so it is recognised by its text).
+// tokenErr maps paho's token errors onto the common sentinels. paho does
+// not export its "connection lost before ... completed" error; it completes
+// tokens with it only after the connection's status left "connected", so
+// the connection's state (never the error's text) tells.
 func (c *v3Client) tokenErr(err error) error {
 	switch {
-	case errors.Is(err, paho.ErrNotConnected), strings.HasPrefix(err.Error(), "connection lost"):
+	case errors.Is(err, paho.ErrNotConnected), !c.pc.IsConnectionOpen():
 		if c.closeReq.Load() {
 			return core.ErrClosed
 		}
