@@ -20,6 +20,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/quic-go/quic-go"
 
+	"github.com/iotq/iotq/internal/certs"
 	iotqtest "github.com/iotq/iotq/internal/testutil"
 	"github.com/iotq/iotq/transport"
 )
@@ -468,4 +469,69 @@ func value(c prometheus.Collector) float64 {
 		return m.Counter.GetValue()
 	}
 	return m.Gauge.GetValue()
+}
+
+// TestTLSUpstream: a tls:// upstream is verified against upstream_tls's CA
+// and forwarded; without that CA the handshake fails, the failure counts
+// and the client gets CodeUpstreamUnavailable.
+func TestTLSUpstream(t *testing.T) {
+	files, err := certs.EnsureServerCert(t.TempDir(), []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := certs.ServerTLSConfig(files.Cert, files.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	up := "tls://" + l.Addr().String()
+	g := startGateway(t, "", Route{Upstreams: []string{up}, UpstreamTLS: UpstreamTLS{CAFile: files.CA}},
+		Route{Upstreams: []string{up}})
+	echo := func(ep string) error {
+		e, err := transport.ParseURL(ep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := transport.DialEndpoint(ctxT(t, 10*time.Second), e, transport.DialOptions{CAFile: g.CAFile()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte("tls!")); err != nil {
+			return err
+		}
+		_ = c.SetReadDeadline(time.Now().Add(iotqtest.Scale(10 * time.Second)))
+		b := make([]byte, 4)
+		if _, err := io.ReadFull(c, b); err != nil {
+			return err
+		}
+		if string(b) != "tls!" {
+			return fmt.Errorf("echo %q", b)
+		}
+		return nil
+	}
+	if err := echo(g.Endpoints()[0]); err != nil {
+		t.Fatalf("verified TLS upstream: %v", err)
+	}
+	err = echo(g.Endpoints()[1])
+	var ae *quic.ApplicationError
+	if !errors.As(err, &ae) || uint64(ae.ErrorCode) != CodeUpstreamUnavailable {
+		t.Fatalf("unverifiable upstream: %v, want code %#x", err, CodeUpstreamUnavailable)
+	}
+	if n := value(g.met.upFailures.WithLabelValues(g.routes[1].label, up)); n != 1 {
+		t.Errorf("upstream failures %v", n)
+	}
 }
