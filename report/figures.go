@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"image/color"
+	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -14,6 +16,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/iotq/iotq/internal/stats"
 )
@@ -40,9 +44,68 @@ func transportColor(tr string, others []string) color.Color {
 }
 
 const (
+	// figW and figH are the plotting area's figure size; the legend gets a
+	// column of its own to the right, so it never covers data.
 	figW = 16 * vg.Centimeter
 	figH = 10 * vg.Centimeter
+	// minPNGWidth is the least width of a PNG in pixels, readable on a
+	// screen without zooming.
+	minPNGWidth = 1200
 )
+
+// renderFigure writes p as name.svg and name.png into dir: the plot on the
+// left, its legend in a column on the right, a margin around both.
+func renderFigure(p *plot.Plot, dir, name string) error {
+	leg := p.Legend
+	p.Legend = plot.NewLegend() // the plot itself draws no legend
+	p.Legend.Top, p.Legend.Left = true, true
+	leg.Top, leg.Left = true, true
+	leg.Padding = vg.Points(4)
+	leg.TextStyle.Font.Size = vg.Points(11)
+	lr := leg.Rectangle(draw.Canvas{})
+	legW := lr.Max.X - lr.Min.X
+	if legW > 0 {
+		legW += vg.Points(16)
+	}
+	w, h := figW+legW, figH
+	margin := vg.Points(6)
+	paint := func(c draw.Canvas) {
+		c = draw.Crop(c, margin, -margin, margin, -margin)
+		main := c
+		main.Max.X -= legW
+		p.Draw(main)
+		if legW > 0 {
+			lc := c
+			lc.Min.X = main.Max.X + vg.Points(10)
+			// level with the top of the plotting area, below the title
+			lc.Max.Y -= p.Title.TextStyle.Rectangle(p.Title.Text).Size().Y + p.Title.Padding
+			leg.Draw(lc)
+		}
+	}
+	svg := vgsvg.New(w, h)
+	paint(draw.New(svg))
+	dpi := int(math.Ceil(minPNGWidth / (float64(w) / vg.Inch.Points())))
+	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(max(dpi, 150)))
+	paint(draw.New(img))
+	for _, out := range []struct {
+		ext string
+		wt  io.WriterTo
+	}{{".svg", svg}, {".png", vgimg.PngCanvas{Canvas: img}}} {
+		path := filepath.Join(dir, name+out.ext)
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("figure %s%s: %w", name, out.ext, err)
+		}
+		_, err = out.wt.WriteTo(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("figure %s%s: %w", name, out.ext, err)
+		}
+	}
+	return nil
+}
 
 // drawFigures draws every figure the data allows into dir as PNG and SVG.
 func drawFigures(ctx context.Context, s *Summary, dir string) ([]Figure, error) {
@@ -51,18 +114,16 @@ func drawFigures(ctx context.Context, s *Summary, dir string) ([]Figure, error) 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		// headroom above the data for the legend, a little below
+		// a little room around the data (the legend is outside)
 		if span := p.Y.Max - p.Y.Min; span > 0 {
-			p.Y.Max += 0.35 * span
+			p.Y.Max += 0.05 * span
 			p.Y.Min -= 0.05 * span
 		} else {
 			p.Y.Max++
 			p.Y.Min--
 		}
-		for _, ext := range []string{".svg", ".png"} {
-			if err := p.Save(figW, figH, filepath.Join(dir, f.Name+ext)); err != nil {
-				return fmt.Errorf("figure %s%s: %w", f.Name, ext, err)
-			}
+		if err := renderFigure(p, dir, f.Name); err != nil {
+			return err
 		}
 		figs = append(figs, f)
 		return nil
@@ -216,6 +277,7 @@ func minQoS(cs []*CellResult) int {
 func newPlot(title, x, y string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
+	p.Title.Padding = vg.Points(10) // clear of the frame and the top tick label
 	p.X.Label.Text = x
 	p.Y.Label.Text = y
 	p.Legend.Top = true
@@ -331,9 +393,12 @@ func periodicFigures(cs []*CellResult, fname, prof string, save func(*plot.Plot,
 			return err
 		}
 		if err := save(p, Figure{Name: "delay-box-" + name, Title: "Delay distribution, " + prof,
-			Caption: "Box: 25th, 50th, 75th percentiles; whiskers: 5th and 95th percentiles; points: values outside; triangles: physical lower bound."}); err != nil {
+			Caption: "Box: 25th, 50th, 75th percentiles; whiskers: 5th and 95th percentiles; points: values outside; triangles: physical lower bound. " + clippedNote}); err != nil {
 			return err
 		}
+	}
+	if err := delayCDF(cs, keep, name, prof, qlabel, save); err != nil {
+		return err
 	}
 
 	// RSD bars
@@ -495,7 +560,7 @@ func completionFigures(cs []*CellResult, xi []*XiResult, fname, prof string, sav
 		return err
 	}
 	if err := save(p, Figure{Name: "completion-box-" + slug(fname), Title: "Completion time, " + prof,
-		Caption: "Box: quartiles and median; whiskers: most extreme values within 1.5 IQR; points: outliers; triangles: lower bound (messages x one-way path delay)."}); err != nil {
+		Caption: "Box: quartiles and median; whiskers: most extreme values within 1.5 IQR; points: outliers; triangles: lower bound (messages x one-way path delay). " + clippedNote}); err != nil {
 		return err
 	}
 	// xi
@@ -571,7 +636,7 @@ func startupFigures(cs []*CellResult, fname, prof string, save func(*plot.Plot, 
 		return err
 	}
 	return save(p, Figure{Name: "startup-box-" + slug(fname), Title: "Startup latency, " + prof,
-		Caption: "Second connection's dial start to delivery at the subscriber. Box: quartiles and median; whiskers: 5th and 95th percentiles; points: values outside; triangles: lower bound (handshake RTTs + one-way path delay)."})
+		Caption: "Second connection's dial start to delivery at the subscriber. Box: quartiles and median; whiskers: 5th and 95th percentiles; points: values outside; triangles: lower bound (handshake RTTs + one-way path delay). " + clippedNote})
 }
 
 // boxGroup is one box of a box plot: a category label and a transport.
@@ -584,6 +649,21 @@ type boxGroup struct {
 // addBoxes lays the boxes out by category (loss), side by side per
 // transport, with a lower-bound marker per box.
 func addBoxes(p *plot.Plot, groups []boxGroup) error {
+	// boxes of very different sizes: a log axis keeps the small ones boxes
+	lo, hi := math.Inf(1), 0.0
+	for _, g := range groups {
+		if finite(g.box.Q1) {
+			lo, hi = math.Min(lo, g.box.Low), math.Max(hi, g.box.High)
+		}
+		if finite(g.bound) && g.bound > 0 {
+			lo = math.Min(lo, g.bound)
+		}
+	}
+	if lo > 0 && hi/lo > logAxisRatio {
+		groups = logBoxes(groups)
+		logTicks(p, lo, hi)
+		p.Y.Label.Text = strings.Replace(p.Y.Label.Text, " (", ", log scale (", 1)
+	}
 	var cats []string
 	catIdx := map[string]int{}
 	var trs []string
@@ -639,6 +719,52 @@ func addBoxes(p *plot.Plot, groups []boxGroup) error {
 	return nil
 }
 
+// logBoxes returns the groups with every value replaced by its decimal
+// logarithm (the plot then runs on a linear axis with logTicks).
+func logBoxes(groups []boxGroup) []boxGroup {
+	lg := func(v float64) float64 {
+		if v <= 0 {
+			return math.NaN()
+		}
+		return math.Log10(v)
+	}
+	out := make([]boxGroup, len(groups))
+	for i, g := range groups {
+		b := g.box
+		b.Q1, b.Median, b.Q3, b.Low, b.High = lg(b.Q1), lg(b.Median), lg(b.Q3), lg(b.Low), lg(b.High)
+		b.Outliers = make([]float64, 0, len(g.box.Outliers))
+		for _, o := range g.box.Outliers {
+			if o > 0 {
+				b.Outliers = append(b.Outliers, math.Log10(o))
+			}
+		}
+		g.box, g.bound = b, lg(g.bound)
+		out[i] = g
+	}
+	return out
+}
+
+// logTicks labels a log10-transformed y axis at 1, 2 and 5 times the
+// powers of ten between lo and hi (original units).
+func logTicks(p *plot.Plot, lo, hi float64) {
+	var ticks []plot.Tick
+	for e := math.Floor(math.Log10(lo)) - 1; e <= math.Ceil(math.Log10(hi))+1; e++ {
+		for _, m := range []float64{1, 2, 5} {
+			v := m * math.Pow(10, e)
+			t := plot.Tick{Value: math.Log10(v)}
+			if v >= lo/3 && v <= hi*3 {
+				t.Label = strconv.FormatFloat(v, 'g', -1, 64)
+			}
+			ticks = append(ticks, t)
+		}
+	}
+	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
+}
+
+// logAxisRatio: box plots whose whiskers span more than this factor get a
+// logarithmic y axis.
+const logAxisRatio = 20
+
 // boxes draws one box from precomputed statistics; its x and width are in
 // data units.
 type boxes struct {
@@ -666,18 +792,48 @@ func (bx *boxes) Plot(c draw.Canvas, plt *plot.Plot) {
 		[]vg.Point{{X: xm, Y: q3}, {X: xm, Y: hi}}, []vg.Point{{X: xm - capW, Y: hi}, {X: xm + capW, Y: hi}},
 		[]vg.Point{{X: xm, Y: q1}, {X: xm, Y: lo}}, []vg.Point{{X: xm - capW, Y: lo}, {X: xm + capW, Y: lo}})...)
 	gs := draw.GlyphStyle{Color: bx.col, Radius: vg.Points(2), Shape: draw.CircleGlyph{}}
+	above, below := 0, 0
 	for _, o := range bx.b.Outliers {
 		y := trY(o)
-		if c.ContainsY(y) {
+		switch {
+		case y > c.Max.Y:
+			above++
+		case y < c.Min.Y:
+			below++
+		default:
 			c.DrawGlyphNoClip(gs, vg.Point{X: xm, Y: y})
 		}
 	}
+	// outliers beyond the axis are counted at its edge, so they do not
+	// squeeze the boxes into a line
+	sty := plt.Y.Tick.Label
+	sty.Color = bx.col
+	sty.XAlign = draw.XCenter
+	if above > 0 {
+		sty.YAlign = draw.YTop
+		c.FillText(sty, vg.Point{X: xm, Y: c.Max.Y - vg.Points(1)}, fmt.Sprintf("+%d", above))
+	}
+	if below > 0 {
+		sty.YAlign = draw.YBottom
+		c.FillText(sty, vg.Point{X: xm, Y: c.Min.Y + vg.Points(1)}, fmt.Sprintf("+%d", below))
+	}
 }
 
+// clippedNote explains the counts boxes print for clipped outliers.
+const clippedNote = "Outliers farther than one whisker span beyond a whisker are left off the axis and counted (+n at the top or bottom edge); the y axis is logarithmic when the whiskers span more than a factor of 20."
+
+// DataRange spans the whiskers, the lower bound and the outliers within
+// one whisker span of them; farther outliers are counted, not scaled to.
 func (bx *boxes) DataRange() (xmin, xmax, ymin, ymax float64) {
 	ymin, ymax = bx.b.Low, bx.b.High
+	span := bx.b.High - bx.b.Low
+	if !finite(span) || span <= 0 {
+		span = math.Max(math.Abs(bx.b.High), 1e-9)
+	}
 	for _, o := range bx.b.Outliers {
-		ymin, ymax = math.Min(ymin, o), math.Max(ymax, o)
+		if o >= bx.b.Low-span && o <= bx.b.High+span {
+			ymin, ymax = math.Min(ymin, o), math.Max(ymax, o)
+		}
 	}
 	if !finite(ymin) {
 		ymin, ymax = 0, 0
@@ -808,4 +964,100 @@ func variantFigures(cs []*CellResult, prof string, save func(*plot.Plot, Figure)
 		}
 	}
 	return nil
+}
+
+// delayCDF draws the empirical distribution function of the one-way delay
+// of every cell of a group that keep selects: one line per transport and
+// loss (darker for more loss). The x axis ends at the largest 99th
+// percentile of the cells; the caption counts the values beyond it.
+func delayCDF(cs []*CellResult, keep func(*CellResult) bool, name, prof, qlabel string, save func(*plot.Plot, Figure) error) error {
+	var sel []*CellResult
+	for _, c := range cs {
+		if keep(c) && len(c.delays) > 0 {
+			sel = append(sel, c)
+		}
+	}
+	if len(sel) == 0 {
+		return nil
+	}
+	trs := transports(sel)
+	ls := losses(sel)
+	xmin, xmax := math.Inf(1), 0.0
+	for _, c := range sel {
+		v := append([]float64(nil), c.delays...)
+		sort.Float64s(v)
+		xmax = math.Max(xmax, v[int(math.Ceil(0.99*float64(len(v))))-1])
+		xmin = math.Min(xmin, v[0])
+	}
+	p := newPlot(fmt.Sprintf("Distribution of the one-way delay: %s (%s)", prof, qlabel), "one-way delay (ms)", "fraction of messages at or below")
+	beyond := 0
+	for _, tr := range trs {
+		for li, l := range ls {
+			for _, c := range sel {
+				if c.Transport != tr || c.LossPct != l {
+					continue
+				}
+				v := append([]float64(nil), c.delays...)
+				sort.Float64s(v)
+				n := len(v)
+				step := max(1, n/400)
+				var xys plotter.XYs
+				for i := 0; i < n; i += step {
+					if v[i] > xmax {
+						break
+					}
+					xys = append(xys, plotter.XY{X: v[i], Y: float64(i+1) / float64(n)})
+				}
+				if last := v[n-1]; last <= xmax {
+					xys = append(xys, plotter.XY{X: last, Y: 1})
+				}
+				for _, d := range v {
+					if d > xmax {
+						beyond++
+					}
+				}
+				if len(xys) == 0 {
+					continue
+				}
+				line, err := plotter.NewLine(xys)
+				if err != nil {
+					return fmt.Errorf("cdf %s: %w", c.Cell, err)
+				}
+				line.Color = shade(transportColor(tr, trs), li, len(ls))
+				line.Width = vg.Points(1.5)
+				if isQUIC(tr) {
+					line.Dashes = []vg.Length{vg.Points(5), vg.Points(2)}
+				}
+				p.Add(line)
+				p.Legend.Add(fmt.Sprintf("%s, %s%% loss", tr, loss(l)), line)
+			}
+		}
+	}
+	// from just below the fastest message: the physics (the link's delay)
+	// sits at the left edge, the spread is what the axis shows
+	p.X.Min, p.X.Max = math.Max(0, xmin-0.05*(xmax-xmin)), xmax+0.02*(xmax-xmin)
+	p.Y.Min, p.Y.Max = 0, 1
+	note := ""
+	if beyond > 0 {
+		note = fmt.Sprintf(" The axis ends at the largest 99th percentile of the cells (%.1f ms); %d values lie beyond it.", xmax, beyond)
+	}
+	return save(p, Figure{Name: "delay-cdf-" + name, Title: "Delay distribution (CDF), " + prof,
+		Caption: "Fraction of messages delivered within a given one-way delay, per transport (" + qlabel + ", QUIC dashed) and loss rate (darker: more loss)." + note})
+}
+
+// shade darkens col for the i-th of n steps (i = 0 is the lightest).
+func shade(col color.Color, i, n int) color.Color {
+	c := color.NRGBAModel.Convert(col).(color.NRGBA)
+	if n <= 1 {
+		return c
+	}
+	// from 40 % towards white to 40 % towards black
+	f := -0.4 + 0.8*float64(i)/float64(n-1)
+	mix := func(v uint8) uint8 {
+		if f < 0 {
+			return uint8(float64(v) + (255-float64(v))*(-f))
+		}
+		return uint8(float64(v) * (1 - f))
+	}
+	return color.NRGBA{R: mix(c.R), G: mix(c.G), B: mix(c.B), A: 0xff}
 }

@@ -233,11 +233,10 @@ func markdown(s *Summary) ([]byte, error) {
 		b.WriteString("\n")
 	}
 	for _, t := range tables(s) {
-		fmt.Fprintf(&b, "## %s\n\n%s\n\n", t.title, t.intro)
 		if len(t.rows) == 0 {
-			b.WriteString("(no data)\n\n")
-			continue
+			continue // a table the data does not fill is left out, not shown empty
 		}
+		fmt.Fprintf(&b, "## %s\n\n%s\n\n", t.title, t.intro)
 		b.WriteString("| " + strings.Join(t.head, " | ") + " |\n")
 		b.WriteString("|" + strings.Repeat("---|", len(t.head)) + "\n")
 		for _, r := range t.rows {
@@ -429,11 +428,10 @@ figcaption{max-width:36em;font-size:0.85em}
 		}
 	}
 	for _, t := range tables(s) {
-		fmt.Fprintf(&b, "<h2 id=\"%s\">%s</h2>\n<p>%s</p>\n", t.id, e(t.title), e(t.intro))
 		if len(t.rows) == 0 {
-			b.WriteString("<p>(no data)</p>\n")
-			continue
+			continue // a table the data does not fill is left out, not shown empty
 		}
+		fmt.Fprintf(&b, "<h2 id=\"%s\">%s</h2>\n<p>%s</p>\n", t.id, e(t.title), e(t.intro))
 		b.WriteString("<table>\n<tr>")
 		for _, h := range t.head {
 			fmt.Fprintf(&b, "<th>%s</th>", e(h))
