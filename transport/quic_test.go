@@ -156,20 +156,36 @@ func TestQUIC0RTTRejectedByOtherInstance(t *testing.T) {
 	waitTicket(t, cacheFile)
 	l.Close()
 
-	// Same certificate, fresh random ticket keys.
-	f := certs.FilesIn(dir)
-	srv2, err := certs.ServerTLSConfig(f.Cert, f.Key)
+	oldTicket, err := os.ReadFile(cacheFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l2 := quicEcho(t, addr, srv2, QUICOptions{})
-	info := dialEcho(t, l2.Endpoint().String(), cli, cacheFile, QUICOptions{})
-	if info.Used0RTT {
-		t.Fatalf("0-RTT accepted with a ticket from another instance: %+v", info)
+
+	// Same certificate, fresh random ticket keys. On a loaded machine the
+	// whole 1-RTT handshake can complete before the client writes, so no
+	// early data is offered; then try again with another fresh instance and
+	// the old ticket (a few times, bounded).
+	f := certs.FilesIn(dir)
+	var info Info
+	for range 5 {
+		srv2, err := certs.ServerTLSConfig(f.Cert, f.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cacheFile, oldTicket, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		l2 := quicEcho(t, addr, srv2, QUICOptions{})
+		info = dialEcho(t, l2.Endpoint().String(), cli, cacheFile, QUICOptions{})
+		l2.Close()
+		if info.Used0RTT {
+			t.Fatalf("0-RTT accepted with a ticket from another instance: %+v", info)
+		}
+		if info.Rejected0RTT {
+			return
+		}
 	}
-	if !info.Rejected0RTT {
-		t.Fatalf("want Rejected0RTT (the client offered early data): %+v", info)
-	}
+	t.Fatalf("want Rejected0RTT (the client offered early data) in one of 5 tries: %+v", info)
 }
 
 // TestQUIC0RTTSurvivesRestart: with persisted ticket keys a restarted
