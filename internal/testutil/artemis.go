@@ -3,7 +3,6 @@ package testutil
 import (
 	"bufio"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iotq/iotq/internal/artemis"
 	"github.com/iotq/iotq/internal/certs"
 )
 
@@ -27,36 +27,14 @@ func (a *Artemis) URL() string { return fmt.Sprintf("amqp://127.0.0.1:%d", a.Por
 // TLSURL is the amqps:// URL of the TLS acceptor.
 func (a *Artemis) TLSURL() string { return fmt.Sprintf("amqps://127.0.0.1:%d", a.TLSPort) }
 
-// ArtemisDir is where scripts/setup.sh puts the Artemis jars (lib/) and
-// our launcher (classes/Broker.class): $IOTQ_CACHE/artemis-2.55.0, by
-// default ~/.cache/iotq/artemis-2.55.0.
-func ArtemisDir() string {
-	base := os.Getenv("IOTQ_CACHE")
-	if base == "" {
-		home, _ := os.UserHomeDir()
-		base = filepath.Join(home, ".cache", "iotq")
-	}
-	return filepath.Join(base, "artemis-2.55.0")
-}
-
 // StartArtemis starts Artemis on free loopback ports (with withTLS, also an
 // amqps acceptor whose certificate is generated here) and stops it, by its
 // PID, in t.Cleanup. Without the setup (java, the jars) it skips, or fails
 // under CI=true.
 func StartArtemis(t testing.TB, withTLS bool) *Artemis {
 	t.Helper()
-	dir := ArtemisDir()
-	java, err := exec.LookPath("java")
-	if _, serr := os.Stat(filepath.Join(dir, "classes", "Broker.class")); err != nil || serr != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("ActiveMQ Artemis not set up in %s (run scripts/setup.sh): java %v, launcher %v", dir, err, serr)
-		}
-		t.Skipf("ActiveMQ Artemis not set up in %s; run scripts/setup.sh", dir)
-	}
-	a := &Artemis{Port: freeTCPPort(t)}
-	args := []string{"-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-		"-cp", filepath.Join(dir, "classes") + string(os.PathListSeparator) + filepath.Join(dir, "lib", "*"),
-		"Broker", "--host", "127.0.0.1", "--port", fmt.Sprint(a.Port), "--stop-on-eof", "true"}
+	o := artemis.Options{Host: "127.0.0.1", Port: FreePort(t), StopOnEOF: true}
+	a := &Artemis{Port: o.Port}
 	if withTLS {
 		tmp := t.TempDir()
 		files, err := certs.EnsureServerCert(tmp, []string{"127.0.0.1", "localhost"})
@@ -69,10 +47,13 @@ func StartArtemis(t testing.TB, withTLS bool) *Artemis {
 		if err != nil {
 			t.Fatalf("openssl pkcs12 (scripts/setup.sh installs openssl): %v: %s", err, out)
 		}
-		a.TLSPort, a.CAFile = freeTCPPort(t), files.CA
-		args = append(args, "--tls-port", fmt.Sprint(a.TLSPort), "--keystore", ks, "--keystore-password", "iotq-test")
+		a.TLSPort, a.CAFile = FreePort(t), files.CA
+		o.TLSPort, o.KeyStore, o.KeyStorePassword = a.TLSPort, ks, "iotq-test"
 	}
-	cmd := exec.Command(java, args...)
+	cmd, err := artemis.Command(o)
+	if err != nil {
+		SkipOrFail(t, "%v", err)
+	}
 	stdin, err := cmd.StdinPipe() // closing it stops the broker, too
 	if err != nil {
 		t.Fatal(err)
@@ -118,17 +99,6 @@ func StartArtemis(t testing.TB, withTLS bool) *Artemis {
 		t.Fatalf("artemis not ready after 60s: %s", stderr.String())
 	}
 	return a
-}
-
-// freeTCPPort returns a loopback TCP port that was free a moment ago.
-func freeTCPPort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // lockedBuffer collects a child's output; safe for concurrent use.
