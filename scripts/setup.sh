@@ -48,7 +48,7 @@ artemis_dir="${IOTQ_CACHE:-$HOME/.cache/iotq}/artemis-2.55.0"
 if [ ! -f "$artemis_dir/classes/Broker.class" ] || [ scripts/artemis/Broker.java -nt "$artemis_dir/classes/Broker.class" ] || [ scripts/artemis/pom.xml -nt "$artemis_dir/classes/Broker.class" ]; then
   echo "setup: fetching ActiveMQ Artemis 2.55.0 into $artemis_dir" >&2
   mkdir -p "$artemis_dir/classes"
-  mvn -q -B -f scripts/artemis/pom.xml dependency:copy-dependencies -DoutputDirectory="$artemis_dir/lib" >&2
+  mvn -q -B -Dstyle.color=never -f scripts/artemis/pom.xml dependency:copy-dependencies -DoutputDirectory="$artemis_dir/lib" >&2
   javac -nowarn -cp "$artemis_dir/lib/*" -d "$artemis_dir/classes" scripts/artemis/Broker.java
 fi
 
