@@ -30,10 +30,18 @@ type Radio struct {
 	Source        string  `json:"source,omitempty"`
 }
 
-// Sources of the default radio models.
+// Sources of the default radio models, as the manifest and the report's
+// parameter table show them. Each says where every figure comes from and
+// what has been checked (docs/experiments.md, "Energy model parameters").
 const (
-	SourceHuang     = "Huang et al., MobiSys 2012, Tables 3 (power states) and 4 (throughput model)"
-	SourceSatellite = "placeholder (no published source): set the terminal's values (scenario energy.radio.satellite, or iotq report --energy-params)"
+	// SourceHuang is the paper the WiFi and LTE models come from.
+	SourceHuang = "Huang et al., \"A Close Examination of Performance and Power Characteristics of 4G LTE Networks\", MobiSys 2012"
+	// SourceHuangLTE and SourceHuangWiFi cite the tables per parameter.
+	SourceHuangLTE = SourceHuang + ": promotion, tail and DRX figures from Table 3 (LTE column), beta/alpha_up/alpha_down from Table 4 (LTE row); " +
+		"idle = DRX on-power x on-duration / paging cycle (our derivation). ASSUMPTION: values transcribed, not re-checked against the paper's tables (page numbers not verified)"
+	SourceHuangWiFi = SourceHuang + ": promotion, tail and beacon figures from Table 3 (WiFi column), beta/alpha_up/alpha_down from Table 4 (WiFi row); " +
+		"idle = beacon power x on-time / beacon period (our derivation). ASSUMPTION: values transcribed, not re-checked against the paper's tables (page numbers not verified)"
+	SourceSatellite = "ASSUMPTION: placeholder, no published source (no terminal data sheet with these states was available); set the terminal's values (scenario energy.radio.satellite, or iotq report --energy-params)"
 )
 
 // DefaultCPUActiveMW is the default active power of the processor.
@@ -48,9 +56,9 @@ const DefaultCPUActiveMW = 2000
 func DefaultRadios() map[string]Radio {
 	return map[string]Radio{
 		"wifi": {PromotionMW: 124.4, PromotionMS: 79.1, ActiveBaseMW: 132.86, UpMWPerMbps: 283.17,
-			DownMWPerMbps: 137.01, TailMW: 119.3, TailMS: 238.1, IdleMW: 77.2 * 7.6 / 308.2, Source: SourceHuang},
+			DownMWPerMbps: 137.01, TailMW: 119.3, TailMS: 238.1, IdleMW: 77.2 * 7.6 / 308.2, Source: SourceHuangWiFi},
 		"lte": {PromotionMW: 1210.7, PromotionMS: 260.1, ActiveBaseMW: 1288.04, UpMWPerMbps: 438.39,
-			DownMWPerMbps: 51.97, TailMW: 1060, TailMS: 11576, IdleMW: 594.3 * 43.2 / 1280.2, Source: SourceHuang},
+			DownMWPerMbps: 51.97, TailMW: 1060, TailMS: 11576, IdleMW: 594.3 * 43.2 / 1280.2, Source: SourceHuangLTE},
 		"satellite": {ActiveBaseMW: 30000, UpMWPerMbps: 2000, DownMWPerMbps: 500, TailMW: 30000, TailMS: 1000,
 			IdleMW: 20000, Source: SourceSatellite},
 	}
