@@ -309,3 +309,51 @@ func needIP() error {
 	}
 	return nil
 }
+
+// TestLinkFabricJobsWithFakeNodes runs three cells at once through real
+// namespaces (fake nodes, which send little): every cell completes, each
+// network reports its timing error to the manifest with the jobs count, the publisher's egress
+// setting reaches the emulator, and nothing is left behind.
+func TestLinkFabricJobsWithFakeNodes(t *testing.T) {
+	testutil.RequireNetAdmin(t, needIP)
+	t.Setenv("IOTQ_LAB_FAKE", "1")
+	exe, _ := os.Executable()
+	// The bounds are not what this test checks (a loaded CI host may be
+	// late): only that the measurement is recorded.
+	guard := &TimingGuard{Warn: time.Hour, Refuse: time.Hour}
+	r, err := NewProcRunner(ProcOptions{IOTQ: exe, Fabric: LinkFabric{Prefix: "iotqlj-", Timing: guard}, ReadyTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := fakeSpec(PatternStopAndWait)
+	s.Profiles = []string{"wifi"}
+	s.Losses = []Percent{0, 1, 2}
+	s.Topology.Directions = []string{DirectionEgress}
+	s.Repetitions = 1
+	dir := t.TempDir()
+	res, err := Run(context.Background(), []Spec{s}, Options{Dir: dir, Runner: r, Jobs: 3, Timing: guard})
+	if err != nil || res.Failed != 0 || res.Ran != 3 {
+		_, cells, _ := readCSV(filepath.Join(dir, FileCells))
+		t.Fatalf("%+v %v %v", res, err, cells)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, FileManifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Jobs != 3 || m.EmulatorTiming == nil || m.EmulatorTiming.Cells != 3 || m.EmulatorTiming.LoadavgEnd == "" {
+		t.Fatalf("manifest jobs %d, timing %+v", m.Jobs, m.EmulatorTiming)
+	}
+	for _, id := range cellsOf(t, dir) {
+		if !strings.Contains(id, "_egress_") {
+			t.Fatalf("cell %s lacks its direction", id)
+		}
+	}
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	if strings.Contains(string(out), fmt.Sprintf("iotqlj-%d-", os.Getpid())) {
+		t.Fatalf("namespaces left behind:\n%s", out)
+	}
+}
