@@ -14,12 +14,6 @@ import (
 	"github.com/iotq/iotq/broker"
 )
 
-// stringList is a repeatable string flag.
-type stringList []string
-
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
-
 func (a *app) brokerCommand() *Command {
 	c := &Command{
 		Name:      "broker",

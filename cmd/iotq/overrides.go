@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"strings"
 	"time"
 )
 
@@ -56,6 +57,12 @@ func (o *overrides[T]) List(name, usage string, field func(*T) *[]string) {
 	o.fs.Var(&v, name, usage)
 	o.binds[name] = func(t *T) { *field(t) = v }
 }
+
+// stringList is a repeatable string flag (--listen, -t, --route).
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 // applyTo copies the flags given on the command line into t. Call it after
 // the flag set was parsed.

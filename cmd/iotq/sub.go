@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -12,12 +11,6 @@ import (
 	"github.com/iotq/iotq/client/measure"
 	"github.com/iotq/iotq/records"
 )
-
-// topicList is a repeatable -t flag.
-type topicList []string
-
-func (t *topicList) String() string     { return strings.Join(*t, ",") }
-func (t *topicList) Set(s string) error { *t = append(*t, s); return nil }
 
 func (a *app) subCommand() *Command {
 	c := &Command{
@@ -58,7 +51,7 @@ The connection flags are those of iotq pub.`,
 	fs := c.Flags
 	var (
 		cf        clientFlags
-		topics    topicList
+		topics    stringList
 		count     int
 		timeout   time.Duration
 		connectTO time.Duration
