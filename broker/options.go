@@ -286,6 +286,10 @@ func (o Options) Validate() error {
 			add(path, "%v; want e.g. mqtt://0.0.0.0:1883, mqtts://:8883, ws://:8083/mqtt, wss://:8084/mqtt or quic://:14567", err)
 			continue
 		}
+		if ep.Protocol == "amqp" {
+			add(path, "%s: the broker does not speak AMQP; put iotq gateway in front of an AMQP broker (docs/gateway.md)", raw)
+			continue
+		}
 		key := string(ep.Scheme) + " " + ep.Address()
 		if ep.Port != 0 {
 			if j, ok := seen[key]; ok {

@@ -6,8 +6,10 @@
 //
 // URLs are parsed once into an endpoint.Endpoint (package transport/endpoint
 // holds the scheme table: protocol, transport, default port, TLS, ALPN,
-// default path per scheme). DialEndpoint dispatches on Endpoint.Transport;
-// Dial and Listen also take URL strings for convenience. ClientTLSConfig is
+// default path per scheme). DialEndpoint and ListenEndpoint dispatch on
+// Endpoint.Transport and take TLS and ALPN from the row, so a scheme of
+// another protocol (coaps+tcp, coap+quic, amqp+quic) needs no switch of its
+// own; Dial and Listen also take URL strings for convenience. ClientTLSConfig is
 // the one builder of client TLS configurations. Dial errors are
 // *DialError values whose kind (ErrRefused, ErrTimeout, ErrCertificate,
 // ErrALPN, ...) is found by type, never by message text, and whose message

@@ -5,47 +5,63 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/iotq/iotq/transport/endpoint"
 	"log/slog"
 	"net"
 	"sync"
 	"time"
 )
 
-// Listen starts a listener for the URL raw. Port 0 picks a free port; the
-// Endpoint method returns the real one. An empty host listens on all
-// interfaces. The caller must Close the Listener; conns already accepted
-// stay open and belong to the caller.
+// Listen parses raw and calls ListenEndpoint.
 func Listen(raw string, opts ListenOptions) (Listener, error) {
-	ep, err := ParseURL(raw)
+	ep, err := endpoint.Parse(raw)
 	if err != nil {
 		return nil, err
 	}
+	return ListenEndpoint(ep, opts)
+}
+
+// ListenEndpoint starts a listener of ep's transport (tcp, tls, ws, wss,
+// quic; the scheme table decides, so coap+tcp:// listens on TCP and
+// coap+quic:// on QUIC with its own ALPN). Port 0 picks a free port; the
+// Endpoint method returns the real one. An empty host listens on all
+// interfaces. The caller must Close the Listener; conns already accepted
+// stay open and belong to the caller.
+func ListenEndpoint(ep Endpoint, opts ListenOptions) (Listener, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	log := opts.Logger.With("component", "transport", "listener", ep.String())
-	needTLS := ep.Scheme == SchemeTLS || ep.Scheme == SchemeWSS || ep.Scheme == SchemeQUIC
-	if needTLS && (opts.TLSConfig == nil || (len(opts.TLSConfig.Certificates) == 0 && opts.TLSConfig.GetCertificate == nil && opts.TLSConfig.GetConfigForClient == nil)) {
+	if ep.TLS && (opts.TLSConfig == nil || (len(opts.TLSConfig.Certificates) == 0 && opts.TLSConfig.GetCertificate == nil && opts.TLSConfig.GetConfigForClient == nil)) {
 		return nil, fmt.Errorf("listen %s: %w (give a certificate and key, or let the broker generate them in its state directory)", ep, ErrTLSConfigRequired)
 	}
-	var l Listener
-	switch ep.Scheme {
-	case SchemeTCP, SchemeTLS:
+	var (
+		l   Listener
+		err error
+	)
+	switch ep.Transport {
+	case endpoint.TransportTCP, endpoint.TransportTLS:
 		var nl net.Listener
 		nl, err = net.Listen("tcp", ep.Address())
 		if err == nil {
 			var cfg *tls.Config
-			if ep.Scheme == SchemeTLS {
+			if ep.Transport == endpoint.TransportTLS {
 				cfg = opts.TLSConfig.Clone()
+				if ep.ALPN != "" && len(cfg.NextProtos) == 0 {
+					cfg.NextProtos = []string{ep.ALPN}
+				}
 			}
 			l = newStreamListener(ep, nl, cfg, opts.QUIC.withDefaults().HandshakeIdleTimeout, log)
 		}
-	case SchemeWS, SchemeWSS:
+	case endpoint.TransportWS, endpoint.TransportWSS:
 		l, err = listenWS(ep, opts, log)
-	case SchemeQUIC:
+	case endpoint.TransportQUIC:
+		if len(opts.QUIC.NextProtos) == 0 && ep.ALPN != "" {
+			opts.QUIC.NextProtos = []string{ep.ALPN}
+		}
 		l, err = listenQUIC(ep, opts, log)
 	default:
-		err = fmt.Errorf("transport %q not supported", ep.Scheme)
+		err = fmt.Errorf("transport %s: %w", ep.Transport, ErrTransportNotBuilt)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", ep, err)

@@ -62,9 +62,9 @@ type QUICOptions struct {
 	// at most 15s.
 	CloseTimeout time.Duration
 	// NextProtos are the ALPN protocols a QUIC listener accepts, in order
-	// of preference. Default [ALPN] ("mqtt"); iotq gateway sets any list
-	// per route. Dialers offer the ALPN of the endpoint's scheme row
-	// (Endpoint.ALPN) instead.
+	// of preference. Default: the ALPN of the endpoint's scheme row
+	// ("mqtt" for quic://); iotq gateway sets any list per route. Dialers
+	// offer the ALPN of the endpoint's scheme row (Endpoint.ALPN) instead.
 	NextProtos []string
 }
 

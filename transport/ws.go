@@ -168,7 +168,7 @@ func listenWS(ep Endpoint, opts ListenOptions, log *slog.Logger) (Listener, erro
 	if err != nil {
 		return nil, err
 	}
-	if ep.Scheme == SchemeWSS {
+	if ep.TLS {
 		nl = tls.NewListener(nl, opts.TLSConfig.Clone())
 	}
 	l := &wsListener{ep: boundEndpoint(ep, nl.Addr()), nl: nl, q: newAcceptQueue(), log: log}
