@@ -177,6 +177,8 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 	// writes done markers, the progress bar and the aggregates.
 	cctx, cancelCells := context.WithCancel(ctx)
 	defer cancelCells()
+	stopProbe := opts.Timing.startProbe()
+	defer stopProbe()
 	type outcome struct {
 		c          Cell
 		dir        string
@@ -226,7 +228,7 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 			case TimingRefused:
 				stopped = true
 				runErr = fmt.Errorf("%w: %s; the completed cells are kept: resume with fewer --jobs (or on an idler machine)", ErrTimingBound, explainTiming(tr))
-				log.Error("timing bound exceeded; abandoning the running cells", "worst_cell_p99", tr.CellP99Worst, "jobs", jobs)
+				log.Error("timing bound exceeded; abandoning the running cells", "p99", tr.P99, "host_p99", tr.HostP99, "jobs", jobs)
 				cancelCells()
 			case TimingWarn:
 				if !warned {

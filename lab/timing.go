@@ -49,6 +49,57 @@ type TimingGuard struct {
 	hist    map[int64]int64 // power-of-two buckets (upper bound in µs) over all cells
 	loads   []float64       // 1-minute load averages sampled at cell ends
 	loadEnd string
+
+	// ProbeEvery, when positive, runs a probe while the campaign runs: an
+	// ordinary timer of this period whose lateness stands for the
+	// scheduling delay of the node processes.
+	ProbeEvery time.Duration
+	host       map[int64]int64 // probe lateness, power-of-two buckets (µs)
+	hostN      int64
+	hostMax    time.Duration
+}
+
+// startProbe starts the host timer probe (when ProbeEvery is set) and
+// returns the function that stops it and waits for it.
+func (g *TimingGuard) startProbe() (stop func()) {
+	if g == nil || g.ProbeEvery <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTimer(g.ProbeEvery)
+		defer t.Stop()
+		want := time.Now().Add(g.ProbeEvery)
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				g.recordHost(now.Sub(want))
+				want = time.Now().Add(g.ProbeEvery)
+				t.Reset(g.ProbeEvery)
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+func (g *TimingGuard) recordHost(late time.Duration) {
+	late = max(late, 0)
+	ub := int64(1)
+	for time.Duration(ub)*time.Microsecond <= late && ub < 1<<40 {
+		ub *= 2
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.host == nil {
+		g.host = map[int64]int64{}
+	}
+	g.host[ub]++
+	g.hostN++
+	g.hostMax = max(g.hostMax, late)
 }
 
 func (g *TimingGuard) bounds() (warn, refuse time.Duration) {
@@ -131,14 +182,25 @@ func (g *TimingGuard) Report(jobs int) TimingReport {
 		r.LoadavgMax1 = max(r.LoadavgMax1, l)
 	}
 	r.LoadavgEnd = g.loadEnd
-	if r.Pkts < timingMinPackets {
-		return r
+	if g.hostN > 0 {
+		var hh []records.TimingBucket
+		for ub, n := range g.host {
+			hh = append(hh, records.TimingBucket{UpperUS: ub, N: n})
+		}
+		slices.SortFunc(hh, func(a, b records.TimingBucket) int { return int(a.UpperUS - b.UpperUS) })
+		r.HostP99, r.HostMax, r.HostSamples = histQuantile(hh, 0.99), g.hostMax, g.hostN
 	}
-	r.P99 = histQuantile(r.Hist, 0.99)
+	if r.Pkts >= timingMinPackets {
+		r.P99 = histQuantile(r.Hist, 0.99)
+	}
+	judged := r.P99
+	if r.HostSamples >= timingMinPackets {
+		judged = max(judged, r.HostP99)
+	}
 	switch {
-	case r.P99 > refuse && jobs > 1:
+	case judged > refuse && jobs > 1:
 		r.Status = TimingRefused
-	case r.P99 > warn:
+	case judged > warn:
 		r.Status = TimingWarn
 	}
 	return r
@@ -174,13 +236,17 @@ func explainTiming(r TimingReport) string {
 	if r.CellP99Worst > 0 {
 		worst = "; worst cell " + ms(r.CellP99Worst)
 	}
+	what := fmt.Sprintf("the link emulator forwarded packets %s late at the 99th percentile", ms(r.P99))
+	if r.HostSamples >= timingMinPackets && r.HostP99 > r.P99 {
+		what = fmt.Sprintf("ordinary processes (broker, pub, sub) woke %s late at the 99th percentile (the emulator: %s)", ms(r.HostP99), ms(r.P99))
+	}
 	switch r.Status {
 	case TimingRefused:
-		return fmt.Sprintf("with %d cells at once the link emulator forwarded packets %s late at the 99th percentile (hard bound %s%s; load average up to %.1f): delays are no longer the links' own",
-			r.Jobs, ms(r.P99), ms(r.RefuseP99), worst, r.LoadavgMax1)
+		return fmt.Sprintf("with %d cells at once %s (hard bound %s%s; load average up to %.1f): delays are no longer the links' own",
+			r.Jobs, what, ms(r.RefuseP99), worst, r.LoadavgMax1)
 	case TimingWarn:
-		return fmt.Sprintf("the link emulator forwarded packets %s late at the 99th percentile (warn bound %s%s; %d cells at once, load average up to %.1f); delays may be inflated by about that much",
-			ms(r.P99), ms(r.WarnP99), worst, r.Jobs, r.LoadavgMax1)
+		return fmt.Sprintf("%s (warn bound %s%s; %d cells at once, load average up to %.1f); delays may be inflated by about that much",
+			what, ms(r.WarnP99), worst, r.Jobs, r.LoadavgMax1)
 	}
 	return ""
 }

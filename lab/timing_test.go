@@ -206,3 +206,30 @@ func TestHistQuantile(t *testing.T) {
 		t.Fatalf("p50 %v", got)
 	}
 }
+
+// TestHostProbe: the probe samples an ordinary timer while it runs, stops
+// when told, and a host that wakes processes late is judged like a late
+// emulator.
+func TestHostProbe(t *testing.T) {
+	g := &TimingGuard{ProbeEvery: time.Millisecond}
+	stop := g.startProbe()
+	time.Sleep(300 * time.Millisecond)
+	stop()
+	r := g.Report(1)
+	if r.HostSamples < 20 || r.HostMax < 0 {
+		t.Fatalf("probe: %+v", r)
+	}
+	n := r.HostSamples
+	time.Sleep(20 * time.Millisecond)
+	if g.Report(1).HostSamples != n {
+		t.Fatal("the probe kept running after stop")
+	}
+	late := &TimingGuard{}
+	for range 300 {
+		late.recordHost(40 * time.Millisecond)
+	}
+	r = late.Report(2)
+	if r.Status != TimingRefused || r.HostP99 < 32*time.Millisecond || !strings.Contains(explainTiming(r), "ordinary processes") {
+		t.Fatalf("late host: %+v: %s", r, explainTiming(r))
+	}
+}

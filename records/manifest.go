@@ -63,11 +63,19 @@ type EmulatorTiming struct {
 	Max           time.Duration `json:"max_ns"`
 	// Hist counts lateness over all cells in power-of-two buckets.
 	Hist []TimingBucket `json:"hist,omitempty"`
+	// HostP99 and HostMax are how late an ordinary (not real-time) timer
+	// of the lab process woke while the cells ran: the scheduling delay
+	// the node processes (broker, pub, sub) see on a loaded host, which
+	// the emulator's own real-time lateness does not show. HostSamples
+	// counts the wake-ups (0: not measured).
+	HostP99     time.Duration `json:"host_p99_ns,omitempty"`
+	HostMax     time.Duration `json:"host_max_ns,omitempty"`
+	HostSamples int64         `json:"host_samples,omitempty"`
 	// WarnP99 and RefuseP99 are the bounds applied.
 	WarnP99   time.Duration `json:"warn_p99_ns"`
 	RefuseP99 time.Duration `json:"refuse_p99_ns"`
-	// Status: ok, warn (P99 above WarnP99) or refused (P99 above RefuseP99
-	// with Jobs > 1: the campaign stopped).
+	// Status: ok, warn (P99 or HostP99 above WarnP99) or refused (either
+	// above RefuseP99 with Jobs > 1: the campaign stopped).
 	Status string `json:"status"`
 	// LoadavgMax1 is the largest 1-minute load average sampled at the end
 	// of each cell; LoadavgEnd /proc/loadavg at the last sample.

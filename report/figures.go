@@ -20,6 +20,7 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/iotq/iotq/internal/stats"
+	"github.com/iotq/iotq/records"
 )
 
 var (
@@ -139,6 +140,13 @@ func drawFigures(ctx context.Context, s *Summary, dir string) ([]Figure, error) 
 					return figs, err
 				}
 				continue
+			}
+			if kind == KindPeriodic {
+				// E1-E3 run with the publisher's egress impaired and as the
+				// symmetric variant: one figure shows both side by side
+				if err := directionFigure(all, prof, save); err != nil {
+					return figs, err
+				}
 			}
 			for i, cs := range groups {
 				// a profile with several variants (sizes, intervals, publishers,
@@ -1060,4 +1068,66 @@ func shade(col color.Color, i, n int) color.Color {
 		return uint8(float64(v) * (1 - f))
 	}
 	return color.NRGBA{R: mix(c.R), G: mix(c.G), B: mix(c.B), A: 0xff}
+}
+
+// directionName names an impairment direction for a legend.
+func directionName(d string) string {
+	switch d {
+	case records.DirectionEgress:
+		return "publisher egress only"
+	case records.DirectionIngress:
+		return "towards the publisher only"
+	}
+	return "both directions"
+}
+
+// directionFigure compares the mean one-way delay of cells that differ
+// only in the impairment direction of the publisher's link (E1-E3's
+// testbed setting against the symmetric variant): one line per transport
+// and direction. It draws nothing unless there are two directions and no
+// other variant.
+func directionFigure(cs []*CellResult, prof string, save func(*plot.Plot, Figure) error) error {
+	q0 := minQoS(cs)
+	dirs := map[string]bool{}
+	others := map[string]bool{}
+	for _, c := range cs {
+		if c.QoS != q0 || c.DelayMs.N == 0 {
+			continue
+		}
+		dirs[c.Link.PubDirection] = true
+		others[fmt.Sprintf("%dB|%d|n%d|r%d|%d|%g", c.Size, c.IntervalNs, c.Publishers, c.Retries, c.Link.SubDelayNs, c.Link.SubRateBps)] = true
+	}
+	if len(dirs) < 2 || len(others) != 1 {
+		return nil
+	}
+	var ds []string
+	for d := range dirs {
+		ds = append(ds, d)
+	}
+	sort.Slice(ds, func(i, j int) bool { return directionName(ds[i]) > directionName(ds[j]) }) // egress first
+	qlabel := "QoS " + strconv.Itoa(q0)
+	p := newPlot(fmt.Sprintf("Mean one-way delay by impairment direction: %s (%s)", prof, qlabel), "loss (%)", "mean one-way delay (ms)")
+	lossTicks(p, losses(cs))
+	trs := transports(cs)
+	for di, d := range ds {
+		var dashes []vg.Length
+		var glyph draw.GlyphDrawer = draw.CircleGlyph{}
+		if di > 0 {
+			dashes, glyph = []vg.Length{vg.Points(6), vg.Points(3)}, draw.SquareGlyph{}
+		}
+		for _, tr := range trs {
+			var xys plotter.XYs
+			for _, c := range cs {
+				if c.QoS == q0 && c.Transport == tr && c.Link.PubDirection == d && c.DelayMs.N > 0 && finite(c.DelayMs.Mean) {
+					xys = append(xys, plotter.XY{X: c.LossPct, Y: c.DelayMs.Mean})
+				}
+			}
+			sort.SliceStable(xys, func(i, j int) bool { return xys[i].X < xys[j].X })
+			if err := addLine(p, tr+", "+directionName(d), xys, transportColor(tr, trs), dashes, glyph); err != nil {
+				return err
+			}
+		}
+	}
+	return save(p, Figure{Name: "delay-direction-" + slug(prof+"-"+experimentOf(cs)), Title: "Delay by impairment direction, " + prof,
+		Caption: "Mean one-way delay per transport (" + qlabel + ") with the publisher's link impaired on its egress only (the testbed's traffic control; solid) and in both directions (dashed): the return path carries the acknowledgements, so where the lines part the return path's delay and loss matter."})
 }

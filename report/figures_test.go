@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"gonum.org/v1/plot"
+
 	"github.com/iotq/iotq/internal/stats"
+	"github.com/iotq/iotq/records"
 )
 
 // TestFiguresForReaders: every PNG is at least minPNGWidth pixels wide,
@@ -98,5 +101,33 @@ func TestLogAxisForBoxesOfVeryDifferentSize(t *testing.T) {
 	}
 	if strings.Contains(q.Y.Label.Text, "log") {
 		t.Fatal("similar boxes need no log axis")
+	}
+}
+
+// TestDirectionFigure: cells that differ only in the impairment direction
+// get one figure with both settings; a single direction gets none.
+func TestDirectionFigure(t *testing.T) {
+	var cs []*CellResult
+	for _, dir := range []string{records.DirectionEgress, ""} {
+		for _, tr := range []string{"mqtts", "quic"} {
+			for _, l := range []float64{0, 5} {
+				c := &CellResult{Cell: tr + dir, Experiment: "E1", Profile: "cellular", Transport: tr, LossPct: l, Size: 100, IntervalNs: 1e9,
+					Link: Link{PubDelayNs: 100e6, PubDirection: dir}}
+				c.DelayMs = stats.Summarize([]float64{100 + l, 102 + l})
+				cs = append(cs, c)
+			}
+		}
+	}
+	var got []Figure
+	save := func(p *plot.Plot, f Figure) error { got = append(got, f); return nil }
+	if err := directionFigure(cs, "cellular", save); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Name != "delay-direction-cellular-E1" {
+		t.Fatalf("figures %+v", got)
+	}
+	got = nil
+	if err := directionFigure(cs[:4], "cellular", save); err != nil || len(got) != 0 {
+		t.Fatalf("one direction drew %+v (%v)", got, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/iotq/iotq/lab"
 )
@@ -319,7 +320,7 @@ func (a *app) labRun(ctx context.Context, args []string) error {
 	}
 	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
 	var fab lab.Fabric
-	timing := &lab.TimingGuard{}
+	timing := &lab.TimingGuard{ProbeEvery: 10 * time.Millisecond}
 	switch *fabric {
 	case "link":
 		lf := lab.LinkFabric{Logger: logger, Timing: timing}
