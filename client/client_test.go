@@ -211,6 +211,14 @@ func TestDialErrors(t *testing.T) {
 			t.Errorf("Dial(%q) = %v: more than one hint", c.url, err)
 		}
 	}
+	// A QUIC port that never answers: the dial's own timeout error with its
+	// one hint, for both MQTT versions (3.1.1 dials on paho's goroutine).
+	for _, v := range []int{3, 5} {
+		_, err := client.Dial(ctx, "quic://127.0.0.1:9", client.Options{ProtocolVersion: v, ConnectTimeout: time.Second})
+		if !errors.Is(err, transport.ErrTimeout) || strings.Count(err.Error(), "(check") != 1 {
+			t.Errorf("MQTT %d over a silent QUIC port: %v, want ErrTimeout with one hint", v, err)
+		}
+	}
 	if _, err := client.Dial(ctx, "mqtt://127.0.0.1:1", client.Options{}); errors.Is(err, client.ErrClosed) {
 		t.Fatal("unexpected ErrClosed")
 	}

@@ -32,10 +32,19 @@ type v3Client struct {
 
 func dialV3(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Client, error) {
 	c := &v3Client{lifecycle: newLifecycle(), ep: ep, o: o}
+	// The transport is dialled on paho's goroutine (the open function);
+	// mu guards what it leaves behind, dialDone closes when it returned.
 	var (
-		dialErr error
-		dialled bool
+		mu       sync.Mutex
+		dialErr  error
+		dialled  bool
+		dialDone = make(chan struct{})
 	)
+	dialResult := func() (error, *timedConn) {
+		mu.Lock()
+		defer mu.Unlock()
+		return dialErr, c.conn
+	}
 	po := paho.NewClientOptions()
 	po.AddBroker(ep.String())
 	po.SetClientID(o.ClientID)
@@ -55,11 +64,17 @@ func dialV3(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Cli
 		po.SetBinaryWill(o.Will.Topic, o.Will.Payload, o.Will.QoS, o.Will.Retain)
 	}
 	po.SetCustomOpenConnectionFn(func(*url.URL, paho.ClientOptions) (net.Conn, error) {
+		mu.Lock()
 		if dialled {
+			mu.Unlock()
 			return nil, errors.New("reconnect disabled")
 		}
 		dialled = true
+		mu.Unlock()
+		defer close(dialDone)
 		tc, err := dial(ctx, ep, o)
+		mu.Lock()
+		defer mu.Unlock()
 		if err != nil {
 			dialErr = err
 			return nil, err
@@ -85,18 +100,37 @@ func dialV3(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Cli
 	select {
 	case <-tok.Done():
 	case <-ctx.Done():
+		// A dial still under way ends with ctx: wait for it (bounded), so
+		// that a transport that never answered is reported as such (its
+		// *transport.DialError, with its one hint).
+		mu.Lock()
+		started := dialled
+		mu.Unlock()
+		if started {
+			t := time.NewTimer(5 * time.Second)
+			select {
+			case <-dialDone:
+			case <-t.C:
+			}
+			t.Stop()
+		}
 		c.pc.Disconnect(0)
-		if dialErr != nil {
-			return nil, dialErr
+		derr, conn := dialResult()
+		if derr != nil {
+			return nil, derr
+		}
+		if conn != nil {
+			conn.finish()
 		}
 		return nil, fmt.Errorf("connect %s: no CONNACK within the connect timeout: %w (check that the port serves MQTT and the transport scheme matches)", ep, ctx.Err())
 	}
 	if err := tok.Error(); err != nil {
-		if dialErr != nil {
-			return nil, dialErr
+		derr, conn := dialResult()
+		if derr != nil {
+			return nil, derr
 		}
-		if c.conn != nil {
-			c.conn.finish()
+		if conn != nil {
+			conn.finish()
 		}
 		return nil, connectHintV3(ep, err)
 	}
