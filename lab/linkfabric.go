@@ -82,7 +82,15 @@ func (f LinkFabric) Up(ctx context.Context, t Topology) (Network, error) {
 		}
 		opts.CaptureDir = capDir
 	}
-	n, err := link.Up(ctx, topo, opts)
+	// Each Up names its namespaces with a fresh random token; with many
+	// cells at once (--jobs) two may draw the same one: draw again.
+	var n *link.Network
+	var err error
+	for try := 0; try < 5; try++ {
+		if n, err = link.Up(ctx, topo, opts); !errors.Is(err, link.ErrNameInUse) {
+			break
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
