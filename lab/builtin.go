@@ -160,6 +160,28 @@ func builtin() map[string][]Spec {
 			ScaleReduced: {Messages: 30, Repetitions: 3},
 		},
 	}
+	// E8: AMQP 1.0 over TCP+TLS straight to the broker against AMQP over
+	// QUIC through iotq gateway next to it; a batch on a fresh connection
+	// per repetition, and the variant that resumes.
+	e8 := Spec{
+		Experiment:   "E8",
+		Description:  "AMQP 1.0 over TCP+TLS 1.3 vs over QUIC (iotq gateway next to Artemis): communication time of a 100-message batch, fresh and resumed connections, both links impaired alike",
+		Topology:     TopologySpec{Kind: KindPubBrokerSub, Impaired: ImpairedBoth},
+		Profiles:     e1Profiles,
+		Delay:        DelayRTT,
+		Losses:       []Percent{0, 1, 5, 10, 15},
+		Transports:   []string{TransportAMQPS, TransportAMQPQUIC},
+		QoS:          []int{1},
+		PayloadSizes: []int{100},
+		Patterns:     []string{PatternBatch, PatternBatchResume},
+		Intervals:    []Duration{ms(1000)},
+		Messages:     100,
+		Repetitions:  20,
+		Scales: map[string]ScaleSpec{
+			ScaleSmoke:   {Messages: 20, Repetitions: 1},
+			ScaleReduced: {Messages: 100, Repetitions: 3},
+		},
+	}
 	copyE4 := func() Spec { c := e4; return c }
 	both := func(s Spec) Spec {
 		s.Topology = TopologySpec{Kind: KindPubBrokerSub, Impaired: ImpairedPublisher, Directions: []string{DirectionBoth}}
@@ -180,6 +202,7 @@ func builtin() map[string][]Spec {
 		"e4b":      {e4b},
 		"e5":       {e5},
 		"e6":       {e6},
+		"e8":       {e8},
 	}
 }
 

@@ -29,8 +29,14 @@ func estimate(c Cell) time.Duration {
 		per += time.Duration(c.Messages) * (rtt + 2*time.Millisecond)
 	case PatternReconnect:
 		per += 8 * rtt
+	case PatternBatch, PatternBatchResume:
+		per += 10*rtt + time.Duration(c.Messages)*2*time.Millisecond
 	}
-	return 3*time.Second + time.Duration(c.Repetitions)*per
+	start := 3 * time.Second
+	if c.ProtocolName() == records.ProtocolAMQP {
+		start += 5 * time.Second // the JVM and Artemis
+	}
+	return start + time.Duration(c.Repetitions)*per
 }
 
 // Cells expands specs into cells, in a deterministic order: experiment,
@@ -88,6 +94,7 @@ func Cells(specs []Spec) ([]Cell, error) {
 														Kind: s.Topology.Kind, Publishers: n, Retries: r,
 														DelayConvention: s.Delay, PubLink: pubLink, SubLink: subLink,
 														TCPCongestion: s.TCPCongestion, GraceNs: int64(s.Grace),
+														Protocol: ProtocolOf(tr),
 													}
 													if pat == PatternReconnect {
 														c.Messages = 1

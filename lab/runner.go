@@ -32,6 +32,10 @@ type ProcOptions struct {
 	StallTimeout time.Duration
 	// NoPcap skips the capture of the publisher's link end.
 	NoPcap bool
+	// ArtemisDir holds ActiveMQ Artemis for AMQP cells (lib/ and
+	// classes/); empty means internal/artemis.Dir(), where
+	// scripts/setup.sh puts it.
+	ArtemisDir string
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -128,15 +132,17 @@ func (r *ProcRunner) RunCell(ctx context.Context, c Cell, dir string) (sum CellS
 	}
 	defer func() {
 		broker.stop(5 * time.Second)
-		cr.cpuRow(0, broker)
+		for _, b := range broker {
+			cr.cpuRow(0, b)
+		}
 	}()
 	var errs []error
 	for rep := 1; rep <= c.Repetitions; rep++ {
 		if ctx.Err() != nil {
 			return cr.sum, ctx.Err()
 		}
-		if broker.exited() {
-			return cr.sum, fmt.Errorf("broker died before repetition %d: %w", rep, broker.failure())
+		if b := broker.failed(); b != nil {
+			return cr.sum, fmt.Errorf("broker died before repetition %d: %w", rep, b.failure())
 		}
 		rerr := cr.runRep(ctx, rep)
 		if cerr := cr.linkRows(rep); cerr != nil && rerr == nil {
@@ -184,7 +190,7 @@ func (cr *cellRun) writeNetInfo() error {
 	return os.WriteFile(filepath.Join(cr.dir, "network.json"), append(b, '\n'), 0o644)
 }
 
-func (cr *cellRun) startBroker(ctx context.Context) (*child, error) {
+func (cr *cellRun) startMQTTBroker(ctx context.Context) (*child, error) {
 	scheme := cr.c.Transport
 	port := transport.DefaultPort(transport.Scheme(scheme))
 	host := "0.0.0.0"
@@ -294,6 +300,8 @@ func (cr *cellRun) runRep(ctx context.Context, rep int) error {
 		return cr.repStopAndWait(ctx, rep, repDir, base)
 	case PatternReconnect:
 		return cr.repReconnect(ctx, rep, repDir, base)
+	case PatternBatch, PatternBatchResume:
+		return cr.repBatch(ctx, rep, repDir, base)
 	default:
 		return cr.repPeriodic(ctx, rep, repDir, base)
 	}
@@ -530,6 +538,76 @@ func (cr *cellRun) repReconnect(ctx context.Context, rep int, repDir, base strin
 	return runErr
 }
 
+// sessionCache is the cell's ticket file of the batch-resume pattern: each
+// repetition's publisher resumes the session of the one before.
+func (cr *cellRun) sessionCache() string { return filepath.Join(cr.dir, "session-cache") }
+
+// repBatch runs one repetition of pattern batch (E8): the subscriber
+// connects and waits; the publisher opens a fresh connection and sends the
+// cell's messages back to back at its QoS, waits for every receipt and
+// exits. With batch-resume the publisher keeps its TLS session ticket /
+// QUIC 0-RTT ticket in the cell's session cache, primed before the first
+// repetition by a one-message connection that is not measured.
+func (cr *cellRun) repBatch(ctx context.Context, rep int, repDir, base string) error {
+	topic := base + "/m"
+	deadline := 2*cr.handshakeAllowance() + time.Duration(cr.c.Messages)*(cr.rtt()+50*time.Millisecond) + cr.grace()
+	var extra []string
+	if cr.c.Pattern == PatternBatchResume {
+		extra = []string{"--session-cache", cr.sessionCache()}
+		if rep == 1 {
+			if err := cr.primeSession(ctx, repDir); err != nil {
+				return err
+			}
+		}
+	}
+	sub, err := cr.startSub(ctx, rep, repDir, topic, cr.c.Messages, deadline+10*time.Second, spawnOpts{})
+	if err != nil {
+		return err
+	}
+	pub, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, records.RolePub, repDir, "pub",
+		cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), topic, filepath.Join(repDir, "pub.csv"), cr.c.Messages, 0, extra...), spawnOpts{})
+	if err != nil {
+		sub.stop(3 * time.Second)
+		return err
+	}
+	var runErr error
+	if !pub.wait(ctx, deadline) {
+		runErr = fmt.Errorf("publisher did not finish within %s", deadline)
+	}
+	pub.stop(3 * time.Second)
+	if runErr == nil && pub.waitErr != nil {
+		runErr = pub.failure()
+	}
+	sub.wait(ctx, cr.grace())
+	sub.stop(5 * time.Second)
+	cr.cpuRow(rep, pub)
+	cr.cpuRow(rep, sub)
+	if err := cr.collect(rep, repDir, []pubRun{{file: "pub.csv", stats: "pub.stdout", role: records.RolePub, topic: topic}}, sub); err != nil {
+		return errors.Join(runErr, err)
+	}
+	return runErr
+}
+
+// primeSession runs one unmeasured publisher connection that leaves a
+// session ticket in the cell's session cache (files prime.* in repDir).
+func (cr *cellRun) primeSession(ctx context.Context, repDir string) error {
+	deadline := cr.handshakeAllowance() + cr.grace()
+	p, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, records.RolePub, repDir, "prime",
+		cr.pubArgs(NodePub, "lab-pub-prime", "lab/0/prime", filepath.Join(repDir, "prime.csv"), 1, 0, "--session-cache", cr.sessionCache()), spawnOpts{})
+	if err != nil {
+		return err
+	}
+	ok := p.wait(ctx, deadline)
+	p.stop(3 * time.Second)
+	switch {
+	case !ok:
+		return fmt.Errorf("priming the session cache: no exit within %s", deadline)
+	case p.waitErr != nil:
+		return fmt.Errorf("priming the session cache: %w", p.failure())
+	}
+	return nil
+}
+
 // pubRun names the files of one measured publisher process.
 type pubRun struct {
 	file, stats, role, topic, base string
@@ -546,7 +624,7 @@ func (cr *cellRun) collect(rep int, repDir string, runs []pubRun, sub *child) er
 	var published, delivered int
 	var seqOffset int64
 	var startNs, endNs int64
-	var firstSubRecv int64
+	var firstSubRecv, dialStart int64
 	for _, s := range subs {
 		if firstSubRecv == 0 || s.RecvNs < firstSubRecv {
 			firstSubRecv = s.RecvNs
@@ -565,8 +643,8 @@ func (cr *cellRun) collect(rep int, repDir string, runs []pubRun, sub *child) er
 				continue
 			}
 			published++
-			m := records.Message{Cell: c.ID, Rep: rep, Protocol: "mqtt", Transport: c.Transport, QoS: c.QoS,
-				Seq: p.Seq + seqOffset, Size: p.Size, SendNs: p.SendNs, Node: NodePub, Topic: pr.topic}
+			m := records.Message{Cell: c.ID, Rep: rep, Protocol: c.ProtocolName(), Transport: c.Transport, QoS: c.QoS,
+				Seq: p.Seq + seqOffset, Size: p.Size, SendNs: p.SendNs, Node: NodePub, Topic: pr.topic, AcceptedNs: p.AcceptedNs}
 			if s, ok := first[receiptKey{pr.topic, p.Seq}]; ok {
 				delivered++
 				m.RecvNs, m.DelayNs = s.RecvNs, s.DelayNs
@@ -590,6 +668,9 @@ func (cr *cellRun) collect(rep int, repDir string, runs []pubRun, sub *child) er
 			seqOffset += maxSeq + 1 // the next process's seq 0 follows this one's last
 		}
 		if cs, ok := records.ReadConnectionStats(filepath.Join(repDir, pr.stats)); ok {
+			if dialStart == 0 {
+				dialStart = cs.DialStartNs
+			}
 			if err := cr.connRow(rep, pr.role, NodePub, cs, firstDelivery); err != nil {
 				return err
 			}
@@ -600,10 +681,14 @@ func (cr *cellRun) collect(rep int, repDir string, runs []pubRun, sub *child) er
 			return err
 		}
 	}
-	if c.Pattern == PatternStopAndWait {
+	if c.Pattern == PatternBatch || c.Pattern == PatternBatchResume {
+		// communication time: from the connection's start, not the first send
+		startNs = dialStart
+	}
+	if c.Pattern == PatternStopAndWait || c.Pattern == PatternBatch || c.Pattern == PatternBatchResume {
 		comp := records.Completion{Cell: c.ID, Rep: rep, Transport: c.Transport, StartNs: startNs, EndNs: endNs,
 			Delivered: delivered, Published: published}
-		if delivered == published && published == c.Messages && endNs > startNs {
+		if delivered == published && published == c.Messages && startNs > 0 && endNs > startNs {
 			comp.CompletionNs = endNs - startNs
 		}
 		if err := cr.w.completions.Write(comp); err != nil {

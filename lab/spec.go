@@ -16,6 +16,7 @@ import (
 	"github.com/iotq/iotq/link"
 	"github.com/iotq/iotq/link/profile"
 	"github.com/iotq/iotq/records"
+	"github.com/iotq/iotq/transport/endpoint"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -47,17 +48,54 @@ const (
 	DelayRTT    = records.DelayRTT
 )
 
-// Transports (URL schemes of the broker listeners).
+// Transports (URL schemes of the broker listeners, transport/endpoint's
+// scheme table). The scheme says the protocol too: MQTT cells run
+// `iotq broker`, AMQP cells ActiveMQ Artemis (with `iotq gateway` in front
+// for amqp+quic) in the broker's namespace.
 const (
-	TransportTLS  = "mqtts" // MQTT over TCP + TLS 1.3
-	TransportQUIC = "quic"  // MQTT over QUIC
+	TransportTLS      = "mqtts"     // MQTT over TCP + TLS 1.3
+	TransportQUIC     = "quic"      // MQTT over QUIC
+	TransportAMQPS    = "amqps"     // AMQP 1.0 over TCP + TLS 1.3, straight to Artemis
+	TransportAMQPQUIC = "amqp+quic" // AMQP 1.0 over QUIC through iotq gateway next to Artemis
 )
+
+// labTransports are the schemes the lab can start a broker for, by
+// protocol.
+func labTransports() map[endpoint.Protocol][]endpoint.Scheme {
+	return map[endpoint.Protocol][]endpoint.Scheme{
+		endpoint.ProtocolMQTT: {endpoint.SchemeMQTT, endpoint.SchemeMQTTS, endpoint.SchemeWS, endpoint.SchemeWSS, endpoint.SchemeQUIC},
+		endpoint.ProtocolAMQP: {endpoint.SchemeAMQP, endpoint.SchemeAMQPS, endpoint.SchemeAMQPQUIC},
+	}
+}
+
+// LabTransports lists the transports a scenario may name.
+func LabTransports() []string {
+	var out []string
+	for _, p := range []endpoint.Protocol{endpoint.ProtocolMQTT, endpoint.ProtocolAMQP} {
+		for _, s := range labTransports()[p] {
+			out = append(out, string(s))
+		}
+	}
+	return out
+}
+
+// ProtocolOf returns the application protocol of a lab transport ("mqtt",
+// "amqp"), "" for an unknown scheme.
+func ProtocolOf(transport string) string {
+	r, ok := endpoint.Lookup(transport)
+	if !ok || string(r.Scheme) != transport {
+		return ""
+	}
+	return string(r.Protocol)
+}
 
 // Traffic patterns.
 const (
 	PatternPeriodic    = records.PatternPeriodic
 	PatternStopAndWait = records.PatternStopAndWait
 	PatternReconnect   = records.PatternReconnect
+	PatternBatch       = records.PatternBatch       // E8: a batch on a fresh connection per repetition
+	PatternBatchResume = records.PatternBatchResume // E8: the same, resuming (TLS resumption, QUIC 0-RTT)
 )
 
 // Scales.
@@ -85,13 +123,17 @@ type Spec struct {
 	Delay string `yaml:"delay"`
 	// Losses in percent; random per packet. Default [0].
 	Losses []Percent `yaml:"losses"`
-	// Transports: mqtts (TCP+TLS) and quic. Default both.
+	// Transports are broker URL schemes; the scheme names the protocol
+	// too: mqtts (MQTT over TCP+TLS), quic (MQTT over QUIC), amqps (AMQP
+	// over TCP+TLS), amqp+quic (AMQP over QUIC through iotq gateway), and
+	// mqtt, ws, wss, amqp. Default [mqtts, quic].
 	Transports []string `yaml:"transports"`
 	// QoS levels. Default [0].
 	QoS []int `yaml:"qos"`
 	// PayloadSizes in bytes (at least the measurement header). Default [100].
 	PayloadSizes []int `yaml:"payload_sizes"`
-	// Patterns: periodic, stop-and-wait, reconnect. Default [periodic].
+	// Patterns: periodic, stop-and-wait, reconnect, batch, batch-resume.
+	// Default [periodic].
 	Patterns []string `yaml:"patterns"`
 	// Intervals between publishes (periodic pattern; background publishers
 	// of a shared medium). Default [1s].
@@ -374,10 +416,26 @@ func (s Spec) Validate() error {
 		}
 	}
 	for i, t := range d.Transports {
-		switch t {
-		case TransportTLS, TransportQUIC:
+		switch ProtocolOf(t) {
+		case "":
+			bad(fmt.Sprintf("transports[%d]", i), "%q: want a broker URL scheme: %s", t, strings.Join(LabTransports(), ", "))
+		case records.ProtocolAMQP:
+			for _, q := range d.QoS {
+				if q > 1 {
+					bad(fmt.Sprintf("transports[%d]", i), "%s with QoS %d: AMQP has at-most-once (0) and at-least-once (1) only", t, q)
+					break
+				}
+			}
+			if slices.Contains(d.Patterns, PatternReconnect) {
+				bad(fmt.Sprintf("transports[%d]", i), "%s with pattern reconnect: its subscriber needs a wildcard, which AMQP addresses have not; use batch-resume", t)
+			}
+			if d.Topology.Kind == KindSharedMedium {
+				bad(fmt.Sprintf("transports[%d]", i), "%s on a shared medium is not built (pub-broker-sub only)", t)
+			}
 		default:
-			bad(fmt.Sprintf("transports[%d]", i), "%q: want mqtts (TCP+TLS) or quic", t)
+			if !slices.Contains(labTransports()[endpoint.Protocol(ProtocolOf(t))], endpoint.Scheme(t)) {
+				bad(fmt.Sprintf("transports[%d]", i), "%q: the lab has no broker for it yet; want one of %s", t, strings.Join(LabTransports(), ", "))
+			}
 		}
 	}
 	dupCheck(d.Transports, "transports", bad)
@@ -393,6 +451,7 @@ func (s Spec) Validate() error {
 	}
 	for i, p := range d.Patterns {
 		switch p {
+		case PatternBatch, PatternBatchResume:
 		case PatternPeriodic, PatternStopAndWait, PatternReconnect:
 			if p != PatternPeriodic && len(d.QoS) > 0 {
 				for _, q := range d.QoS {
@@ -403,7 +462,7 @@ func (s Spec) Validate() error {
 				}
 			}
 		default:
-			bad(fmt.Sprintf("patterns[%d]", i), "%q: want periodic, stop-and-wait or reconnect", p)
+			bad(fmt.Sprintf("patterns[%d]", i), "%q: want periodic, stop-and-wait, reconnect, batch or batch-resume", p)
 		}
 	}
 	dupCheck(d.Patterns, "patterns", bad)

@@ -86,6 +86,23 @@ type Cell struct {
 	TCPCongestion string     `json:"tcp_congestion"`
 	Seed          int64      `json:"seed"`
 	GraceNs       int64      `json:"grace_ns"`
+	// Protocol is the application protocol of Transport (ProtocolMQTT,
+	// ProtocolAMQP, ProtocolCoAP); empty in cells written before version 2,
+	// which were all MQTT (see ProtocolName).
+	Protocol string `json:"protocol,omitempty"`
+}
+
+// ProtocolName is the cell's protocol, ProtocolMQTT for cells written
+// before the protocol was recorded (records version 0 and 1).
+func (c Cell) ProtocolName() string { return ProtocolOr(c.Protocol) }
+
+// ProtocolOr returns p, or ProtocolMQTT when p is empty: directories written
+// before records version 2 hold MQTT cells only.
+func ProtocolOr(p string) string {
+	if p == "" {
+		return ProtocolMQTT
+	}
+	return p
 }
 
 // Interval returns the publish interval.
@@ -139,6 +156,15 @@ const (
 	PatternPeriodic    = "periodic"      // publish every interval
 	PatternStopAndWait = "stop-and-wait" // pattern A: message i+1 only after the subscriber got i
 	PatternReconnect   = "reconnect"     // pattern B: connect, publish, exit; reconnect with resumption, publish
+	// PatternBatch: per repetition a fresh connection sends Messages
+	// back to back (E8); PatternBatchResume: the same, resuming the
+	// previous repetition's TLS session or QUIC 0-RTT ticket.
+	PatternBatch       = "batch"
+	PatternBatchResume = "batch-resume"
+
+	ProtocolMQTT = "mqtt" // application protocols (the protocol columns)
+	ProtocolAMQP = "amqp"
+	ProtocolCoAP = "coap"
 
 	NodePub    = "pub" // the measured publisher; others of a shared medium are pub2, pub3...
 	NodeBroker = "broker"

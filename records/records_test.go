@@ -40,7 +40,7 @@ func TestRowKinds(t *testing.T) {
 
 // TestVersion0Headers pins the columns that results directories written
 // before package records existed carry (docs/records.md, version 0): this
-// version writes them in the same order.
+// version writes them in the same order, with the columns version 2 added.
 func TestVersion0Headers(t *testing.T) {
 	want := map[string]string{
 		"pub":         "seq,size,send_ns,accepted_ns,ok,error",
@@ -59,6 +59,9 @@ func TestVersion0Headers(t *testing.T) {
 		"connections": Header[Connection](), "links": Header[LinkCount](), "cpu": Header[CPU](),
 		"completions": Header[Completion](), "cells": Header[CellRow](),
 	}
+	// version 2: accepted_ns appended to messages, protocol after transport in cells
+	want["messages"] += ",accepted_ns"
+	want["cells"] = strings.Replace(want["cells"], ",transport,", ",transport,protocol,", 1)
 	for k, w := range want {
 		if g := strings.Join(got[k], ","); g != w {
 			t.Errorf("%s header\n got %s\nwant %s", k, g, w)
@@ -115,7 +118,7 @@ func TestWriteReadRoundTrip(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(buf.String(), "\nc,1,,,0,8,0,11,,,,\n") {
+	if !strings.Contains(buf.String(), "\nc,1,,,0,8,0,11,,,,,\n") {
 		t.Errorf("zero times are not written empty:\n%s", buf.String())
 	}
 	out, h, err := Read[Message](&buf)

@@ -48,6 +48,19 @@ type Message struct {
 	DelayNs   int64  `csv:"delay_ns,omitzero"`
 	Node      string `csv:"node"`
 	Topic     string `csv:"topic"`
+	// AcceptedNs is the publisher's receipt time (PubRecord.AcceptedNs:
+	// PUBACK/PUBCOMP, the AMQP accepted disposition, the CoAP ACK); empty
+	// before version 2 and when the message was never acknowledged.
+	AcceptedNs int64 `csv:"accepted_ns,omitzero"`
+}
+
+// AckRTT is the round trip from the send to the broker's acknowledgement
+// (accepted_ns - send_ns), 0 when either is missing.
+func (m Message) AckRTT() int64 {
+	if m.AcceptedNs <= 0 || m.SendNs <= 0 || m.AcceptedNs < m.SendNs {
+		return 0
+	}
+	return m.AcceptedNs - m.SendNs
 }
 
 // Connection is one row of connections.csv: one client connection. Times
@@ -110,37 +123,39 @@ type Completion struct {
 
 // CellRow is one row of cells.csv: a cell's parameters and outcome.
 type CellRow struct {
-	Cell            string  `csv:"cell"`
-	Experiment      string  `csv:"experiment"`
-	Profile         string  `csv:"profile"`
-	LossPct         float64 `csv:"loss_pct"`
-	Transport       string  `csv:"transport"`
-	QoS             int     `csv:"qos"`
-	Pattern         string  `csv:"pattern"`
-	Size            int     `csv:"size"`
-	IntervalNs      int64   `csv:"interval_ns"`
-	Messages        int     `csv:"messages"`
-	Repetitions     int     `csv:"repetitions"`
-	Topology        string  `csv:"topology"`
-	Publishers      int     `csv:"publishers"`
-	Retries         int     `csv:"retries"`
-	DelayConvention string  `csv:"delay_convention"`
-	PubLink         string  `csv:"pub_link"`
-	PubRateBps      int64   `csv:"pub_rate_bps"`
-	PubDelayNs      int64   `csv:"pub_delay_ns"`
-	SubLink         string  `csv:"sub_link"`
-	SubRateBps      int64   `csv:"sub_rate_bps"`
-	SubDelayNs      int64   `csv:"sub_delay_ns"`
-	PathDelayNs     int64   `csv:"path_delay_ns"`
-	TCPCongestion   string  `csv:"tcp_congestion"`
-	Seed            int64   `csv:"seed"`
-	Published       int     `csv:"published"`
-	Delivered       int     `csv:"delivered"`
-	RepsOK          int     `csv:"reps_ok"`
-	Status          string  `csv:"status"`
-	Error           string  `csv:"error"`
-	StartNs         int64   `csv:"start_ns"`
-	EndNs           int64   `csv:"end_ns"`
+	Cell       string  `csv:"cell"`
+	Experiment string  `csv:"experiment"`
+	Profile    string  `csv:"profile"`
+	LossPct    float64 `csv:"loss_pct"`
+	Transport  string  `csv:"transport"`
+	// Protocol (version 2): empty in older files, read it with ProtocolOr.
+	Protocol        string `csv:"protocol"`
+	QoS             int    `csv:"qos"`
+	Pattern         string `csv:"pattern"`
+	Size            int    `csv:"size"`
+	IntervalNs      int64  `csv:"interval_ns"`
+	Messages        int    `csv:"messages"`
+	Repetitions     int    `csv:"repetitions"`
+	Topology        string `csv:"topology"`
+	Publishers      int    `csv:"publishers"`
+	Retries         int    `csv:"retries"`
+	DelayConvention string `csv:"delay_convention"`
+	PubLink         string `csv:"pub_link"`
+	PubRateBps      int64  `csv:"pub_rate_bps"`
+	PubDelayNs      int64  `csv:"pub_delay_ns"`
+	SubLink         string `csv:"sub_link"`
+	SubRateBps      int64  `csv:"sub_rate_bps"`
+	SubDelayNs      int64  `csv:"sub_delay_ns"`
+	PathDelayNs     int64  `csv:"path_delay_ns"`
+	TCPCongestion   string `csv:"tcp_congestion"`
+	Seed            int64  `csv:"seed"`
+	Published       int    `csv:"published"`
+	Delivered       int    `csv:"delivered"`
+	RepsOK          int    `csv:"reps_ok"`
+	Status          string `csv:"status"`
+	Error           string `csv:"error"`
+	StartNs         int64  `csv:"start_ns"`
+	EndNs           int64  `csv:"end_ns"`
 }
 
 // Row turns a cell's done marker into its cells.csv row.
@@ -153,5 +168,5 @@ func (d Done) Row() CellRow {
 		PubDelayNs: c.PubLink.DelayNs, SubLink: c.SubLink.Name, SubRateBps: c.SubLink.RateBps,
 		SubDelayNs: c.SubLink.DelayNs, PathDelayNs: int64(c.PathDelay()), TCPCongestion: c.TCPCongestion,
 		Seed: c.Seed, Published: d.Published, Delivered: d.Delivered, RepsOK: d.RepsOK, Status: d.Status,
-		Error: d.Error, StartNs: d.StartNs, EndNs: d.EndNs}
+		Error: d.Error, StartNs: d.StartNs, EndNs: d.EndNs, Protocol: c.ProtocolName()}
 }
