@@ -66,7 +66,7 @@ func (cr *cellRun) local() bool { return cr.r.opts.Fabric.Name() == "local" }
 
 func (cr *cellRun) startAMQPBroker(ctx context.Context) (brokers, error) {
 	scheme := cr.c.Transport
-	o := artemis.Options{Dir: cr.r.opts.ArtemisDir, Host: "0.0.0.0", Port: transport.DefaultPort(transport.Scheme(endpoint.SchemeAMQP)), StopOnEOF: true}
+	o := artemis.Options{Host: "0.0.0.0", Port: transport.DefaultPort(transport.Scheme(endpoint.SchemeAMQP)), StopOnEOF: true}
 	if scheme == TransportAMQPQUIC {
 		o.Host = "127.0.0.1" // only the gateway next to it connects
 	}
@@ -93,7 +93,7 @@ func (cr *cellRun) startAMQPBroker(ctx context.Context) (brokers, error) {
 			return nil, fmt.Errorf("broker: artemis certificate: %w", err)
 		}
 		ks := filepath.Join(cr.dir, "artemis-state", "broker.p12")
-		if err := artemis.Keystore(files.Cert, files.Key, ks, "iotq-lab"); err != nil {
+		if err := artemis.KeyStore(files.Cert, files.Key, ks, "iotq-lab"); err != nil {
 			return nil, fmt.Errorf("broker: %w", err)
 		}
 		o.TLSPort = transport.DefaultPort(transport.Scheme(endpoint.SchemeAMQPS))
@@ -104,13 +104,15 @@ func (cr *cellRun) startAMQPBroker(ctx context.Context) (brokers, error) {
 			}
 			o.TLSPort = p
 		}
-		o.Keystore, o.KeystorePassword = ks, "iotq-lab"
+		o.KeyStore, o.KeyStorePassword = ks, "iotq-lab"
 		cr.port, cr.ca = o.TLSPort, files.CA
 	}
-	java, args, err := artemis.Command(o)
+	cmd, err := artemis.Command(o)
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
+	// the cell directory on the command line names the process in ps
+	java, args := cmd.Path, append([]string{"-Diotq.lab.cell=" + cr.dir}, cmd.Args[1:]...)
 	ready := make(chan struct{})
 	onLine := func(line string) {
 		if strings.TrimSpace(line) == artemis.ReadyLine {

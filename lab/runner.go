@@ -32,10 +32,6 @@ type ProcOptions struct {
 	StallTimeout time.Duration
 	// NoPcap skips the capture of the publisher's link end.
 	NoPcap bool
-	// ArtemisDir holds ActiveMQ Artemis for AMQP cells (lib/ and
-	// classes/); empty means internal/artemis.Dir(), where
-	// scripts/setup.sh puts it.
-	ArtemisDir string
 	// Logger; nil discards.
 	Logger *slog.Logger
 }

@@ -35,7 +35,7 @@ func fakeSpec(pattern string) Spec {
 }
 
 func TestProcRunnerPatternsWithFakeNodes(t *testing.T) {
-	for _, pattern := range []string{PatternPeriodic, PatternStopAndWait, PatternReconnect} {
+	for _, pattern := range []string{PatternPeriodic, PatternStopAndWait, PatternReconnect, PatternBatch, PatternBatchResume} {
 		t.Run(pattern, func(t *testing.T) {
 			r := fakeProcRunner(t)
 			dir := t.TempDir()
@@ -86,6 +86,16 @@ func TestProcRunnerPatternsWithFakeNodes(t *testing.T) {
 			case PatternStopAndWait:
 				if len(comp) != 2 || comp[0].CompletionNs == 0 || comp[0].Delivered != 6 {
 					t.Fatalf("completions: %+v", comp)
+				}
+			case PatternBatch, PatternBatchResume:
+				// communication time from the connection's start
+				if len(comp) != 2 || comp[0].CompletionNs == 0 || comp[0].Delivered != 6 || roles[records.RolePub] != 2 {
+					t.Fatalf("completions %+v conns %+v", comp, conns)
+				}
+				for i, c := range comp {
+					if c.StartNs != conns[2*i].DialStartNs && c.StartNs != conns[2*i+1].DialStartNs {
+						t.Fatalf("completion %+v does not start at a dial start: %+v", c, conns)
+					}
 				}
 			case PatternReconnect:
 				if roles[records.RolePubResume] != 2 || roles[records.RolePub] != 2 || cpuRoles[records.RolePubResume] != 2 {

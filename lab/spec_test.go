@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/iotq/iotq/records"
 )
 
 func TestBuiltinsAreValidAndExpand(t *testing.T) {
@@ -339,6 +341,56 @@ func TestExampleScenarioFilesParse(t *testing.T) {
 		}
 		if _, err := Cells(specs); err != nil {
 			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+// TestBuiltinE8MatchesExperimentsDoc: E8 as docs/experiments.md states it:
+// sender and receiver behind profile links (round-trip convention, both
+// links alike), loss 0-15 %, AMQP over TCP+TLS vs over QUIC, a batch of
+// 100 messages of 100 B at least once, 20 repetitions, fresh and resumed.
+func TestBuiltinE8MatchesExperimentsDoc(t *testing.T) {
+	specs, _ := Builtin("e8")
+	cells, err := Cells(specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(cells), 3*5*2*2; got != want {
+		t.Fatalf("E8 has %d cells, want %d", got, want)
+	}
+	seen := map[string]bool{}
+	for _, c := range cells {
+		seen[c.Transport+"/"+c.Pattern] = true
+		if c.Protocol != records.ProtocolAMQP || c.Messages != 100 || c.Size != 100 || c.QoS != 1 || c.Repetitions != 20 || c.SubLink != c.PubLink {
+			t.Fatalf("E8 cell %s: %+v", c.ID, c)
+		}
+		if c.Profile == "satellite" && c.PubLink.Delay() != 300*time.Millisecond {
+			t.Fatalf("satellite RTT 600 ms: %+v", c.PubLink)
+		}
+	}
+	if len(seen) != 4 || !seen["amqps/batch"] || !seen["amqp+quic/batch-resume"] {
+		t.Fatalf("transports x patterns: %v", seen)
+	}
+}
+
+// TestTransportsNameTheProtocol: the transports list takes every scheme
+// the lab has a broker for, and says what is wrong with the others.
+func TestTransportsNameTheProtocol(t *testing.T) {
+	ok := Spec{Experiment: "x", Transports: []string{"mqtts", "quic", "amqps", "amqp+quic"}, QoS: []int{1}}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		s    Spec
+		want string
+	}{
+		{Spec{Experiment: "x", Transports: []string{"http"}}, "want a broker URL scheme"},
+		{Spec{Experiment: "x", Transports: []string{"coap"}}, "no broker for it yet"},
+		{Spec{Experiment: "x", Transports: []string{"amqps"}, QoS: []int{2}}, "AMQP has at-most-once"},
+		{Spec{Experiment: "x", Transports: []string{"amqp+quic"}, QoS: []int{1}, Patterns: []string{PatternReconnect}}, "use batch-resume"},
+	} {
+		if err := tc.s.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.s.Transports, err, tc.want)
 		}
 	}
 }

@@ -62,6 +62,7 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 		set(&c.Transport, r.Transport)
 		set(&c.Pattern, r.Pattern)
 		set(&c.delayConvention, r.DelayConvention)
+		set(&c.protocol, r.Protocol)
 		c.LossPct, c.QoS, c.IntervalNs = r.LossPct, r.QoS, r.IntervalNs
 		if r.Size > 0 {
 			c.Size = r.Size
@@ -281,6 +282,7 @@ func newCell(dir, id string) *CellResult {
 	c.Experiment, c.Profile, c.LossPct, c.Transport, c.QoS = p.Experiment, p.Profile, p.LossPct, p.Transport, p.QoS
 	c.Pattern, c.Size, c.IntervalNs, c.Publishers, c.Retries = p.Pattern, p.Size, p.IntervalNs, p.Publishers, p.Retries
 	c.delayConvention, c.Status, c.Error = p.DelayConvention, d.Status, d.Error
+	c.protocol = p.Protocol
 	c.Link = Link{PubDelayNs: p.PubLink.DelayNs, PubRateBps: float64(p.PubLink.RateBps),
 		SubDelayNs: p.SubLink.DelayNs, SubRateBps: float64(p.SubLink.RateBps), PubDirection: p.PubLink.Direction,
 		Source: path.Join(records.DirCells, id, records.FileDone)}

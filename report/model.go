@@ -81,6 +81,9 @@ type CellResult struct {
 	cpuNs      int64
 	hasCPU     bool
 	hasLinks   bool
+	// protocol is the cells.csv protocol column ("" before records
+	// version 2: MQTT).
+	protocol string
 	// delayConvention is how the profile's delay figure was read
 	// (records.DelayOneWay, records.DelayRTT), when a file says.
 	delayConvention string
@@ -134,6 +137,8 @@ type Summary struct {
 	PowerLog    string             `json:"power_log,omitempty"`
 	Figures     []Figure           `json:"figures"`
 	Percentiles string             `json:"percentile_method"`
+	// Batch holds the cells of the batch patterns (E8).
+	Batch []*BatchResult `json:"batch,omitempty"`
 }
 
 // Figure is one drawn figure; its files are figures/NAME.png and

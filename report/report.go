@@ -136,6 +136,7 @@ func Generate(ctx context.Context, opts Options) (*Summary, error) {
 		EnergyModels: models,
 		CPUWatts:     cpu,
 		Percentiles:  "linear interpolation between closest ranks (Hyndman-Fan type 7)",
+		Batch:        batchResults(ds, cells),
 	}
 	if opts.PowerLog != "" {
 		s.PowerLog = filepath.Base(opts.PowerLog)

@@ -12,6 +12,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/iotq/iotq/records"
 )
 
 // fmtF formats v with prec decimals; NaN and Inf become empty.
@@ -82,6 +84,7 @@ func tables(s *Summary) []tab {
 			fmtF(c.CompletionS.P5, 3), fmtF(c.CompletionS.P95, 3), pct(c.CompletionS.RSD, 2)})
 	}
 	out = append(out, ct)
+	out = append(out, batchTable(s))
 
 	xt := tab{id: "xi", title: "Completion ratio xi = T_QUIC / T_TCP",
 		intro: "Per repetition (repetitions paired by number) and of the means, with a percentile bootstrap " +
@@ -160,7 +163,8 @@ func comparison(s *Summary) tab {
 	var order []string
 	pairs := map[string]*pair{}
 	for _, c := range s.Cells {
-		k := fmt.Sprintf("%s|%s|%g|%d|%s|%s", c.Experiment, c.Profile, c.LossPct, c.QoS, c.Pattern, c.variant())
+		// one protocol per pair: TCP and QUIC of the same protocol
+		k := fmt.Sprintf("%s|%s|%g|%d|%s|%s|%s", c.Experiment, c.Profile, c.LossPct, c.QoS, c.Pattern, c.variant(), records.ProtocolOr(c.protocol))
 		p := pairs[k]
 		if p == nil {
 			p = &pair{key: c}

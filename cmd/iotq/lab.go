@@ -33,9 +33,11 @@ pattern, and collects the records into a results directory (docs/records.md, doc
   iotq lab run SCENARIO [flags]      run a campaign
   iotq lab merge OUT DIR...          join shard directories into OUT
 
-SCENARIO is a built-in name (smoke, e1, e2, e3, e3a, e3b, e4, e4b, e5, e6; e1-both, e2-both,
+SCENARIO is a built-in name (smoke, e1, e2, e3, e3a, e3b, e4, e4b, e5, e6, e8; e1-both, e2-both,
 e3b-both impair both directions of the publisher's link instead of its egress only) or a YAML
-file.
+file. The transports are broker URL schemes and name the protocol too: mqtts and quic run iotq
+broker; amqps runs ActiveMQ Artemis, amqp+quic Artemis behind iotq gateway (scripts/setup.sh
+installs Artemis).
 
 Flags of "lab run" (also "lab show" takes --scale and the overrides):
   --out DIR          results directory (default results/SCENARIO-SCALE); must be new or, with
@@ -104,7 +106,7 @@ func (s *labSelect) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.scale, "scale", "full", "smoke, reduced or full")
 	fs.StringVar(&s.profiles, "profiles", "", "replace the profiles (comma separated)")
 	fs.StringVar(&s.losses, "losses", "", "replace the losses in percent (comma separated)")
-	fs.StringVar(&s.transports, "transports", "", "replace the transports: mqtts, quic")
+	fs.StringVar(&s.transports, "transports", "", "replace the transports: mqtts, quic, amqps, amqp+quic, ...")
 	fs.StringVar(&s.qoss, "qos", "", "replace the QoS levels (comma separated)")
 	fs.StringVar(&s.directions, "directions", "", "replace the impairment directions: egress, ingress, both")
 }
