@@ -54,6 +54,11 @@ func TestE8SmokeEndToEnd(t *testing.T) {
 	if len(rows) != 4 || res.Failed != 0 {
 		for _, r := range rows {
 			t.Logf("%s: %s %s", r.Cell, r.Status, r.Error)
+			if r.Status != StatusOK {
+				for _, f := range []string{"artemis.stderr", "gateway.stderr"} {
+					t.Logf("%s: %s", f, tailFile(filepath.Join(dir, DirCells, r.Cell, f), 2000))
+				}
+			}
 		}
 		t.Fatalf("%d of 4 cells, %d failed", len(rows), res.Failed)
 	}

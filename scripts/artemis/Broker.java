@@ -5,7 +5,8 @@
 //            [--tls-port 5671 --keystore ks.p12 --keystore-password PW]
 //            [--stop-on-eof true]
 //
-// Prints "ready" on standard output once every acceptor listens. Stops on
+// Prints "ready" on standard output once every acceptor accepts a
+// connection (it connects to each). Stops on
 // SIGTERM/SIGINT, and with --stop-on-eof true also when standard input
 // closes (tests use it, so a test that dies takes the broker with it).
 import java.io.InputStream;
@@ -67,6 +68,13 @@ public final class Broker {
             }
         }));
         server.start();
+        // "ready" promises that the acceptors accept connections: connect
+        // to each (a loaded host can be slow to bind them).
+        String probe = host.equals("0.0.0.0") ? "127.0.0.1" : host;
+        awaitListening(probe, port);
+        if (tlsPort > 0) {
+            awaitListening(probe, tlsPort);
+        }
         System.out.println("ready");
         System.out.flush();
         if (!stopOnEOF) {
@@ -89,6 +97,23 @@ public final class Broker {
         stop.await();
         server.stop();
         System.exit(0);
+    }
+
+    // awaitListening connects to host:port until it succeeds (60 s at most).
+    private static void awaitListening(String host, int port) throws InterruptedException {
+        long deadline = System.nanoTime() + 60_000_000_000L;
+        while (true) {
+            try (java.net.Socket s = new java.net.Socket()) {
+                s.connect(new java.net.InetSocketAddress(host, port), 1000);
+                return;
+            } catch (java.io.IOException e) {
+                if (System.nanoTime() > deadline) {
+                    System.err.println("artemis: nothing listens on " + host + ":" + port + " after 60 s: " + e);
+                    System.exit(1);
+                }
+                Thread.sleep(100);
+            }
+        }
     }
 
     private static void usage(String msg) {
