@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iotq/iotq/broker/coapfront"
 	"github.com/iotq/iotq/transport"
 )
 
@@ -47,6 +48,9 @@ type Options struct {
 	Flow FlowOptions `yaml:"flow"`
 	// Limits bound what one client may ask of the broker.
 	Limits LimitsOptions `yaml:"limits"`
+	// CoAP configures the CoAP front (coap://, coaps://, coap+tcp://,
+	// coaps+tcp://, coap+quic:// listeners; see docs/coap.md).
+	CoAP coapfront.Options `yaml:"coap"`
 	// Metrics is the listen address (HOST:PORT) of the HTTP server for
 	// /metrics (Prometheus) and /healthz. Empty: off.
 	Metrics string `yaml:"metrics"`
@@ -301,6 +305,9 @@ func (o Options) Validate() error {
 	if (o.TLS.Cert == "") != (o.TLS.Key == "") {
 		add("tls", "give both cert and key (or neither, to use a generated certificate)")
 	}
+	if err := o.CoAP.Validate(); err != nil {
+		add("coap", "%v", err)
+	}
 	if o.ShutdownTimeout < 0 {
 		add("shutdown_timeout", "must not be negative, got %v", o.ShutdownTimeout)
 	}
@@ -375,7 +382,8 @@ func ParseLevel(s string) (slog.Level, error) {
 func (o Options) needsTLS() bool {
 	for _, raw := range o.Listen {
 		ep, err := transport.ParseURL(raw)
-		if err == nil && (ep.Scheme == transport.SchemeTLS || ep.Scheme == transport.SchemeWSS || ep.Scheme == transport.SchemeQUIC) {
+		if err == nil && (ep.Scheme == transport.SchemeTLS || ep.Scheme == transport.SchemeWSS || ep.Scheme == transport.SchemeQUIC ||
+			ep.Protocol == "coap" && ep.TLS) {
 			return true
 		}
 	}

@@ -31,6 +31,8 @@ type Server struct {
 
 	tlsConf *tls.Config
 	caFile  string
+	auth    authorizer // nil: everyone may read and write (for the CoAP front)
+	coap    coapState  // the CoAP front (coap.go)
 
 	mu        sync.Mutex
 	started   bool
@@ -69,6 +71,7 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 		auth = a
+		s.auth = a
 	}
 
 	if o.needsTLS() {
@@ -187,7 +190,7 @@ func (s *Server) start(ctx context.Context) error {
 		Logger: s.log.With("component", "transport"),
 	}
 	for _, raw := range s.opts.Listen {
-		l, err := transport.Listen(raw, lopts)
+		l, err := s.listen(raw, lopts) // CoAP schemes: coap.go
 		if err != nil {
 			if errors.Is(err, syscall.EADDRINUSE) {
 				return fmt.Errorf("%w: %s is taken by another process (find it with: ss -ltnup | grep %s); choose another port with --listen", ErrAddressInUse, raw, portOf(raw))

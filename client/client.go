@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/iotq/iotq/client/amqp"
+	"github.com/iotq/iotq/client/coap"
 	"github.com/iotq/iotq/client/internal/core"
 	"github.com/iotq/iotq/client/mqtt"
 	"github.com/iotq/iotq/transport/endpoint"
@@ -69,6 +70,7 @@ func dialers() map[endpoint.Protocol]core.DialFunc {
 	return map[endpoint.Protocol]core.DialFunc{
 		endpoint.ProtocolMQTT: mqtt.Dial,
 		endpoint.ProtocolAMQP: amqp.Dial,
+		endpoint.ProtocolCoAP: coap.Dial,
 	}
 }
 

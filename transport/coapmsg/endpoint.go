@@ -55,6 +55,10 @@ type Options struct {
 	Rand func() float64
 	// Logger receives debug logs. nil: discard.
 	Logger *slog.Logger
+	// OnReset, if set, is called (on the read goroutine; must not block)
+	// for an RST that matches no outstanding CON message, e.g. a client
+	// rejecting a NON notification (RFC 7641 section 3.6).
+	OnReset func(peer net.Addr, mid uint16)
 }
 
 // Stats are the endpoint's counters since it started.
@@ -437,6 +441,9 @@ func (e *Endpoint) receive(peer net.Addr, data []byte) {
 		if ex == nil {
 			e.mu.Unlock()
 			e.c.stray.Add(1)
+			if msg.Type == message.Reset && e.o.OnReset != nil {
+				e.o.OnReset(peer, key.mid)
+			}
 			return
 		}
 		var cbs []func()

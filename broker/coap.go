@@ -1,0 +1,204 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/iotq/iotq/broker/coapfront"
+	"github.com/iotq/iotq/transport"
+	"github.com/iotq/iotq/transport/coapdtls"
+	"github.com/iotq/iotq/transport/endpoint"
+)
+
+// The CoAP front (package broker/coapfront) shares the topic space: this
+// file is its hook into the Server. coap://, coaps://, coap+tcp://,
+// coaps+tcp:// and coap+quic:// listener URLs become CoAP listeners of one
+// front; everything else goes to transport.Listen as before.
+
+// coapState is the Server's CoAP front, created by the first CoAP listener
+// and closed with the last one.
+type coapState struct {
+	mu    sync.Mutex
+	front *coapfront.Front
+	refs  int
+}
+
+// topicsAdapter gives the front the topic space and the ACL.
+type topicsAdapter struct{ s *Server }
+
+func (a topicsAdapter) Publish(topic string, payload []byte, qos byte, retain bool) error {
+	return a.s.Publish(Message{Topic: topic, Payload: payload, QoS: qos, Retain: retain})
+}
+
+func (a topicsAdapter) Subscribe(filter string, fn func(topic string, payload []byte)) (func(), error) {
+	return a.s.Subscribe(filter, func(m Message) { fn(m.Topic, m.Payload) })
+}
+
+func (a topicsAdapter) Authorize(user string, anonymous bool, topic string, write bool) bool {
+	if a.s.auth == nil {
+		return true
+	}
+	if anonymous && !a.s.auth.authenticate(nil, nil, false) {
+		return false // anonymous clients are not allowed at all
+	}
+	return a.s.auth.authorize(user, anonymous, topic, write)
+}
+
+// listen opens the listener of one URL: CoAP schemes here, the others in
+// package transport.
+func (s *Server) listen(raw string, lopts transport.ListenOptions) (transport.Listener, error) {
+	ep, err := transport.ParseURL(raw)
+	if err != nil || ep.Protocol != endpoint.ProtocolCoAP {
+		return transport.Listen(raw, lopts)
+	}
+	s.coap.mu.Lock()
+	if s.coap.front == nil {
+		o := s.opts.CoAP
+		o.Logger = s.log.With("component", "coap")
+		f, err := coapfront.New(topicsAdapter{s}, o)
+		if err != nil {
+			s.coap.mu.Unlock()
+			return nil, err
+		}
+		s.coap.front = f
+	}
+	s.coap.refs++
+	front := s.coap.front
+	s.coap.mu.Unlock()
+	l, err := s.listenCoAP(front, ep, lopts)
+	if err != nil {
+		s.releaseCoAP()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (s *Server) releaseCoAP() {
+	s.coap.mu.Lock()
+	defer s.coap.mu.Unlock()
+	s.coap.refs--
+	if s.coap.refs == 0 && s.coap.front != nil {
+		_ = s.coap.front.Close()
+		s.coap.front = nil
+	}
+}
+
+// CoAPStats returns the CoAP front's counters (zero without CoAP listeners).
+func (s *Server) CoAPStats() coapfront.Stats {
+	s.coap.mu.Lock()
+	f := s.coap.front
+	s.coap.mu.Unlock()
+	if f == nil {
+		return coapfront.Stats{}
+	}
+	return f.Stats()
+}
+
+func (s *Server) listenCoAP(front *coapfront.Front, ep endpoint.Endpoint, lopts transport.ListenOptions) (transport.Listener, error) {
+	l := &coapListener{s: s, ep: ep, done: make(chan struct{})}
+	switch ep.Transport {
+	case endpoint.TransportUDP:
+		addr, err := front.ListenUDP(ep.Address())
+		if err != nil {
+			return nil, err
+		}
+		l.addr = addr
+	case endpoint.TransportDTLS:
+		psk, err := coapdtls.LoadPSKFile(s.opts.CoAP.PSKFile)
+		if err != nil {
+			return nil, fmt.Errorf("coaps listener: %w", err)
+		}
+		pc, err := coapdtls.Listen(ep.Address(), coapdtls.Config{PSK: psk, TLSConfig: lopts.TLSConfig, Logger: s.log})
+		if err != nil {
+			return nil, err
+		}
+		if err := front.Serve(pc); err != nil {
+			_ = pc.Close()
+			return nil, err
+		}
+		l.addr = pc.LocalAddr()
+	default: // RFC 8323: TCP, TLS, QUIC (experimental)
+		inner := "mqtt://" + ep.Address()
+		switch ep.Transport {
+		case endpoint.TransportTLS:
+			inner = "mqtts://" + ep.Address()
+			if lopts.TLSConfig != nil {
+				lopts.TLSConfig = lopts.TLSConfig.Clone()
+				lopts.TLSConfig.NextProtos = []string{endpoint.ALPNCoAP}
+			}
+		case endpoint.TransportQUIC:
+			inner = "quic://" + ep.Address()
+			lopts.QUIC.NextProtos = []string{endpoint.ALPNCoAPQUIC}
+		}
+		tl, err := transport.Listen(inner, lopts)
+		if err != nil {
+			return nil, err
+		}
+		l.inner, l.addr = tl, tl.Addr()
+		ctx, cancel := context.WithCancel(context.Background())
+		l.cancel = cancel
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for {
+				c, err := tl.Accept(ctx)
+				if err != nil {
+					if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+						return
+					}
+					continue
+				}
+				front.ServeStream(c) // runs on a goroutine of the front
+			}
+		}()
+	}
+	switch a := l.addr.(type) {
+	case *net.UDPAddr:
+		l.ep.Port = a.Port
+	case *net.TCPAddr:
+		l.ep.Port = a.Port
+	}
+	return l, nil
+}
+
+// coapListener is a transport.Listener whose connections never reach the
+// MQTT engine: Accept blocks until Close (the front serves its clients).
+type coapListener struct {
+	s      *Server
+	ep     endpoint.Endpoint
+	addr   net.Addr
+	inner  transport.Listener // stream transports
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+	done   chan struct{}
+}
+
+func (l *coapListener) Accept(ctx context.Context) (net.Conn, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *coapListener) Addr() net.Addr               { return l.addr }
+func (l *coapListener) Endpoint() transport.Endpoint { return l.ep }
+
+func (l *coapListener) Close() error {
+	var err error
+	l.once.Do(func() {
+		close(l.done)
+		if l.inner != nil {
+			l.cancel()
+			err = l.inner.Close()
+			l.wg.Wait()
+		}
+		l.s.releaseCoAP()
+	})
+	return err
+}

@@ -1,0 +1,218 @@
+package coapfront
+
+import (
+	"net"
+	"sync"
+	"time"
+
+	"github.com/plgd-dev/go-coap/v3/message"
+	"github.com/plgd-dev/go-coap/v3/message/codes"
+
+	"github.com/iotq/iotq/transport/coapmsg"
+)
+
+// sink is where an observer's notifications go: a UDP/DTLS peer through the
+// message layer, or a reliable stream (RFC 8323).
+type sink interface {
+	// key identifies the client connection (peer address or stream).
+	key() string
+	// send transmits a notification; done reports its outcome (nil for
+	// NON and stream writes once written).
+	send(m *message.Message, confirmable bool, done func(error)) (mid uint16, err error)
+	// confirmable reports whether the registration asked for reliability.
+	confirmable() bool
+}
+
+type udpSink struct {
+	f    *Front
+	ep   *coapmsg.Endpoint
+	peer net.Addr
+	con  bool
+}
+
+func (u *udpSink) key() string       { return "udp|" + u.peer.String() }
+func (u *udpSink) confirmable() bool { return u.con }
+func (u *udpSink) send(m *message.Message, con bool, done func(error)) (uint16, error) {
+	m.Type = message.NonConfirmable
+	if con {
+		m.Type = message.Confirmable
+	}
+	err := u.ep.Send(u.peer, m, func(_ *message.Message, err error) { done(err) })
+	return uint16(m.MessageID), err
+}
+
+// observer is one observation (RFC 7641): a client, a token, a topic.
+type observer struct {
+	sink    sink
+	token   message.Token
+	topic   string
+	mu      sync.Mutex
+	busy    bool             // a CON notification is outstanding
+	pending *message.Message // newest value waiting for it (older ones coalesced)
+	lastCON time.Time
+	mids    [8]uint16 // recent NON notification message IDs (RST matching)
+	nmid    int
+	gone    bool
+}
+
+func obsKey(s sink, token message.Token) string { return s.key() + "|" + string(token) }
+
+// register adds (or replaces) the observation of sink+token on topic and
+// returns the Observe sequence number for the registration response.
+func (f *Front) register(s sink, topic string, token message.Token) uint32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := obsKey(s, token)
+	for t, set := range f.observers {
+		for o := range set {
+			if obsKey(o.sink, o.token) == k {
+				delete(set, o)
+				o.gone = true
+				if len(set) == 0 {
+					delete(f.observers, t)
+				}
+			}
+		}
+	}
+	set := f.observers[topic]
+	if set == nil {
+		set = map[*observer]struct{}{}
+		f.observers[topic] = set
+	}
+	set[&observer{sink: s, token: token, topic: topic, lastCON: time.Now()}] = struct{}{}
+	return f.nextSeq()
+}
+
+func (f *Front) nextSeq() uint32 { return f.seq.Add(1) & 0xffffff }
+
+func (f *Front) deregister(s sink, topic string, token message.Token) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := obsKey(s, token)
+	for o := range f.observers[topic] {
+		if obsKey(o.sink, o.token) == k {
+			f.removeLocked(o)
+		}
+	}
+}
+
+// removeLocked ends observation o. Called with f.mu held.
+func (f *Front) removeLocked(o *observer) {
+	o.gone = true
+	if set := f.observers[o.topic]; set != nil {
+		delete(set, o)
+		if len(set) == 0 {
+			delete(f.observers, o.topic)
+		}
+	}
+}
+
+// dropSink ends every observation of a client (stream closed).
+func (f *Front) dropSink(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, set := range f.observers {
+		for o := range set {
+			if o.sink.key() == key {
+				f.removeLocked(o)
+			}
+		}
+	}
+}
+
+// onReset removes the observer whose NON notification peer rejected.
+func (f *Front) onReset(ep *coapmsg.Endpoint, peer net.Addr, mid uint16) {
+	key := (&udpSink{peer: peer}).key()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, set := range f.observers {
+		for o := range set {
+			if o.sink.key() != key {
+				continue
+			}
+			o.mu.Lock()
+			hit := false
+			for _, m := range o.mids {
+				hit = hit || (m == mid && o.nmid > 0)
+			}
+			o.mu.Unlock()
+			if hit {
+				f.removeLocked(o)
+			}
+		}
+	}
+}
+
+// notify sends the observer a notification with code and payload. A final
+// code (not 2.05) ends the observation.
+func (o *observer) notify(f *Front, code codes.Code, payload []byte) {
+	m := &message.Message{Code: code, Token: o.token}
+	if code == codes.Content {
+		m = f.content(&message.Message{}, payload)
+		m.Token = o.token
+		addUint(m, message.Observe, f.nextSeq())
+	}
+	o.mu.Lock()
+	if o.gone && code == codes.Content {
+		o.mu.Unlock()
+		return
+	}
+	if o.busy {
+		if o.pending != nil {
+			f.coalesced.Add(1)
+		}
+		o.pending = m
+		o.mu.Unlock()
+		return
+	}
+	o.mu.Unlock()
+	o.transmit(f, m)
+}
+
+func (o *observer) transmit(f *Front, m *message.Message) {
+	con := false
+	switch f.o.Notifications {
+	case NotifyCON:
+		con = true
+	case NotifyMatch:
+		con = o.sink.confirmable()
+	}
+	o.mu.Lock()
+	if !con && time.Since(o.lastCON) >= f.o.ObserverCheck {
+		con = true
+	}
+	if con {
+		o.busy = true
+		o.lastCON = time.Now()
+	}
+	o.mu.Unlock()
+	f.notifications.Add(1)
+	mid, err := o.sink.send(m, con, func(err error) {
+		if !con {
+			return
+		}
+		if err != nil {
+			f.notifyFailures.Add(1)
+			f.mu.Lock()
+			f.removeLocked(o)
+			f.mu.Unlock()
+			return
+		}
+		o.mu.Lock()
+		next := o.pending
+		o.pending, o.busy = nil, false
+		gone := o.gone
+		o.mu.Unlock()
+		if next != nil && !gone {
+			o.transmit(f, next)
+		}
+	})
+	o.mu.Lock()
+	if err != nil {
+		o.busy = false
+	} else if !con {
+		o.mids[o.nmid%len(o.mids)] = mid
+		o.nmid++
+	}
+	o.mu.Unlock()
+}

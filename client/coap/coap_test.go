@@ -1,0 +1,200 @@
+package coap_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iotq/iotq/broker"
+	"github.com/iotq/iotq/client"
+	"github.com/iotq/iotq/internal/testutil"
+)
+
+// startBroker starts a broker with an MQTT listener and every CoAP
+// listener; coaps:// accepts the PSK identity "dev1" with key "secret1".
+func startBroker(t *testing.T, mod func(*broker.Options)) *broker.Server {
+	t.Helper()
+	dir := t.TempDir()
+	psk := filepath.Join(dir, "psk.txt")
+	if err := os.WriteFile(psk, []byte("# identity:key\ndev1:secret1\ndev2:0x736563726574\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := broker.Options{
+		Listen: []string{"mqtt://127.0.0.1:0", "coap://127.0.0.1:0", "coaps://127.0.0.1:0", "coap+tcp://127.0.0.1:0",
+			"coaps+tcp://127.0.0.1:0", "coap+quic://127.0.0.1:0"},
+		StateDir: dir, Store: broker.StoreNone,
+	}
+	o.CoAP.PSKFile = psk
+	if mod != nil {
+		mod(&o)
+	}
+	return testutil.StartBroker(t, o)
+}
+
+func dial(t *testing.T, srv *broker.Server, scheme string, o client.Options) client.Client {
+	t.Helper()
+	u := testutil.Endpoint(t, srv, scheme)
+	if scheme == "coaps" && o.Username == "" {
+		o.Username, o.Password = "dev1", "secret1"
+	}
+	o.TLSConfig = testutil.ClientTLS(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(20*time.Second))
+	defer cancel()
+	c, err := client.Dial(ctx, u, o)
+	if err != nil {
+		t.Fatalf("dial %s: %v", u, err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+type inbox chan client.Message
+
+func (b inbox) handler(m client.Message) { b <- m }
+
+func (b inbox) want(t *testing.T, payload string) {
+	t.Helper()
+	select {
+	case m := <-b:
+		if string(m.Payload) != payload {
+			t.Fatalf("got %d bytes %.40q, want %d bytes %.40q", len(m.Payload), m.Payload, len(payload), payload)
+		}
+	case <-time.After(testutil.Scale(10 * time.Second)):
+		t.Fatalf("no message %.40q within 10s", payload)
+	}
+}
+
+func wait(t *testing.T, r *client.Receipt, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
+	defer cancel()
+	if err := r.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPubSubEveryTransport: a CoAP publisher and a CoAP observer on each
+// CoAP transport, and MQTT in both directions.
+func TestPubSubEveryTransport(t *testing.T) {
+	srv := startBroker(t, nil)
+	ctx := context.Background()
+	mq := dial(t, srv, "mqtt", client.Options{})
+	fromCoAP := make(inbox, 16)
+	if err := mq.Subscribe(ctx, "e2e/#", client.SubscribeOptions{QoS: 1}, fromCoAP.handler); err != nil {
+		t.Fatal(err)
+	}
+	for _, scheme := range []string{"coap", "coaps", "coap+tcp", "coaps+tcp", "coap+quic"} {
+		t.Run(scheme, func(t *testing.T) {
+			topic := "e2e/" + strings.ReplaceAll(scheme, "+", "-")
+			sub := dial(t, srv, scheme, client.Options{})
+			box := make(inbox, 16)
+			if err := sub.Subscribe(ctx, topic, client.SubscribeOptions{QoS: 1}, box.handler); err != nil {
+				t.Fatal(err)
+			}
+			pub := dial(t, srv, scheme, client.Options{})
+			for i, qos := range []byte{1, 0, 1} {
+				r, err := pub.Publish(ctx, topic, []byte{'a' + byte(i)}, client.PublishOptions{QoS: qos})
+				wait(t, r, err)
+				box.want(t, string(rune('a'+i)))
+				fromCoAP.want(t, string(rune('a'+i)))
+			}
+			// MQTT -> CoAP observer.
+			r, err := mq.Publish(ctx, topic, []byte("from-mqtt"), client.PublishOptions{QoS: 1})
+			wait(t, r, err)
+			box.want(t, "from-mqtt")
+			fromCoAP.want(t, "from-mqtt") // the MQTT subscriber's own filter matches too
+			// A new observer gets the latest value first.
+			late := make(inbox, 4)
+			if err := sub.Subscribe(ctx, topic, client.SubscribeOptions{}, late.handler); err != nil {
+				t.Fatal(err)
+			}
+			late.want(t, "from-mqtt")
+			info := pub.ConnectionInfo()
+			if info.Protocol != "coap" || info.Transport != scheme || info.Connack.IsZero() {
+				t.Fatalf("connection info %+v", info)
+			}
+		})
+	}
+}
+
+// TestBlockwise publishes and observes a payload larger than one block.
+func TestBlockwise(t *testing.T) {
+	srv := startBroker(t, nil)
+	ctx := context.Background()
+	big := bytes.Repeat([]byte("0123456789abcdef"), 250) // 4000 bytes
+	for _, scheme := range []string{"coap", "coap+tcp"} {
+		t.Run(scheme, func(t *testing.T) {
+			topic := "big/" + strings.ReplaceAll(scheme, "+", "-")
+			sub := dial(t, srv, scheme, client.Options{})
+			box := make(inbox, 4)
+			if err := sub.Subscribe(ctx, topic, client.SubscribeOptions{QoS: 1}, box.handler); err != nil {
+				t.Fatal(err)
+			}
+			pub := dial(t, srv, scheme, client.Options{})
+			r, err := pub.Publish(ctx, topic, big, client.PublishOptions{QoS: 1})
+			wait(t, r, err)
+			box.want(t, string(big))
+		})
+	}
+}
+
+// TestACL: the PSK identity is the ACL user; a denied publish fails its
+// receipt with 4.03 and reaches nobody.
+func TestACL(t *testing.T) {
+	acl := filepath.Join(t.TempDir(), "acl")
+	if err := os.WriteFile(acl, []byte("user dev1\ntopic readwrite dev1/#\nuser dev2\ntopic read dev1/#\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startBroker(t, func(o *broker.Options) {
+		o.Auth.ACLFile = acl
+		f := false
+		o.Auth.AllowAnonymous = &f
+	})
+	ctx := context.Background()
+	sub := dial(t, srv, "coaps", client.Options{Username: "dev2", Password: "secret"})
+	box := make(inbox, 4)
+	if err := sub.Subscribe(ctx, "dev1/t", client.SubscribeOptions{QoS: 1}, box.handler); err != nil {
+		t.Fatal(err)
+	}
+	r, err := sub.Publish(ctx, "dev1/t", []byte("no"), client.PublishOptions{QoS: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Wait(ctx); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+		t.Fatalf("dev2 may only read dev1/#: want 4.03 Forbidden, got %v", err)
+	}
+	pub := dial(t, srv, "coaps", client.Options{})
+	r, err = pub.Publish(ctx, "dev1/t", []byte("yes"), client.PublishOptions{QoS: 1})
+	wait(t, r, err)
+	box.want(t, "yes")
+	// Anonymous (plain UDP) is refused.
+	anon := dial(t, srv, "coap", client.Options{})
+	r, err = anon.Publish(ctx, "dev1/t", []byte("anon"), client.PublishOptions{QoS: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Wait(ctx); err == nil {
+		t.Fatal("anonymous publish accepted although allow_anonymous is false")
+	}
+	if s := srv.CoAPStats(); s.Denied < 2 {
+		t.Fatalf("denied counter %d, want >= 2", s.Denied)
+	}
+}
+
+// TestWildcardRefused: CoAP observes one resource.
+func TestWildcardRefused(t *testing.T) {
+	srv := startBroker(t, nil)
+	c := dial(t, srv, "coap", client.Options{})
+	err := c.Subscribe(context.Background(), "a/#", client.SubscribeOptions{}, func(client.Message) {})
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("want a clear refusal, got %v", err)
+	}
+}

@@ -1,0 +1,79 @@
+package coapmsg
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+
+	"github.com/plgd-dev/go-coap/v3/message"
+	tcpcoder "github.com/plgd-dev/go-coap/v3/tcp/coder"
+)
+
+// DefaultMaxMessageSize is the Max-Message-Size of RFC 8323 section 5.3.1.
+const DefaultMaxMessageSize = 1152
+
+// ReadStreamMessage reads one RFC 8323 message (CoAP over TCP, TLS or a
+// QUIC stream) from r. Messages longer than max bytes fail.
+func ReadStreamMessage(r *bufio.Reader, max int) (*message.Message, error) {
+	first, err := r.ReadByte()
+	if err != nil {
+		return nil, err
+	}
+	lenNib, tkl := int(first>>4), int(first&0x0f)
+	if tkl > 8 {
+		return nil, fmt.Errorf("coap stream: token length %d: %w", tkl, message.ErrInvalidTokenLen)
+	}
+	var ext []byte
+	switch lenNib {
+	case 13:
+		ext = make([]byte, 1)
+	case 14:
+		ext = make([]byte, 2)
+	case 15:
+		ext = make([]byte, 4)
+	}
+	if _, err := io.ReadFull(r, ext); err != nil {
+		return nil, fmt.Errorf("coap stream: truncated header: %w", err)
+	}
+	n := lenNib
+	switch lenNib {
+	case 13:
+		n = 13 + int(ext[0])
+	case 14:
+		n = 269 + int(binary.BigEndian.Uint16(ext))
+	case 15:
+		n = 65805 + int(binary.BigEndian.Uint32(ext))
+	}
+	if n > max {
+		return nil, fmt.Errorf("coap stream: message of %d bytes exceeds the maximum %d", n, max)
+	}
+	frame := make([]byte, 1+len(ext)+1+tkl+n)
+	frame[0] = first
+	copy(frame[1:], ext)
+	if _, err := io.ReadFull(r, frame[1+len(ext):]); err != nil {
+		return nil, fmt.Errorf("coap stream: truncated message: %w", err)
+	}
+	m := &message.Message{Options: make(message.Options, 0, 32), MessageID: -1, Type: -1}
+	if _, err := tcpcoder.DefaultCoder.Decode(frame, m); err != nil {
+		return nil, fmt.Errorf("coap stream: %w", err)
+	}
+	return m, nil
+}
+
+// EncodeStream serialises m in RFC 8323 framing.
+func EncodeStream(m *message.Message) ([]byte, error) {
+	n, err := tcpcoder.DefaultCoder.Size(*m)
+	if err != nil {
+		return nil, fmt.Errorf("coap stream: encode: %w", err)
+	}
+	buf := make([]byte, n)
+	if _, err := tcpcoder.DefaultCoder.Encode(*m, buf); err != nil {
+		return nil, fmt.Errorf("coap stream: encode: %w", err)
+	}
+	return buf, nil
+}
+
+// UnknownCritical reports whether opts hold a critical (odd) option that is
+// not known (RFC 7252 section 5.4.1).
+func UnknownCritical(opts message.Options) bool { return unknownCritical(opts) }
