@@ -18,6 +18,7 @@ import (
 	"github.com/iotq/iotq/internal/certs"
 	"github.com/iotq/iotq/internal/testutil"
 	"github.com/iotq/iotq/transport"
+	"github.com/iotq/iotq/transport/coapmsg"
 	"github.com/iotq/iotq/transport/endpoint"
 )
 
@@ -197,7 +198,7 @@ func TestDialErrors(t *testing.T) {
 		kind error
 		want string
 	}{
-		{"coap://x", client.ErrProtocolNotBuilt, "protocol coap not built into this client yet"},
+		{"coap://127.0.0.1:1?ack_timeout=50ms&max_retransmit=1", coapmsg.ErrTimeout, "no CoAP endpoint answered a ping"},
 		{"amqp://127.0.0.1:1", transport.ErrRefused, "check that a server listens"},
 		{"127.0.0.1:1883", endpoint.ErrNoScheme, "mqtt://127.0.0.1:1883"},
 		{"gopher://x", endpoint.ErrUnknownScheme, "mqtt, mqtts"},

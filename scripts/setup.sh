@@ -25,6 +25,8 @@ command -v mvn >/dev/null || need_apt+=(maven)
 command -v openssl >/dev/null || need_apt+=(openssl)
 # (Debian's module is for Debian's /usr/bin/python3, which the tests use for it.)
 /usr/bin/python3 -c 'import proton' 2>/dev/null || need_apt+=(python3-qpid-proton=0.37.0-2+b1)
+# libcoap: CoAP interop peer (coap-client-notls/-openssl, coap-server-openssl).
+command -v coap-client-notls >/dev/null || need_apt+=(libcoap3-bin=4.3.1-1)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive

@@ -30,19 +30,46 @@ func startBroker(t *testing.T, mod func(*broker.Options)) *broker.Server {
 		StateDir: dir, Store: broker.StoreNone,
 	}
 	o.CoAP.PSKFile = psk
+	o.Logger = testutil.Logger(t)
+	o.ShutdownTimeout = 2 * time.Second
 	if mod != nil {
 		mod(&o)
 	}
-	return testutil.StartBroker(t, o)
+	srv, err := broker.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Errorf("close broker: %v", err)
+		}
+	})
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// endpointOf returns the broker's URL for scheme.
+func endpointOf(t *testing.T, srv *broker.Server, scheme string) string {
+	t.Helper()
+	for _, e := range srv.Endpoints() {
+		if strings.HasPrefix(e, scheme+"://") {
+			return e
+		}
+	}
+	t.Fatalf("broker has no %s listener (has %v)", scheme, srv.Endpoints())
+	return ""
 }
 
 func dial(t *testing.T, srv *broker.Server, scheme string, o client.Options) client.Client {
 	t.Helper()
-	u := testutil.Endpoint(t, srv, scheme)
+	u := endpointOf(t, srv, scheme)
 	if scheme == "coaps" && o.Username == "" {
 		o.Username, o.Password = "dev1", "secret1"
 	}
-	o.TLSConfig = testutil.ClientTLS(t, srv)
+	o.CAFile = srv.CAFile()
+	o.ServerName = "127.0.0.1"
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(20*time.Second))
 	defer cancel()
 	c, err := client.Dial(ctx, u, o)
