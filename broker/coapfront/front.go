@@ -220,13 +220,17 @@ func (f *Front) Serve(pc net.PacketConn) error {
 	if f.closed {
 		return net.ErrClosed
 	}
+	// The handler may run before New returns: it waits for ep.
 	var ep *coapmsg.Endpoint
+	ready := make(chan struct{})
+	get := func() *coapmsg.Endpoint { <-ready; return ep }
 	ep, err := coapmsg.New(pc, coapmsg.Options{
 		Params:  f.o.Params,
-		Handler: func(peer net.Addr, req *message.Message) *message.Message { return f.handle(ep, peer, req, true) },
+		Handler: func(peer net.Addr, req *message.Message) *message.Message { return f.handle(get(), peer, req) },
 		Logger:  f.log,
-		OnReset: func(peer net.Addr, mid uint16) { f.onReset(ep, peer, mid) },
+		OnReset: func(peer net.Addr, mid uint16) { f.onReset(peer, mid) },
 	})
+	close(ready)
 	if err != nil {
 		return fmt.Errorf("coap: %w", err)
 	}
@@ -371,7 +375,7 @@ func addString(m *message.Message, id message.OptionID, s string) {
 
 // handle serves one request. ep is the message-layer endpoint for UDP/DTLS
 // (nil on reliable transports, where notifications go through the stream).
-func (f *Front) handle(ep *coapmsg.Endpoint, peer net.Addr, req *message.Message, con bool) *message.Message {
+func (f *Front) handle(ep *coapmsg.Endpoint, peer net.Addr, req *message.Message) *message.Message {
 	return f.handleOn(&udpSink{f: f, ep: ep, peer: peer, con: req.Type == message.Confirmable}, peer, req)
 }
 

@@ -121,7 +121,7 @@ func (f *Front) dropSink(key string) {
 }
 
 // onReset removes the observer whose NON notification peer rejected.
-func (f *Front) onReset(ep *coapmsg.Endpoint, peer net.Addr, mid uint16) {
+func (f *Front) onReset(peer net.Addr, mid uint16) {
 	key := (&udpSink{peer: peer}).key()
 	f.mu.Lock()
 	defer f.mu.Unlock()

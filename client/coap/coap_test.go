@@ -115,7 +115,14 @@ func TestPubSubEveryTransport(t *testing.T) {
 	ctx := context.Background()
 	mq := dial(t, srv, "mqtt", client.Options{})
 	fromCoAP := make(inbox, 16)
-	if err := mq.Subscribe(ctx, "e2e/#", client.SubscribeOptions{QoS: 1}, fromCoAP.handler); err != nil {
+	// Live messages only: a retained copy may overlap with the live one when
+	// the engine's retained scan after SUBACK races with a publication.
+	live := func(m client.Message) {
+		if !m.Retained {
+			fromCoAP <- m
+		}
+	}
+	if err := mq.Subscribe(ctx, "e2e/#", client.SubscribeOptions{QoS: 1}, live); err != nil {
 		t.Fatal(err)
 	}
 	for _, scheme := range []string{"coap", "coaps", "coap+tcp", "coaps+tcp", "coap+quic"} {
