@@ -53,13 +53,13 @@ func TestLibcoapThroughBroker(t *testing.T) {
 			uri := tc.scheme + "://" + hostPort(endpointOf(t, srv, tc.scheme)) + "/t/lib/" + name
 			before := srv.CoAPStats().Observers
 			var out, errOut bytes.Buffer
-			obs := exec.Command(tc.bin, append(append([]string{}, tc.args...), "-s", "4", "-m", "get", "-w", uri)...)
+			obs := exec.Command(tc.bin, append(append([]string{}, tc.args...), "-s", "8", "-m", "get", "-w", uri)...)
 			obs.Stdout, obs.Stderr = &out, &errOut
 			if err := obs.Start(); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = obs.Process.Kill(); _ = obs.Wait() })
-			testutil.Eventually(t, 10*time.Second, func() error {
+			testutil.Eventually(t, 30*time.Second, func() error {
 				if n := srv.CoAPStats().Observers; n <= before {
 					return fmt.Errorf("observer not registered (%d observers)", n)
 				}
