@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os/exec"
 	"strings"
@@ -88,37 +89,32 @@ func TestLibcoapThroughBroker(t *testing.T) {
 	}
 }
 
-// freePort returns a port free for both UDP and TCP on 127.0.0.1 (and the
-// next one, which coap-server uses for DTLS and TLS).
+// freePort returns a port p such that p and p+1 are free for both UDP and
+// TCP on 127.0.0.1 (coap-server uses p for UDP and TCP, p+1 for DTLS and
+// TLS). It draws from 20000-32000, below Linux's ephemeral range, where
+// outgoing connections of other processes do not sit.
 func freePort(t *testing.T) int {
 	t.Helper()
-	for i := 0; i < 50; i++ {
-		u, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	free := func(q int) bool {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", q))
 		if err != nil {
-			t.Fatal(err)
+			return false
 		}
-		p := u.LocalAddr().(*net.UDPAddr).Port
+		_ = l.Close()
+		u, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: q})
+		if err != nil {
+			return false
+		}
 		_ = u.Close()
-		ok := true
-		for _, q := range []int{p, p + 1} {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", q))
-			if err != nil {
-				ok = false
-				break
-			}
-			_ = l.Close()
-			u, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: q})
-			if err != nil {
-				ok = false
-				break
-			}
-			_ = u.Close()
-		}
-		if ok && p < 65535 {
+		return true
+	}
+	for i := 0; i < 500; i++ {
+		p := 20000 + rand.IntN(12000)
+		if free(p) && free(p+1) {
 			return p
 		}
 	}
-	t.Fatal("no free port pair")
+	t.Fatal("no free port pair in 20000-32000")
 	return 0
 }
 
