@@ -1,6 +1,7 @@
 package coapfront
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -501,7 +502,7 @@ func (f *Front) collection(peer net.Addr, req *message.Message) *message.Message
 			f.mu.Unlock()
 			return resp(codes.BadRequest, "topic-name already in use")
 		}
-		id := fmt.Sprintf("%x", coapmsg.NewToken()[:4])
+		id := hex.EncodeToString([]byte(coapmsg.NewToken())[:4])
 		t := &psTopic{id: id, name: name.s, props: props, dataPath: "ps/data/" + id}
 		t.props[1] = cborValue{kind: 3, s: "/" + t.dataPath}
 		f.topics[id] = t
@@ -558,13 +559,11 @@ func (f *Front) topicConfig(peer net.Addr, req *message.Message, id string) *mes
 // clear deletes the topic's value (an empty retained message clears the
 // MQTT retained message too) and ends its observations with 4.04.
 func (f *Front) clear(topic string) {
-	if err := f.t.Publish(topic, nil, 1, true); err != nil {
-		f.log.Warn("coap: clear retained", "topic", topic, "error", err)
-	}
 	f.mu.Lock()
 	delete(f.latest, topic)
 	var obs []*observer
 	for o := range f.observers[topic] {
+		o.gone.Store(true)
 		obs = append(obs, o)
 	}
 	delete(f.observers, topic)
@@ -572,6 +571,12 @@ func (f *Front) clear(topic string) {
 	for _, o := range obs {
 		o.notify(f, codes.NotFound, nil)
 	}
+	if err := f.t.Publish(topic, nil, 1, true); err != nil {
+		f.log.Warn("coap: clear retained", "topic", topic, "error", err)
+	}
+	f.mu.Lock()
+	delete(f.latest, topic) // the empty publication itself is no value
+	f.mu.Unlock()
 }
 
 // topicData serves a topic-data resource (ps=true) or a direct /t/ path.

@@ -3,6 +3,7 @@ package coapfront
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/plgd-dev/go-coap/v3/message"
@@ -52,7 +53,7 @@ type observer struct {
 	lastCON time.Time
 	mids    [8]uint16 // recent NON notification message IDs (RST matching)
 	nmid    int
-	gone    bool
+	gone    atomic.Bool
 }
 
 func obsKey(s sink, token message.Token) string { return s.key() + "|" + string(token) }
@@ -67,7 +68,7 @@ func (f *Front) register(s sink, topic string, token message.Token) uint32 {
 		for o := range set {
 			if obsKey(o.sink, o.token) == k {
 				delete(set, o)
-				o.gone = true
+				o.gone.Store(true)
 				if len(set) == 0 {
 					delete(f.observers, t)
 				}
@@ -98,7 +99,7 @@ func (f *Front) deregister(s sink, topic string, token message.Token) {
 
 // removeLocked ends observation o. Called with f.mu held.
 func (f *Front) removeLocked(o *observer) {
-	o.gone = true
+	o.gone.Store(true)
 	if set := f.observers[o.topic]; set != nil {
 		delete(set, o)
 		if len(set) == 0 {
@@ -153,7 +154,7 @@ func (o *observer) notify(f *Front, code codes.Code, payload []byte) {
 		addUint(m, message.Observe, f.nextSeq())
 	}
 	o.mu.Lock()
-	if o.gone && code == codes.Content {
+	if o.gone.Load() && code == codes.Content {
 		o.mu.Unlock()
 		return
 	}
@@ -201,7 +202,7 @@ func (o *observer) transmit(f *Front, m *message.Message) {
 		o.mu.Lock()
 		next := o.pending
 		o.pending, o.busy = nil, false
-		gone := o.gone
+		gone := o.gone.Load()
 		o.mu.Unlock()
 		if next != nil && !gone {
 			o.transmit(f, next)

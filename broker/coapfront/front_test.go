@@ -1,0 +1,293 @@
+package coapfront
+
+import (
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/plgd-dev/go-coap/v3/message"
+	"github.com/plgd-dev/go-coap/v3/message/codes"
+
+	"github.com/iotq/iotq/transport/coapmsg"
+)
+
+// memTopics is an in-memory topic space (exact-topic and "#" subscribers)
+// with an ACL function.
+type memTopics struct {
+	mu    sync.Mutex
+	subs  map[int]func(string, []byte)
+	next  int
+	pubs  []string
+	allow func(user string, anonymous bool, topic string, write bool) bool
+}
+
+func (m *memTopics) Publish(topic string, payload []byte, qos byte, retain bool) error {
+	m.mu.Lock()
+	m.pubs = append(m.pubs, topic+"="+string(payload))
+	var fns []func(string, []byte)
+	for _, f := range m.subs {
+		fns = append(fns, f)
+	}
+	m.mu.Unlock()
+	for _, f := range fns {
+		f(topic, payload)
+	}
+	return nil
+}
+
+func (m *memTopics) Subscribe(filter string, fn func(string, []byte)) (func(), error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.subs == nil {
+		m.subs = map[int]func(string, []byte){}
+	}
+	m.next++
+	id := m.next
+	m.subs[id] = fn
+	return func() { m.mu.Lock(); delete(m.subs, id); m.mu.Unlock() }, nil
+}
+
+func (m *memTopics) Authorize(user string, anonymous bool, topic string, write bool) bool {
+	if m.allow == nil {
+		return true
+	}
+	return m.allow(user, anonymous, topic, write)
+}
+
+type rawClient struct {
+	t    *testing.T
+	ep   *coapmsg.Endpoint
+	peer net.Addr
+}
+
+func startFront(t *testing.T, topics *memTopics) (*Front, *rawClient) {
+	t.Helper()
+	f, err := New(topics, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	addr, err := f.ListenUDP("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := coapmsg.New(pc, coapmsg.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ep.Close() })
+	return f, &rawClient{t: t, ep: ep, peer: addr}
+}
+
+func req(code codes.Code, path string, opts ...message.Option) *message.Message {
+	m := &message.Message{Type: message.Confirmable, Code: code, Token: coapmsg.NewToken()}
+	for _, seg := range strings.Split(strings.Trim(path, "/"), "/") {
+		m.Options = m.Options.Add(message.Option{ID: message.URIPath, Value: []byte(seg)})
+	}
+	for _, o := range opts {
+		m.Options = m.Options.Add(o)
+	}
+	return m
+}
+
+func uintOpt(id message.OptionID, v uint32) message.Option {
+	b := make([]byte, 4)
+	n, _ := message.EncodeUint32(b, v)
+	return message.Option{ID: id, Value: b[:n]}
+}
+
+// do sends a CON request and returns the piggy-backed response.
+func (c *rawClient) do(m *message.Message) *message.Message {
+	c.t.Helper()
+	ch := make(chan *message.Message, 1)
+	errc := make(chan error, 1)
+	if err := c.ep.Send(c.peer, m, func(ack *message.Message, err error) {
+		if err != nil {
+			errc <- err
+			return
+		}
+		ch <- ack
+	}); err != nil {
+		c.t.Fatal(err)
+	}
+	select {
+	case r := <-ch:
+		return r
+	case err := <-errc:
+		c.t.Fatal(err)
+	case <-time.After(10 * time.Second):
+		c.t.Fatal("no response in 10s")
+	}
+	return nil
+}
+
+func TestPubSubDraftFlow(t *testing.T) {
+	topics := &memTopics{}
+	f, c := startFront(t, topics)
+	// Discovery.
+	r := c.do(req(codes.GET, ".well-known/core", message.Option{ID: message.URIQuery, Value: []byte("rt=core.ps")}))
+	if r.Code != codes.Content || !strings.Contains(string(r.Payload), "</ps>;rt=core.ps") {
+		t.Fatalf("discovery: %v %q", r.Code, r.Payload)
+	}
+	// Create a topic: CBOR {0: "sensors/temp", 2: "core.ps.data", 3: 60}.
+	props := encodeCBORMap(map[uint64]cborValue{0: {kind: 3, s: "sensors/temp"}, 2: {kind: 3, s: "core.ps.data"}, 3: {kind: 0, u: 60}})
+	create := req(codes.POST, "ps", uintOpt(message.ContentFormat, DefaultContentFormat))
+	create.Payload = props
+	r = c.do(create)
+	if r.Code != codes.Created {
+		t.Fatalf("create: %v %s", r.Code, r.Payload)
+	}
+	loc, _ := r.Options.LocationPath()
+	loc = strings.TrimPrefix(loc, "/")
+	got, err := decodeCBORMap(r.Payload)
+	if err != nil || got[0].s != "sensors/temp" || got[1].kind != 3 || got[2].s != "core.ps.data" {
+		t.Fatalf("create reply %v %v", got, err)
+	}
+	data := strings.TrimPrefix(got[1].s, "/")
+	if !strings.HasPrefix(loc, "ps/") || data == "" {
+		t.Fatalf("location %q, topic-data %q", loc, data)
+	}
+	// The same name again: 4.00. Wrong content format: 4.15.
+	create.Token, create.MessageID = coapmsg.NewToken(), 0
+	if r = c.do(create); r.Code != codes.BadRequest {
+		t.Fatalf("duplicate topic-name: %v", r.Code)
+	}
+	if r = c.do(req(codes.POST, "ps", uintOpt(message.ContentFormat, 60))); r.Code != codes.UnsupportedMediaType {
+		t.Fatalf("wrong content format: %v", r.Code)
+	}
+	// Half created: subscribe refused with 4.04.
+	if r = c.do(req(codes.GET, data, uintOpt(message.Observe, 0))); r.Code != codes.NotFound {
+		t.Fatalf("observe before first publication: %v", r.Code)
+	}
+	// First publication 2.01, then 2.04; it reaches the topic space.
+	put := req(codes.PUT, data)
+	put.Payload = []byte("21.5")
+	if r = c.do(put); r.Code != codes.Created {
+		t.Fatalf("first PUT: %v", r.Code)
+	}
+	put = req(codes.PUT, data)
+	put.Payload = []byte("22.0")
+	if r = c.do(put); r.Code != codes.Changed {
+		t.Fatalf("second PUT: %v", r.Code)
+	}
+	topics.mu.Lock()
+	pubs := strings.Join(topics.pubs, ",")
+	topics.mu.Unlock()
+	if pubs != "sensors/temp=21.5,sensors/temp=22.0" {
+		t.Fatalf("published %s", pubs)
+	}
+	// Observe: the current value, then a publication from the topic space
+	// (e.g. MQTT) as a notification; the direct path is the same topic.
+	obs := req(codes.GET, data, uintOpt(message.Observe, 0))
+	notes := make(chan *message.Message, 4)
+	cancel := c.ep.HandleToken(c.peer, obs.Token, func(m *message.Message) { notes <- m })
+	defer cancel()
+	r = c.do(obs)
+	if r.Code != codes.Content || string(r.Payload) != "22.0" {
+		t.Fatalf("observe: %v %q", r.Code, r.Payload)
+	}
+	<-notes // the registration response, also routed to the token handler
+	_ = topics.Publish("sensors/temp", []byte("23.1"), 1, false)
+	select {
+	case n := <-notes:
+		if _, err := n.Options.Observe(); err != nil || string(n.Payload) != "23.1" {
+			t.Fatalf("notification %v %q", n.Code, n.Payload)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification")
+	}
+	if r = c.do(req(codes.GET, "t/sensors/temp")); string(r.Payload) != "23.1" {
+		t.Fatalf("direct GET: %q", r.Payload)
+	}
+	// DELETE the topic-data: observers get 4.04, the topic is half created.
+	if r = c.do(req(codes.DELETE, data)); r.Code != codes.Deleted {
+		t.Fatalf("delete: %v", r.Code)
+	}
+	select {
+	case n := <-notes:
+		if n.Code != codes.NotFound {
+			t.Fatalf("final notification %v", n.Code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no final 4.04")
+	}
+	if s := f.Stats(); s.Observers != 0 || s.Publishes != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+	// Delete the topic.
+	if r = c.do(req(codes.DELETE, loc)); r.Code != codes.Deleted {
+		t.Fatalf("delete topic: %v", r.Code)
+	}
+	if r = c.do(req(codes.GET, loc)); r.Code != codes.NotFound {
+		t.Fatalf("deleted topic still there: %v", r.Code)
+	}
+}
+
+func TestBadRequestsCounted(t *testing.T) {
+	f, c := startFront(t, &memTopics{})
+	// Unknown critical option 9 -> 4.02.
+	if r := c.do(req(codes.GET, "t/a", message.Option{ID: 9, Value: []byte{1}})); r.Code != codes.BadOption {
+		t.Fatalf("want 4.02, got %v", r.Code)
+	}
+	// Not a CoAP message.
+	conn, err := net.Dial("udp", c.peer.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, _ = conn.Write([]byte("hello, not coap"))
+	// Wildcards in the direct path: 4.00.
+	if r := c.do(req(codes.PUT, "t/a/+")); r.Code != codes.BadRequest {
+		t.Fatalf("wildcard: %v", r.Code)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s := f.Stats().Message
+		if s.BadOptions == 1 && s.BadDatagrams == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counters %+v", s)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestACLDenied(t *testing.T) {
+	f, c := startFront(t, &memTopics{allow: func(user string, anonymous bool, topic string, write bool) bool {
+		return !write || strings.HasPrefix(topic, "open/")
+	}})
+	if r := c.do(req(codes.PUT, "t/closed/x")); r.Code != codes.Forbidden {
+		t.Fatalf("want 4.03, got %v", r.Code)
+	}
+	if r := c.do(req(codes.PUT, "t/open/x")); r.Code != codes.Created {
+		t.Fatalf("want 2.01, got %v", r.Code)
+	}
+	if f.Stats().Denied != 1 {
+		t.Fatal("denied not counted")
+	}
+}
+
+func TestCBORRoundTrip(t *testing.T) {
+	in := map[uint64]cborValue{0: {kind: 3, s: "a/b"}, 3: {kind: 0, u: 112}, 5: {kind: 6, u: 1700000000}, 8: {kind: 2, s: "\x00\x01"}, 300: {kind: 0, u: 1 << 40}}
+	out, err := decodeCBORMap(encodeCBORMap(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range in {
+		if out[k] != v {
+			t.Fatalf("key %d: %+v != %+v", k, out[k], v)
+		}
+	}
+	for _, bad := range [][]byte{nil, {0x80}, {0xa1, 0x61, 0x61, 0x01}, {0xa1, 0x00}, {0xa1, 0x00, 0x63, 0x61}} {
+		if _, err := decodeCBORMap(bad); err == nil {
+			t.Fatalf("% x accepted", bad)
+		}
+	}
+}
