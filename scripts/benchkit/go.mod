@@ -1,0 +1,3 @@
+module iotq.invalid/benchkit
+
+go 1.26.0
