@@ -60,8 +60,8 @@ done
 case $mode in
   tiny)    d_rounds=1 d_p2p=2000   d_fan=200   d_fanout=3  d_lat=300   d_rate=1000 d_idle=50    d_iround=1 ;;
   quick)   d_rounds=3 d_p2p=20000  d_fan=2000  d_fanout=20 d_lat=4000  d_rate=2000 d_idle=2000  d_iround=2 ;;
-  default) d_rounds=3 d_p2p=100000 d_fan=10000 d_fanout=20 d_lat=10000 d_rate=2000 d_idle=2000  d_iround=3 ;;
-  full)    d_rounds=5 d_p2p=200000 d_fan=20000 d_fanout=20 d_lat=20000 d_rate=2000 d_idle=10000 d_iround=3 ;;
+  default) d_rounds=3 d_p2p=60000  d_fan=10000 d_fanout=20 d_lat=10000 d_rate=2000 d_idle=2000  d_iround=3 ;;
+  full)    d_rounds=5 d_p2p=60000  d_fan=20000 d_fanout=20 d_lat=20000 d_rate=2000 d_idle=10000 d_iround=3 ;;
 esac
 ROUNDS=${ROUNDS:-$d_rounds}
 P2P_MSGS=${P2P_MSGS:-$d_p2p}
@@ -73,6 +73,15 @@ IDLE_N=${IDLE_N:-$d_idle}
 IDLE_ROUNDS=${IDLE_ROUNDS:-$d_iround}
 RUN_TIMEOUT=${RUN_TIMEOUT:-120}
 SIZE=100
+# mosquitto_pub -l waits for the acknowledgement of its last message by
+# packet identifier, which wraps at 65535: with more QoS 1 messages it
+# disconnects early and the rest are lost (measured: 34 466 of 100 000).
+for v in P2P_MSGS FAN_MSGS LAT_MSGS; do
+  if [ "${!v}" -gt 65000 ]; then
+    echo "bench-brokers: $v=${!v}: at most 65000 (mosquitto_pub -l loses QoS 1 messages past 65535 packet ids)" >&2
+    exit 2
+  fi
+done
 out=${out:-results/bench-brokers-$(date -u +%Y%m%dT%H%M%SZ)}
 
 for tool in mosquitto mosquitto_pub mosquitto_sub go; do
