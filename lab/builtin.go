@@ -162,7 +162,8 @@ func builtin() map[string][]Spec {
 	}
 	// E8: AMQP 1.0 over TCP+TLS straight to the broker against AMQP over
 	// QUIC through iotq gateway next to it; a batch on a fresh connection
-	// per repetition, and the variant that resumes.
+	// per repetition, the variant that resumes, and the variant whose
+	// receiver echoes every message back (message round trip).
 	e8 := Spec{
 		Experiment:   "E8",
 		Description:  "AMQP 1.0 over TCP+TLS 1.3 vs over QUIC (iotq gateway next to Artemis): communication time of a 100-message batch, fresh and resumed connections, both links impaired alike",
@@ -173,7 +174,7 @@ func builtin() map[string][]Spec {
 		Transports:   []string{TransportAMQPS, TransportAMQPQUIC},
 		QoS:          []int{1},
 		PayloadSizes: []int{100},
-		Patterns:     []string{PatternBatch, PatternBatchResume},
+		Patterns:     []string{PatternBatch, PatternBatchResume, PatternBatchEcho},
 		Intervals:    []Duration{ms(1000)},
 		Messages:     100,
 		Repetitions:  20,

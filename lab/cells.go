@@ -29,7 +29,7 @@ func estimate(c Cell) time.Duration {
 		per += time.Duration(c.Messages) * (rtt + 2*time.Millisecond)
 	case PatternReconnect:
 		per += 8 * rtt
-	case PatternBatch, PatternBatchResume:
+	case PatternBatch, PatternBatchResume, PatternBatchEcho:
 		per += 10*rtt + time.Duration(c.Messages)*2*time.Millisecond
 	}
 	start := 3 * time.Second

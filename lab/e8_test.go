@@ -17,7 +17,9 @@ import (
 // TestE8SmokeEndToEnd runs E8 at its smallest through real namespaces and
 // emulated links: ActiveMQ Artemis in the broker's namespace (amqps) and
 // iotq gateway in front of it (amqp+quic), a fresh and a resumed batch per
-// transport. Every message arrives, the communication time and the
+// transport, and a fresh batch echoed back by the receiver. Every message
+// arrives, the echo round trip covers the path twice, the communication
+// time and the
 // start-up latency lie above their physical bounds, the resumed QUIC
 // connection used 0-RTT and the TLS one resumed, no Artemis outlives its
 // cell, and the report shows the batch table.
@@ -51,7 +53,7 @@ func TestE8SmokeEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows, _, _ := records.ReadFile[records.CellRow](filepath.Join(dir, FileCells))
-	if len(rows) != 4 || res.Failed != 0 {
+	if len(rows) != 6 || res.Failed != 0 {
 		for _, r := range rows {
 			t.Logf("%s: %s %s", r.Cell, r.Status, r.Error)
 			if r.Status != StatusOK {
@@ -60,7 +62,7 @@ func TestE8SmokeEndToEnd(t *testing.T) {
 				}
 			}
 		}
-		t.Fatalf("%d of 4 cells, %d failed", len(rows), res.Failed)
+		t.Fatalf("%d of 6 cells, %d failed", len(rows), res.Failed)
 	}
 	path := map[string]time.Duration{}
 	for _, r := range rows {
@@ -70,9 +72,10 @@ func TestE8SmokeEndToEnd(t *testing.T) {
 		path[r.Cell] = time.Duration(r.PathDelayNs)
 	}
 	msgs, _, _ := records.ReadFile[records.Message](filepath.Join(dir, FileMessages))
-	if len(msgs) != 4*20*2 {
-		t.Errorf("messages.csv has %d rows, want 160", len(msgs))
+	if len(msgs) != 6*20*2 {
+		t.Errorf("messages.csv has %d rows, want 240", len(msgs))
 	}
+	echoes := 0
 	for _, m := range msgs {
 		if m.RecvNs == 0 || m.Protocol != records.ProtocolAMQP {
 			t.Errorf("%s rep %d seq %d: not delivered or protocol %q", m.Cell, m.Rep, m.Seq, m.Protocol)
@@ -85,10 +88,22 @@ func TestE8SmokeEndToEnd(t *testing.T) {
 		if rtt := time.Duration(m.AckRTT()); rtt < 25*time.Millisecond {
 			t.Errorf("%s seq %d: ack round trip %v below the link's 25 ms", m.Cell, m.Seq, rtt)
 		}
+		if strings.Contains(m.Cell, PatternBatchEcho) {
+			// there and back: both links twice
+			if rtt := time.Duration(m.EchoRTT()); rtt < 2*path[m.Cell] {
+				t.Errorf("%s seq %d: echo round trip %v below twice the path delay %v", m.Cell, m.Seq, rtt, path[m.Cell])
+			}
+			echoes++
+		} else if m.EchoNs != 0 {
+			t.Errorf("%s seq %d: an echo without batch-echo", m.Cell, m.Seq)
+		}
+	}
+	if echoes != 2*20*2 {
+		t.Errorf("%d messages of batch-echo cells, want 80", echoes)
 	}
 	comps, _, _ := records.ReadFile[records.Completion](filepath.Join(dir, FileCompletions))
-	if len(comps) != 8 {
-		t.Errorf("completions.csv has %d rows, want 8", len(comps))
+	if len(comps) != 12 {
+		t.Errorf("completions.csv has %d rows, want 12", len(comps))
 	}
 	for _, c := range comps {
 		// a connection (2 round trips on TCP+TLS, 1 on QUIC, 0 with 0-RTT)
@@ -122,10 +137,13 @@ func TestE8SmokeEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("report: %v", err)
 	}
-	if len(sum.Batch) != 4 {
+	if len(sum.Batch) != 6 {
 		t.Fatalf("report batch rows: %d", len(sum.Batch))
 	}
 	for _, b := range sum.Batch {
+		if (b.Pattern == PatternBatchEcho) != (b.EchoRTTMs.N == 40) {
+			t.Errorf("report %s: %d echo round trips", b.Cell, b.EchoRTTMs.N)
+		}
 		if b.CommS.N != 2 || b.StartupMs.N != 2 || !(b.StartupMs.Min >= b.StartupBoundMs) || b.DeliveryRatio != 1 {
 			t.Errorf("report %s: comm n %d, startup n %d min %.1f bound %.1f, delivery %v", b.Cell, b.CommS.N, b.StartupMs.N, b.StartupMs.Min, b.StartupBoundMs, b.DeliveryRatio)
 		}

@@ -251,11 +251,11 @@ func (cr *cellRun) handshakeAllowance() time.Duration {
 	return 30*time.Second + 20*cr.rtt()
 }
 
-func (cr *cellRun) subArgs(rep int, topic, recFile, readyFile string, n int, notify bool, timeout time.Duration) []string {
-	args := []string{"sub", "--url", cr.url(NodeSub), "--ca", cr.ca, "-t", topic, "-q", strconv.Itoa(cr.c.QoS),
+func (cr *cellRun) subArgs(node, base string, rep int, topic, recFile, readyFile string, n int, notify bool, timeout time.Duration) []string {
+	args := []string{"sub", "--url", cr.url(node), "--ca", cr.ca, "-t", topic, "-q", strconv.Itoa(cr.c.QoS),
 		"-n", strconv.Itoa(n), "--timeout", timeout.String(), "--connect-timeout", cr.handshakeAllowance().String(),
 		"--records", recFile, "--stats", "json", "--quiet",
-		"--ready-file", readyFile, "--client-id", fmt.Sprintf("lab-sub-%d", rep)}
+		"--ready-file", readyFile, "--client-id", fmt.Sprintf("lab-%s-%d", base, rep)}
 	if notify {
 		args = append(args, "--notify", "stdout")
 	}
@@ -270,16 +270,23 @@ func (cr *cellRun) pubArgs(node, clientID, topic, recFile string, n int, interva
 }
 
 // startSub starts the subscriber and waits for its ready file.
-func (cr *cellRun) startSub(ctx context.Context, rep int, repDir, topic string, n int, timeout time.Duration, o spawnOpts) (*child, error) {
-	ready := filepath.Join(repDir, "sub.ready")
-	args := cr.subArgs(rep, topic, filepath.Join(repDir, "sub.csv"), ready, n, o.onLine != nil, timeout)
-	s, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodeSub, records.RoleSub, repDir, "sub", args, o)
+func (cr *cellRun) startSub(ctx context.Context, rep int, repDir, topic string, n int, timeout time.Duration, o spawnOpts, extra ...string) (*child, error) {
+	return cr.startSubOn(ctx, NodeSub, records.RoleSub, "sub", rep, repDir, topic, n, timeout, o, extra...)
+}
+
+// startSubOn starts a subscriber on node, with files repDir/base.*, and
+// waits for its ready file.
+func (cr *cellRun) startSubOn(ctx context.Context, node, role, base string, rep int, repDir, topic string, n int, timeout time.Duration, o spawnOpts, extra ...string) (*child, error) {
+	ready := filepath.Join(repDir, base+".ready")
+	args := cr.subArgs(node, base, rep, topic, filepath.Join(repDir, base+".csv"), ready, n, o.onLine != nil, timeout)
+	args = append(args, extra...)
+	s, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, node, role, repDir, base, args, o)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := waitReadyFile(ctx, ready, s, cr.r.opts.ReadyTimeout+cr.handshakeAllowance(), func([]byte) bool { return true }); err != nil {
 		s.stop(3 * time.Second)
-		return nil, fmt.Errorf("subscriber: %w", err)
+		return nil, fmt.Errorf("%s: %w", role, err)
 	}
 	return s, nil
 }
@@ -296,7 +303,7 @@ func (cr *cellRun) runRep(ctx context.Context, rep int) error {
 		return cr.repStopAndWait(ctx, rep, repDir, base)
 	case PatternReconnect:
 		return cr.repReconnect(ctx, rep, repDir, base)
-	case PatternBatch, PatternBatchResume:
+	case PatternBatch, PatternBatchResume, PatternBatchEcho:
 		return cr.repBatch(ctx, rep, repDir, base)
 	default:
 		return cr.repPeriodic(ctx, rep, repDir, base)
@@ -556,14 +563,26 @@ func (cr *cellRun) repBatch(ctx context.Context, rep int, repDir, base string) e
 			}
 		}
 	}
-	sub, err := cr.startSub(ctx, rep, repDir, topic, cr.c.Messages, deadline+10*time.Second, spawnOpts{})
+	var echo *child // batch-echo: the sender's second connection, receiving the echoes
+	var subExtra []string
+	if cr.c.Pattern == PatternBatchEcho {
+		var err error
+		echo, err = cr.startSubOn(ctx, NodePub, records.RoleEcho, "echo", rep, repDir, base+"/echo", cr.c.Messages, deadline+10*time.Second, spawnOpts{})
+		if err != nil {
+			return err
+		}
+		subExtra = []string{"--echo", base + "/echo"}
+	}
+	sub, err := cr.startSub(ctx, rep, repDir, topic, cr.c.Messages, deadline+10*time.Second, spawnOpts{}, subExtra...)
 	if err != nil {
+		echo.stop(3 * time.Second)
 		return err
 	}
 	pub, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, records.RolePub, repDir, "pub",
 		cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), topic, filepath.Join(repDir, "pub.csv"), cr.c.Messages, 0, extra...), spawnOpts{})
 	if err != nil {
 		sub.stop(3 * time.Second)
+		echo.stop(3 * time.Second)
 		return err
 	}
 	var runErr error
@@ -576,6 +595,11 @@ func (cr *cellRun) repBatch(ctx context.Context, rep int, repDir, base string) e
 	}
 	sub.wait(ctx, cr.grace())
 	sub.stop(5 * time.Second)
+	if echo != nil {
+		echo.wait(ctx, cr.grace())
+		echo.stop(5 * time.Second)
+		cr.cpuRow(rep, echo)
+	}
 	cr.cpuRow(rep, pub)
 	cr.cpuRow(rep, sub)
 	if err := cr.collect(rep, repDir, []pubRun{{file: "pub.csv", stats: "pub.stdout", role: records.RolePub, topic: topic}}, sub); err != nil {
@@ -616,6 +640,17 @@ func (cr *cellRun) collect(rep int, repDir string, runs []pubRun, sub *child) er
 		return err
 	}
 	first := firstReceipts(subs)
+	// batch-echo: the echoes back at the sender (same seq, topic .../echo)
+	echoes, err := readNodeRecords[records.SubRecord](filepath.Join(repDir, "echo.csv"))
+	if err != nil {
+		return err
+	}
+	echoAt := map[int64]int64{}
+	for _, e := range echoes {
+		if t, ok := echoAt[e.Seq]; !ok || e.RecvNs < t {
+			echoAt[e.Seq] = e.RecvNs
+		}
+	}
 	c := cr.c
 	var published, delivered int
 	var seqOffset int64
@@ -640,7 +675,8 @@ func (cr *cellRun) collect(rep int, repDir string, runs []pubRun, sub *child) er
 			}
 			published++
 			m := records.Message{Cell: c.ID, Rep: rep, Protocol: c.ProtocolName(), Transport: c.Transport, QoS: c.QoS,
-				Seq: p.Seq + seqOffset, Size: p.Size, SendNs: p.SendNs, Node: NodePub, Topic: pr.topic, AcceptedNs: p.AcceptedNs}
+				Seq: p.Seq + seqOffset, Size: p.Size, SendNs: p.SendNs, Node: NodePub, Topic: pr.topic, AcceptedNs: p.AcceptedNs,
+				EchoNs: echoAt[p.Seq]}
 			if s, ok := first[receiptKey{pr.topic, p.Seq}]; ok {
 				delivered++
 				m.RecvNs, m.DelayNs = s.RecvNs, s.DelayNs
@@ -677,11 +713,11 @@ func (cr *cellRun) collect(rep int, repDir string, runs []pubRun, sub *child) er
 			return err
 		}
 	}
-	if c.Pattern == PatternBatch || c.Pattern == PatternBatchResume {
+	if c.Pattern == PatternBatch || c.Pattern == PatternBatchResume || c.Pattern == PatternBatchEcho {
 		// communication time: from the connection's start, not the first send
 		startNs = dialStart
 	}
-	if c.Pattern == PatternStopAndWait || c.Pattern == PatternBatch || c.Pattern == PatternBatchResume {
+	if c.Pattern == PatternStopAndWait || c.Pattern == PatternBatch || c.Pattern == PatternBatchResume || c.Pattern == PatternBatchEcho {
 		comp := records.Completion{Cell: c.ID, Rep: rep, Transport: c.Transport, StartNs: startNs, EndNs: endNs,
 			Delivered: delivered, Published: published}
 		if delivered == published && published == c.Messages && startNs > 0 && endNs > startNs {

@@ -96,6 +96,7 @@ const (
 	PatternReconnect   = records.PatternReconnect
 	PatternBatch       = records.PatternBatch       // E8: a batch on a fresh connection per repetition
 	PatternBatchResume = records.PatternBatchResume // E8: the same, resuming (TLS resumption, QUIC 0-RTT)
+	PatternBatchEcho   = records.PatternBatchEcho   // E8: a fresh batch whose receiver echoes each message back
 )
 
 // Scales.
@@ -132,7 +133,8 @@ type Spec struct {
 	QoS []int `yaml:"qos"`
 	// PayloadSizes in bytes (at least the measurement header). Default [100].
 	PayloadSizes []int `yaml:"payload_sizes"`
-	// Patterns: periodic, stop-and-wait, reconnect, batch, batch-resume.
+	// Patterns: periodic, stop-and-wait, reconnect, batch, batch-resume,
+	// batch-echo.
 	// Default [periodic].
 	Patterns []string `yaml:"patterns"`
 	// Intervals between publishes (periodic pattern; background publishers
@@ -451,7 +453,7 @@ func (s Spec) Validate() error {
 	}
 	for i, p := range d.Patterns {
 		switch p {
-		case PatternBatch, PatternBatchResume:
+		case PatternBatch, PatternBatchResume, PatternBatchEcho:
 		case PatternPeriodic, PatternStopAndWait, PatternReconnect:
 			if p != PatternPeriodic && len(d.QoS) > 0 {
 				for _, q := range d.QoS {
@@ -462,7 +464,7 @@ func (s Spec) Validate() error {
 				}
 			}
 		default:
-			bad(fmt.Sprintf("patterns[%d]", i), "%q: want periodic, stop-and-wait, reconnect, batch or batch-resume", p)
+			bad(fmt.Sprintf("patterns[%d]", i), "%q: want periodic, stop-and-wait, reconnect, batch, batch-resume or batch-echo", p)
 		}
 	}
 	dupCheck(d.Patterns, "patterns", bad)

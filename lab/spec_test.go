@@ -348,14 +348,15 @@ func TestExampleScenarioFilesParse(t *testing.T) {
 // TestBuiltinE8MatchesExperimentsDoc: E8 as docs/experiments.md states it:
 // sender and receiver behind profile links (round-trip convention, both
 // links alike), loss 0-15 %, AMQP over TCP+TLS vs over QUIC, a batch of
-// 100 messages of 100 B at least once, 20 repetitions, fresh and resumed.
+// 100 messages of 100 B at least once, 20 repetitions, fresh and resumed,
+// and fresh with the receiver's echo.
 func TestBuiltinE8MatchesExperimentsDoc(t *testing.T) {
 	specs, _ := Builtin("e8")
 	cells, err := Cells(specs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := len(cells), 3*5*2*2; got != want {
+	if got, want := len(cells), 3*5*2*3; got != want {
 		t.Fatalf("E8 has %d cells, want %d", got, want)
 	}
 	seen := map[string]bool{}
@@ -368,7 +369,7 @@ func TestBuiltinE8MatchesExperimentsDoc(t *testing.T) {
 			t.Fatalf("satellite RTT 600 ms: %+v", c.PubLink)
 		}
 	}
-	if len(seen) != 4 || !seen["amqps/batch"] || !seen["amqp+quic/batch-resume"] {
+	if len(seen) != 6 || !seen["amqps/batch"] || !seen["amqp+quic/batch-resume"] || !seen["amqps/batch-echo"] {
 		t.Fatalf("transports x patterns: %v", seen)
 	}
 }

@@ -161,6 +161,10 @@ const (
 	// previous repetition's TLS session or QUIC 0-RTT ticket.
 	PatternBatch       = "batch"
 	PatternBatchResume = "batch-resume"
+	// PatternBatchEcho: PatternBatch whose receiver publishes each message
+	// back, received on the sender's node by a second connection
+	// (RoleEcho): Message.EchoNs, the round trip sender-receiver-sender.
+	PatternBatchEcho = "batch-echo"
 
 	ProtocolMQTT = "mqtt" // application protocols (the protocol columns)
 	ProtocolAMQP = "amqp"
@@ -175,6 +179,7 @@ const (
 	RolePubBackground = "pub-background" // the other publishers of a shared medium
 	RoleSub           = "sub"
 	RoleBroker        = "broker"
+	RoleEcho          = "echo" // batch-echo: the sender node's subscriber to the echoes
 
 	LinkPub    = "pub"    // publisher-broker link (pub-broker-sub)
 	LinkMedium = "medium" // the shared medium of the publishers (shared-medium)

@@ -60,7 +60,7 @@ func TestVersion0Headers(t *testing.T) {
 		"completions": Header[Completion](), "cells": Header[CellRow](),
 	}
 	// version 2: accepted_ns appended to messages, protocol after transport in cells
-	want["messages"] += ",accepted_ns"
+	want["messages"] += ",accepted_ns,echo_ns"
 	want["cells"] = strings.Replace(want["cells"], ",transport,", ",transport,protocol,", 1)
 	for k, w := range want {
 		if g := strings.Join(got[k], ","); g != w {
@@ -118,7 +118,7 @@ func TestWriteReadRoundTrip(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(buf.String(), "\nc,1,,,0,8,0,11,,,,,\n") {
+	if !strings.Contains(buf.String(), "\nc,1,,,0,8,0,11,,,,,,\n") {
 		t.Errorf("zero times are not written empty:\n%s", buf.String())
 	}
 	out, h, err := Read[Message](&buf)

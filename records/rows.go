@@ -52,6 +52,18 @@ type Message struct {
 	// PUBACK/PUBCOMP, the AMQP accepted disposition, the CoAP ACK); empty
 	// before version 2 and when the message was never acknowledged.
 	AcceptedNs int64 `csv:"accepted_ns,omitzero"`
+	// EchoNs (pattern batch-echo) is when the receiver's echo of the
+	// message arrived back at the sender's node; empty otherwise.
+	EchoNs int64 `csv:"echo_ns,omitzero"`
+}
+
+// EchoRTT is the round trip sender -> receiver -> sender (echo_ns -
+// send_ns), 0 when there was no echo.
+func (m Message) EchoRTT() int64 {
+	if m.EchoNs <= 0 || m.SendNs <= 0 || m.EchoNs < m.SendNs {
+		return 0
+	}
+	return m.EchoNs - m.SendNs
 }
 
 // AckRTT is the round trip from the send to the broker's acknowledgement

@@ -38,6 +38,10 @@ type BatchResult struct {
 	// (accepted_ns - send_ns in messages.csv): sender to broker and back.
 	AckRTTMs          stats.Summary `json:"ack_rtt_ms"`
 	AckRTTDegradation float64       `json:"ack_rtt_degradation"`
+	// EchoRTTMs (pattern batch-echo): per message, send to the receiver's
+	// echo arriving back at the sender (echo_ns - send_ns).
+	EchoRTTMs          stats.Summary `json:"echo_rtt_ms"`
+	EchoRTTDegradation float64       `json:"echo_rtt_degradation"`
 	// StartupMs: the sender's dial start to the receiver's first message of
 	// the repetition (connections.csv), with its physical bound.
 	StartupMs      stats.Summary `json:"startup_ms"`
@@ -50,7 +54,7 @@ type BatchResult struct {
 }
 
 func isBatch(pattern string) bool {
-	return pattern == records.PatternBatch || pattern == records.PatternBatchResume
+	return pattern == records.PatternBatch || pattern == records.PatternBatchResume || pattern == records.PatternBatchEcho
 }
 
 // batchResults computes the batch figures of the cells of the batch
@@ -64,7 +68,8 @@ func batchResults(ds *dataset, cells []*CellResult) []*BatchResult {
 		}
 		b := &BatchResult{Cell: c.Cell, Experiment: c.Experiment, Profile: c.Profile, LossPct: c.LossPct,
 			Protocol: records.ProtocolOr(c.protocol), Transport: c.Transport, Pattern: c.Pattern, QoS: c.QoS, Size: c.Size,
-			DeliveryRatio: c.DeliveryRatio, CommDegradation: nan(), AckRTTDegradation: nan(), StartupBoundMs: nan()}
+			DeliveryRatio: c.DeliveryRatio, CommDegradation: nan(), AckRTTDegradation: nan(), EchoRTTDegradation: nan(),
+			StartupBoundMs: nan()}
 		byID[c.Cell] = b
 		out = append(out, b)
 	}
@@ -84,11 +89,14 @@ func batchResults(ds *dataset, cells []*CellResult) []*BatchResult {
 		}
 		comm[r.Cell] = append(comm[r.Cell], float64(r.CompletionNs)/1e9)
 	}
-	ack := map[string][]float64{}
+	ack, echo := map[string][]float64{}, map[string][]float64{}
 	for _, m := range ds.messages {
 		if b := byID[m.Cell]; b != nil {
 			if d := m.AckRTT(); d > 0 {
 				ack[m.Cell] = append(ack[m.Cell], float64(d)/1e6)
+			}
+			if d := m.EchoRTT(); d > 0 {
+				echo[m.Cell] = append(echo[m.Cell], float64(d)/1e6)
 			}
 		}
 	}
@@ -121,6 +129,7 @@ func batchResults(ds *dataset, cells []*CellResult) []*BatchResult {
 	for _, b := range out {
 		b.CommS = stats.Summarize(comm[b.Cell])
 		b.AckRTTMs = stats.Summarize(ack[b.Cell])
+		b.EchoRTTMs = stats.Summarize(echo[b.Cell])
 		b.StartupMs = stats.Summarize(startup[b.Cell])
 		if c := cellOf[b.Cell]; c.Link.Source != "" {
 			b.StartupBoundMs = startupBound(c.Link, b.Transport, b.ZeroRTT > 0)
@@ -146,6 +155,7 @@ func batchResults(ds *dataset, cells []*CellResult) []*BatchResult {
 		if z := base[key(b)]; z != nil {
 			b.CommDegradation = ratio(b.CommS.Mean, z.CommS.Mean)
 			b.AckRTTDegradation = ratio(b.AckRTTMs.Mean, z.AckRTTMs.Mean)
+			b.EchoRTTDegradation = ratio(b.EchoRTTMs.Mean, z.EchoRTTMs.Mean)
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
@@ -171,16 +181,18 @@ func batchResults(ds *dataset, cells []*CellResult) []*BatchResult {
 func batchTable(s *Summary) tab {
 	t := tab{id: "batch", title: "Batch over a fresh or resumed connection (E8)",
 		intro: "One row per cell of pattern batch (a new connection per repetition) or batch-resume (resuming the previous " +
-			"repetition's TLS session / QUIC 0-RTT ticket). comm = sender's connection start to the receiver's last message of the batch, in s " +
-			"(complete repetitions); ack RTT = send to the broker's acknowledgement per message, in ms; startup = connection start to the " +
+			"repetition's TLS session / QUIC 0-RTT ticket) or batch-echo (fresh, the receiver echoing each message back). comm = sender's connection start to the receiver's last message of the batch, in s " +
+			"(complete repetitions); ack RTT = send to the broker's acknowledgement per message, in ms; echo RTT = send to the " +
+			"receiver's echo arriving back at the sender (batch-echo), in ms; startup = connection start to the " +
 			"receiver's first message, in ms, with its bound (transport handshake round trips + one-way path); x0% = mean divided by the same " +
 			"transport's mean at 0 % loss.",
 		head: []string{"experiment", "pattern", "profile", "loss %", "protocol", "transport", "reps", "incomplete", "comm mean", "comm median",
-			"comm p95", "comm x0%", "ack RTT mean", "ack RTT p95", "ack RTT x0%", "startup median", "startup bound", "resumed", "0-RTT", "delivery"}}
+			"comm p95", "comm x0%", "ack RTT mean", "ack RTT p95", "ack RTT x0%", "echo RTT mean", "echo RTT p95", "echo x0%", "startup median", "startup bound", "resumed", "0-RTT", "delivery"}}
 	for _, b := range s.Batch {
 		t.rows = append(t.rows, []string{b.Experiment, b.Pattern, b.Profile, loss(b.LossPct), b.Protocol, b.Transport,
 			strconv.Itoa(b.CommS.N), strconv.Itoa(b.Incomplete), fmtF(b.CommS.Mean, 3), fmtF(b.CommS.Median, 3), fmtF(b.CommS.P95, 3),
 			fmtF(b.CommDegradation, 2), fmtF(b.AckRTTMs.Mean, 1), fmtF(b.AckRTTMs.P95, 1), fmtF(b.AckRTTDegradation, 2),
+			fmtF(b.EchoRTTMs.Mean, 1), fmtF(b.EchoRTTMs.P95, 1), fmtF(b.EchoRTTDegradation, 2),
 			fmtF(b.StartupMs.Median, 1), fmtF(b.StartupBoundMs, 1), strconv.Itoa(b.Resumed), strconv.Itoa(b.ZeroRTT), fmtF(b.DeliveryRatio, 4)})
 	}
 	return t

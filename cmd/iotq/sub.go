@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +45,11 @@ For the lab:
                       p95_ms, p99_ms, max_ms, sd_ms} over first copies;
                       percentiles type 7, as the report computes them.
   --quiet             no per-message lines
+  --echo TOPIC        publish every measurement message received (first
+                      copies) unchanged to TOPIC, with QoS -q, so that an
+                      iotq sub on the sender's side measures the round trip
+                      sender -> receiver -> sender (its delay_ns: the
+                      payload still carries the original send time)
 
 The connection flags are those of iotq pub.`,
 		Flags: newFlagSet("sub"),
@@ -58,6 +64,7 @@ The connection flags are those of iotq pub.`,
 		readyFile string
 		notify    string
 		quiet     bool
+		echo      string
 	)
 	cf.register(fs)
 	fs.Var(&topics, "t", "topic `filter` to subscribe to (repeatable, + and # allowed)")
@@ -67,6 +74,7 @@ The connection flags are those of iotq pub.`,
 	fs.StringVar(&readyFile, "ready-file", "", "write `PATH` once the broker granted every subscription")
 	fs.StringVar(&notify, "notify", "", "print \"recv SEQ\" per measurement message to: stdout")
 	fs.BoolVar(&quiet, "quiet", false, "do not print a line per message")
+	fs.StringVar(&echo, "echo", "", "publish each measurement message received unchanged to `TOPIC` (round trips)")
 	c.Run = runE(func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
 			return usageErrorf("unexpected arguments %q", args)
@@ -83,6 +91,8 @@ The connection flags are those of iotq pub.`,
 			return usageErrorf("--timeout must not be negative and --connect-timeout must be positive")
 		case notify != "" && notify != "stdout":
 			return usageErrorf("--notify %q: want stdout", notify)
+		case echo != "" && (strings.ContainsAny(echo, "+#") || count <= 0):
+			return usageErrorf("--echo %q: want a topic without wildcards, and -n COUNT (it bounds the echoes)", echo)
 		}
 		var recs *records.Writer[records.SubRecord]
 		if cf.records != "" {
@@ -93,6 +103,9 @@ The connection flags are those of iotq pub.`,
 		}
 		s := &subscriber{out: bufio.NewWriter(a.stdout), recs: recs, quiet: quiet, notify: notify == "stdout",
 			limit: count, msgCh: make(chan struct{}, 1), full: make(chan struct{})}
+		if echo != "" {
+			s.echoTopic, s.echoCh = echo, make(chan []byte, count)
+		}
 		runErr := s.run(ctx, &cf, topics, timeout, connectTO, readyFile)
 		if err := recs.Close(); err != nil && runErr == nil {
 			runErr = err
@@ -116,6 +129,36 @@ type subscriber struct {
 	limit    int
 	msgCh    chan struct{} // a message arrived (cap 1)
 	full     chan struct{} // closed when limit reached
+
+	// --echo: payloads to publish back (cap: the -n limit), on echoTopic
+	echoTopic  string
+	echoCh     chan []byte
+	echoClosed bool // echoCh is closed (under mu)
+}
+
+// echoes publishes the payloads of echoCh until it is closed, then waits
+// for their receipts (bounded by wait). It returns how many failed.
+func (s *subscriber) echoes(c client.Client, qos byte, wait time.Duration) int {
+	var receipts []*client.Receipt
+	failed := 0
+	for p := range s.echoCh {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		r, err := c.Publish(ctx, s.echoTopic, p, client.PublishOptions{QoS: qos})
+		cancel()
+		if err != nil {
+			failed++
+			continue
+		}
+		receipts = append(receipts, r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	for _, r := range receipts {
+		if r.Wait(ctx) != nil {
+			failed++
+		}
+	}
+	return failed
 }
 
 func (s *subscriber) handle(m client.Message) {
@@ -126,6 +169,12 @@ func (s *subscriber) handle(m client.Message) {
 	}
 	s.received++
 	if o, ok := s.rx.Observe(m); ok {
+		if s.echoCh != nil && !s.echoClosed && !o.Duplicate {
+			select {
+			case s.echoCh <- append([]byte(nil), m.Payload...):
+			default: // more than -n: not echoed
+			}
+		}
 		if s.recs != nil {
 			_ = s.recs.Write(records.SubRecord{Seq: int64(o.Header.Seq), Size: len(m.Payload), SendNs: o.Header.SendNs,
 				RecvNs: o.RecvNs, DelayNs: o.DelayNs, Topic: m.Topic, QoS: int(m.QoS), Duplicate: o.Duplicate})
@@ -165,6 +214,10 @@ func (s *subscriber) run(ctx context.Context, cf *clientFlags, topics []string, 
 		}
 	}
 	cancel()
+	echoDone := make(chan int, 1)
+	if s.echoCh != nil {
+		go func() { echoDone <- s.echoes(c, byte(cf.qos), connectTO) }()
+	}
 	if readyFile != "" {
 		if err := writeReady(readyFile); err != nil {
 			return err
@@ -195,6 +248,16 @@ wait:
 			}
 		case <-idleC:
 			break wait
+		}
+	}
+	if s.echoCh != nil {
+		// no more echoes after the limit or the end; wait for the receipts
+		s.mu.Lock()
+		s.echoClosed = true
+		close(s.echoCh)
+		s.mu.Unlock()
+		if n := <-echoDone; n > 0 && endErr == nil {
+			endErr = fmt.Errorf("%d echoes to %s failed", n, s.echoTopic)
 		}
 	}
 	info := c.ConnectionInfo()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -74,5 +75,51 @@ func TestPubSubOverQUICWith0RTT(t *testing.T) {
 	}
 	if st := lastJSON(t, sub.out.String()); st["received"] != 6.0 {
 		t.Fatalf("sub received %v, want 6", st["received"])
+	}
+}
+
+// TestSubEcho: sub --echo publishes every measurement message it receives
+// unchanged to the echo topic; a second sub on that topic sees each once,
+// with delay_ns from the original send time (the round trip), at least
+// the receiver's own delay.
+func TestSubEcho(t *testing.T) {
+	srv := brokertest.Start(t, broker.Options{Listen: []string{"mqtt://127.0.0.1:0"}, StateDir: t.TempDir()})
+	url := brokertest.Endpoint(t, srv, "mqtt")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	back := startCLI(ctx, "sub", "--url", url, "-t", "rt/back", "-q", "1", "-n", "5", "--timeout", "20s", "--quiet",
+		"--records", filepath.Join(dir, "back.csv"), "--ready-file", filepath.Join(dir, "back.ready"))
+	waitFile(t, filepath.Join(dir, "back.ready"))
+	echo := startCLI(ctx, "sub", "--url", url, "-t", "rt/go", "-q", "1", "-n", "5", "--timeout", "20s", "--quiet",
+		"--records", filepath.Join(dir, "go.csv"), "--echo", "rt/back", "--ready-file", filepath.Join(dir, "go.ready"))
+	waitFile(t, filepath.Join(dir, "go.ready"))
+	if code, _, errOut := runCLI(ctx, "pub", "--url", url, "-t", "rt/go", "-q", "1", "--size", "64", "-n", "5"); code != 0 {
+		t.Fatalf("pub: %s", errOut)
+	}
+	echo.wait(t)
+	back.wait(t)
+	if echo.code != 0 || back.code != 0 {
+		t.Fatalf("echo exit %d (%s), back exit %d (%s)", echo.code, echo.errb.String(), back.code, back.errb.String())
+	}
+	there, rt := readCSV(t, filepath.Join(dir, "go.csv")), readCSV(t, filepath.Join(dir, "back.csv"))
+	if len(there) != 6 || len(rt) != 6 {
+		t.Fatalf("rows: %d there, %d back (want 5 + header each)", len(there), len(rt))
+	}
+	// seq, size, send_ns, recv_ns, delay_ns: the same message with the same
+	// send time, received later than at the echoing subscriber
+	num := func(v string) int64 { n, _ := strconv.ParseInt(v, 10, 64); return n }
+	got := map[string][]string{}
+	for _, r := range there[1:] {
+		got[r[0]] = r
+	}
+	for _, r := range rt[1:] {
+		g := got[r[0]]
+		if g == nil || r[2] != g[2] || r[1] != "64" || num(r[4]) < num(g[4]) || num(r[4]) <= 0 {
+			t.Errorf("echo of seq %s: %v, at the echoing subscriber %v", r[0], r, g)
+		}
+	}
+	if code, _, _ := runCLI(ctx, "sub", "--url", url, "-t", "a", "--echo", "b/#", "-n", "1"); code != 2 {
+		t.Errorf("--echo with a wildcard: exit %d, want 2", code)
 	}
 }
