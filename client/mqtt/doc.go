@@ -27,7 +27,11 @@
 // Concurrency: a client is safe for concurrent use. It owns the goroutines
 // of its paho client plus one per pending receipt (MQTT 3.1.1: every
 // publish until its token completes; MQTT 5: every QoS 1/2 publish until its
-// acknowledgement); Close stops and waits for all of them. paho.golang
+// acknowledgement); Close stops and waits for all of them, except an MQTT
+// 3.1.1 hand-over stuck inside paho's Publish because the connection died
+// under it, which paho ends by itself within AckTimeout (its WriteTimeout)
+// and offers no way to interrupt; Publish itself returns at once when the
+// connection ends. paho.golang
 // writes one packet as several Writes under the conn's sync.Locker; the conn
 // gathers them into one transport write per packet.
 //

@@ -28,10 +28,13 @@ type v3Client struct {
 	sessionPresent bool
 	wg             sync.WaitGroup // receipt watchers
 	closeOnce      sync.Once
+	// handover (capacity 1) lets one paho Publish call run at a time, in
+	// call order. See Publish.
+	handover chan struct{}
 }
 
 func dialV3(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Client, error) {
-	c := &v3Client{lifecycle: newLifecycle(), ep: ep, o: o}
+	c := &v3Client{lifecycle: newLifecycle(), ep: ep, o: o, handover: make(chan struct{}, 1)}
 	// The transport is dialled on paho's goroutine (the open function);
 	// mu guards what it leaves behind, dialDone closes when it returned.
 	var (
@@ -166,7 +169,10 @@ func (c *v3Client) Publish(ctx context.Context, topic string, payload []byte, op
 		return nil, fmt.Errorf("publish %s: %w", topic, core.ErrClosed)
 	default:
 	}
-	tok := c.pc.Publish(topic, opts.QoS, opts.Retain, payload)
+	tok, err := c.handOver(topic, payload, opts)
+	if err != nil {
+		return nil, err
+	}
 	r, complete := core.NewReceipt()
 	c.wg.Add(1)
 	go func() {
@@ -184,6 +190,39 @@ func (c *v3Client) Publish(ctx context.Context, topic string, payload []byte, op
 		}
 	}()
 	return r, nil
+}
+
+// handOver passes one message to paho. paho's Publish can block for its
+// whole WriteTimeout (AckTimeout) when the connection dies between its
+// "connected" check and the hand-over to its writer, whose goroutine is
+// gone by then. So the call runs on a goroutine of its own, one at a time
+// and in order (handover), and handOver returns as soon as the connection
+// has ended. A call stuck that way ends by itself within WriteTimeout; it
+// is the only goroutine of the client that Close does not wait for, as
+// paho offers no way to interrupt it.
+func (c *v3Client) handOver(topic string, payload []byte, opts core.PublishOptions) (paho.Token, error) {
+	lost := func() error {
+		if err := c.Err(); err != nil {
+			return fmt.Errorf("publish %s: %w", topic, err)
+		}
+		return fmt.Errorf("publish %s: %w", topic, core.ErrClosed)
+	}
+	select {
+	case c.handover <- struct{}{}:
+	case <-c.done:
+		return nil, lost()
+	}
+	tokc := make(chan paho.Token, 1)
+	go func() {
+		defer func() { <-c.handover }()
+		tokc <- c.pc.Publish(topic, opts.QoS, opts.Retain, payload)
+	}()
+	select {
+	case tok := <-tokc:
+		return tok, nil
+	case <-c.done:
+		return nil, lost()
+	}
 }
 
 // endReason is the error for receipts pending when the connection ended.
