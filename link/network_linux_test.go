@@ -322,12 +322,25 @@ func TestChainTopology(t *testing.T) {
 		rtt        time.Duration
 	}{{"pub", "pub", 10 * time.Millisecond}, {"sub", "sub", 20 * time.Millisecond}} {
 		conn := dialUDP(t, n, c.node, netip.AddrPortFrom(n.AddrOn("broker", c.link), srv.Port()))
-		rtts := pingUDP(t, conn, 20, 5*time.Millisecond, 32)
-		if len(rtts) != 20 {
-			t.Fatalf("%s: %d of 20 echoes", c.node, len(rtts))
-		}
-		if m := median(rtts); m < c.rtt || m > c.rtt+10*time.Millisecond {
-			t.Errorf("%s: median RTT %v, want about %v", c.node, m, c.rtt)
+		// A busy machine (CI runs packages in parallel) can delay a whole
+		// burst of echoes, never make one faster than the link: retry the
+		// upper bound up to 3 bursts; the lower bound holds for every one.
+		for try := 1; ; try++ {
+			rtts := pingUDP(t, conn, 20, 5*time.Millisecond, 32)
+			if len(rtts) != 20 {
+				t.Fatalf("%s: %d of 20 echoes", c.node, len(rtts))
+			}
+			m := median(rtts)
+			if m < c.rtt {
+				t.Fatalf("%s: median RTT %v, below the link's %v", c.node, m, c.rtt)
+			}
+			if m <= c.rtt+10*time.Millisecond {
+				break
+			}
+			if try == 3 {
+				t.Errorf("%s: median RTT %v in 3 bursts, want about %v", c.node, m, c.rtt)
+				break
+			}
 		}
 	}
 }
