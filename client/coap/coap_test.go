@@ -17,7 +17,11 @@ import (
 
 // startBroker starts a broker with an MQTT listener and every CoAP
 // listener; coaps:// accepts the PSK identity "dev1" with key "secret1".
-func startBroker(t *testing.T, mod func(*broker.Options)) *broker.Server {
+func startBroker(t *testing.T, mod func(*broker.Options)) *broker.Server { return startBrokerMod(t, mod) }
+
+func startBrokerTB(t testing.TB) *broker.Server { return startBrokerMod(t, nil) }
+
+func startBrokerMod(t testing.TB, mod func(*broker.Options)) *broker.Server {
 	t.Helper()
 	dir := t.TempDir()
 	psk := filepath.Join(dir, "psk.txt")
@@ -51,7 +55,7 @@ func startBroker(t *testing.T, mod func(*broker.Options)) *broker.Server {
 }
 
 // endpointOf returns the broker's URL for scheme.
-func endpointOf(t *testing.T, srv *broker.Server, scheme string) string {
+func endpointOf(t testing.TB, srv *broker.Server, scheme string) string {
 	t.Helper()
 	for _, e := range srv.Endpoints() {
 		if strings.HasPrefix(e, scheme+"://") {
@@ -63,6 +67,14 @@ func endpointOf(t *testing.T, srv *broker.Server, scheme string) string {
 }
 
 func dial(t *testing.T, srv *broker.Server, scheme string, o client.Options) client.Client {
+	return dialOpts(t, srv, scheme, o)
+}
+
+func dialTB(t testing.TB, srv *broker.Server, scheme string) client.Client {
+	return dialOpts(t, srv, scheme, client.Options{})
+}
+
+func dialOpts(t testing.TB, srv *broker.Server, scheme string, o client.Options) client.Client {
 	t.Helper()
 	u := endpointOf(t, srv, scheme)
 	if scheme == "coaps" && o.Username == "" {
