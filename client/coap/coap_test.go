@@ -17,7 +17,9 @@ import (
 
 // startBroker starts a broker with an MQTT listener and every CoAP
 // listener; coaps:// accepts the PSK identity "dev1" with key "secret1".
-func startBroker(t *testing.T, mod func(*broker.Options)) *broker.Server { return startBrokerMod(t, mod) }
+func startBroker(t *testing.T, mod func(*broker.Options)) *broker.Server {
+	return startBrokerMod(t, mod)
+}
 
 func startBrokerTB(t testing.TB) *broker.Server { return startBrokerMod(t, nil) }
 
