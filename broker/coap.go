@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"net"
 	"sync"
 
@@ -21,9 +22,10 @@ import (
 // coapState is the Server's CoAP front, created by the first CoAP listener
 // and closed with the last one.
 type coapState struct {
-	mu    sync.Mutex
-	front *coapfront.Front
-	refs  int
+	mu        sync.Mutex
+	front     *coapfront.Front
+	refs      int
+	collector bool // coapCollector registered
 }
 
 // topicsAdapter gives the front the topic space and the ACL.
@@ -64,6 +66,12 @@ func (s *Server) listen(raw string, lopts transport.ListenOptions) (transport.Li
 			return nil, err
 		}
 		s.coap.front = f
+		if !s.coap.collector {
+			s.coap.collector = true
+			if err := s.met.reg.Register(newCoAPCollector(s)); err != nil {
+				s.log.Warn("coap metrics not registered", "error", err)
+			}
+		}
 	}
 	s.coap.refs++
 	front := s.coap.front
@@ -201,4 +209,54 @@ func (l *coapListener) Close() error {
 		l.s.releaseCoAP()
 	})
 	return err
+}
+
+// coapCollector exports the CoAP front's counters on /metrics
+// (iotq_broker_coap_*), read at scrape time.
+type coapCollector struct {
+	s         *Server
+	counters  map[string]*prometheus.Desc
+	observers *prometheus.Desc
+}
+
+func newCoAPCollector(s *Server) coapCollector {
+	return coapCollector{s: s, counters: map[string]*prometheus.Desc{
+		"requests":             prometheus.NewDesc("iotq_broker_coap_requests_total", "CoAP requests handled.", nil, nil),
+		"publishes":            prometheus.NewDesc("iotq_broker_coap_publishes_total", "CoAP PUTs published into the topic space.", nil, nil),
+		"notifications":        prometheus.NewDesc("iotq_broker_coap_notifications_total", "CoAP notifications sent.", nil, nil),
+		"notify_failures":      prometheus.NewDesc("iotq_broker_coap_notification_failures_total", "Confirmable notifications not acknowledged (observer removed).", nil, nil),
+		"coalesced":            prometheus.NewDesc("iotq_broker_coap_coalesced_total", "Notifications replaced by a newer value before they were sent.", nil, nil),
+		"denied":               prometheus.NewDesc("iotq_broker_coap_denied_total", "CoAP requests refused by the ACL.", nil, nil),
+		"message_layer_events": prometheus.NewDesc("iotq_broker_coap_message_events_total", "CoAP message-layer events on UDP and DTLS listeners (sent, received, retransmission, acknowledged, timeout, reset_received, reset_sent, duplicate, bad_datagram, bad_option, overload, stray).", []string{"event"}, nil),
+	}, observers: prometheus.NewDesc("iotq_broker_coap_observers", "Current CoAP observations.", nil, nil)}
+}
+
+func (c coapCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.counters {
+		ch <- d
+	}
+	ch <- c.observers
+}
+
+func (c coapCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.CoAPStats()
+	counter := func(name string, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(c.counters[name], prometheus.CounterValue, float64(v), labels...)
+	}
+	counter("requests", st.Requests)
+	counter("publishes", st.Publishes)
+	counter("notifications", st.Notifications)
+	counter("notify_failures", st.NotifyFailures)
+	counter("coalesced", st.Coalesced)
+	counter("denied", st.Denied)
+	m := st.Message
+	for _, e := range []struct {
+		name string
+		v    int64
+	}{{"sent", m.Sent}, {"received", m.Received}, {"retransmission", m.Retransmissions}, {"acknowledged", m.Acknowledged},
+		{"timeout", m.Timeouts}, {"reset_received", m.ResetsReceived}, {"reset_sent", m.ResetsSent}, {"duplicate", m.Duplicates},
+		{"bad_datagram", m.BadDatagrams}, {"bad_option", m.BadOptions}, {"overload", m.Overload}, {"stray", m.Stray}} {
+		counter("message_layer_events", e.v, e.name)
+	}
+	ch <- prometheus.MustNewConstMetric(c.observers, prometheus.GaugeValue, float64(st.Observers))
 }

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +36,7 @@ func startBrokerMod(t testing.TB, mod func(*broker.Options)) *broker.Server {
 	o := broker.Options{
 		Listen: []string{"mqtt://127.0.0.1:0", "coap://127.0.0.1:0", "coaps://127.0.0.1:0", "coap+tcp://127.0.0.1:0",
 			"coaps+tcp://127.0.0.1:0", "coap+quic://127.0.0.1:0"},
-		StateDir: dir, Store: broker.StoreNone,
+		StateDir: dir, Store: broker.StoreNone, Metrics: "127.0.0.1:0",
 	}
 	o.CoAP.PSKFile = psk
 	o.Logger = testutil.Logger(t)
@@ -128,6 +131,17 @@ func TestPubSubEveryTransport(t *testing.T) {
 	srv := startBroker(t, nil)
 	ctx := context.Background()
 	mq := dial(t, srv, "mqtt", client.Options{})
+	defer func() {
+		if t.Failed() {
+			return
+		}
+		if n := metric(t, srv, "iotq_broker_coap_publishes_total"); n != 15 {
+			t.Errorf("iotq_broker_coap_publishes_total %g, want 15", n)
+		}
+		if n := metric(t, srv, `iotq_broker_coap_message_events_total{event="acknowledged"}`); n < 1 {
+			t.Errorf("no acknowledged CON message counted")
+		}
+	}()
 	fromCoAP := make(inbox, 16)
 	// Live messages only: a retained copy may overlap with the live one when
 	// the engine's retained scan after SUBACK races with a publication.
@@ -171,6 +185,31 @@ func TestPubSubEveryTransport(t *testing.T) {
 			}
 		})
 	}
+}
+
+// metric returns the value of a metric line (name with labels) from /metrics.
+func metric(t *testing.T, srv *broker.Server, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + srv.MetricsAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("metric %s not found", name)
+	return 0
 }
 
 // TestBlockwise publishes and observes a payload larger than one block.
