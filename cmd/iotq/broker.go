@@ -22,6 +22,9 @@ func (a *app) brokerCommand() *Command {
 		Long: `Broker runs an MQTT 3.1.1 and 5.0 broker on every --listen URL at the same time:
 mqtt://HOST:PORT (TCP, default port 1883), mqtts:// (TLS, 8883), ws://HOST:PORT/mqtt (8083),
 wss:// (8084) and quic:// (QUIC, ALPN "mqtt", UDP 14567). Port 0 picks a free port.
+CoAP listeners serve the same topic space: coap:// (UDP 5683), coaps:// (DTLS 1.2, PSK
+identities from coap.psk_file in --config, 5684), coap+tcp:// (5683), coaps+tcp:// (5684) and
+coap+quic:// (experimental, 5685); resources and coap.* settings in docs/coap.md.
 Without any --listen or config file it listens on mqtt://127.0.0.1:1883 only (loopback, like
 Mosquitto 2) and says so.
 

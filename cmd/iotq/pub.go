@@ -20,7 +20,9 @@ func (a *app) pubCommand() *Command {
 		Short:     "publish MQTT messages (measurement payloads with --size)",
 		Long: `Pub connects to a broker and publishes -n messages on topic -t, in the
 spirit of mosquitto_pub, over any transport of iotq (--url mqtt://, mqtts://,
-ws://, wss://, quic://).
+ws://, wss://, quic://; CoAP: coap://, coaps://, coap+tcp://, coaps+tcp://,
+coap+quic://, where -q 0 sends a non-confirmable PUT and -q 1 or 2 a
+confirmable one, see docs/coap.md).
 
 The message is -m MESSAGE, or with --size N a measurement payload: a 16-byte
 header (magic, version, sequence number 0,1,2..., send time in Unix ns; from
