@@ -44,13 +44,14 @@ func (b brokers) failed() *child {
 }
 
 // startBroker starts what serves the cell's transport in the broker's
-// namespace: iotq broker for MQTT; ActiveMQ Artemis for AMQP, with iotq
+// namespace: iotq broker for MQTT and CoAP (with an MQTT listener for the
+// subscriber of a CoAP cell); ActiveMQ Artemis for AMQP, with iotq
 // gateway in front of it for amqp+quic (in the same namespace, so the
 // emulated links carry QUIC and the gateway reaches Artemis over the
 // namespace's loopback). It sets cr.port and cr.ca.
 func (cr *cellRun) startBroker(ctx context.Context) (brokers, error) {
 	switch cr.c.ProtocolName() {
-	case records.ProtocolMQTT:
+	case records.ProtocolMQTT, records.ProtocolCoAP:
 		b, err := cr.startMQTTBroker(ctx)
 		if err != nil {
 			return nil, err

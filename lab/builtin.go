@@ -183,6 +183,35 @@ func builtin() map[string][]Spec {
 			ScaleReduced: {Messages: 100, Repetitions: 3},
 		},
 	}
+	// E7: the publisher's protocol on a lossy link, both directions
+	// impaired (WANem in the original study); the subscriber sits behind
+	// clean ethernet and receives over MQTT (TCP) in every cell, so only the
+	// publisher's side differs. Closed loop: the next message once the
+	// previous one is acknowledged (or, for CoAP, out of retransmissions).
+	e7 := Spec{
+		Experiment:   "E7",
+		Description:  "MQTT QoS 1 over TCP vs CoAP CON over UDP (and both over QUIC) on a lossy wifi link, closed loop, 60 B",
+		Topology:     TopologySpec{Kind: KindPubBrokerSub, Impaired: ImpairedPublisher, Directions: []string{DirectionBoth}},
+		Profiles:     []string{"wifi"},
+		Delay:        DelayOneWay,
+		Losses:       []Percent{0, 5, 10, 15, 20, 25},
+		Transports:   []string{TransportMQTT, TransportCoAP, TransportQUIC, TransportCoAPQUIC},
+		QoS:          []int{1},
+		PayloadSizes: []int{60},
+		Patterns:     []string{PatternClosedLoop},
+		Intervals:    []Duration{ms(1000)},
+		Messages:     500,
+		Repetitions:  1,
+		Scales: map[string]ScaleSpec{
+			ScaleSmoke:   {Messages: 20},
+			ScaleReduced: {Messages: 100},
+		},
+	}
+	e7s := e7
+	e7s.Experiment = "E7s"
+	e7s.Description = "E7's message-size sweep: 16 B to 2 KiB at 0 % and 10 % loss (bytes on the wire per delivered message, overhead ratio)"
+	e7s.Losses = []Percent{0, 10}
+	e7s.PayloadSizes = []int{16, 64, 256, 1024, 2048}
 	copyE4 := func() Spec { c := e4; return c }
 	both := func(s Spec) Spec {
 		s.Topology = TopologySpec{Kind: KindPubBrokerSub, Impaired: ImpairedPublisher, Directions: []string{DirectionBoth}}
@@ -203,6 +232,8 @@ func builtin() map[string][]Spec {
 		"e4b":      {e4b},
 		"e5":       {e5},
 		"e6":       {e6},
+		"e7":       {e7, e7s},
+		"e7s":      {e7s},
 		"e8":       {e8},
 	}
 }

@@ -31,6 +31,10 @@ func estimate(c Cell) time.Duration {
 		per += 8 * rtt
 	case PatternBatch, PatternBatchResume, PatternBatchEcho:
 		per += 10*rtt + time.Duration(c.Messages)*2*time.Millisecond
+	case PatternClosedLoop:
+		// a round trip per message, and a retransmission timeout (CoAP's
+		// ACK_TIMEOUT, TCP's minimum RTO) for every lost packet
+		per += time.Duration(c.Messages) * (rtt + time.Duration(c.PubLink.LossPct*2/100*float64(3*time.Second)))
 	}
 	start := 3 * time.Second
 	if c.ProtocolName() == records.ProtocolAMQP {

@@ -57,6 +57,7 @@ func fakeMain(args []string) int {
 	gate := fs.String("gate", "", "")
 	notify := fs.String("notify", "", "")
 	fs.String("client-id", "", "")
+	fs.Bool("closed-loop", false, "")
 	fs.Duration("connect-timeout", 0, "")
 	fs.Bool("quiet", false, "")
 	if err := fs.Parse(args[1:]); err != nil {

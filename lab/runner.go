@@ -15,6 +15,7 @@ import (
 
 	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/transport"
+	"github.com/iotq/iotq/transport/endpoint"
 )
 
 // ProcOptions configure a ProcRunner. Zero values are defaults.
@@ -85,6 +86,7 @@ type cellRun struct {
 	net     Network
 	w       *cellWriters
 	port    int    // broker port of the cell's transport
+	subPort int    // broker port of the subscriber's MQTT listener (CoAP cells), else 0
 	ca      string // CA file of the broker
 	lastCnt map[string]LinkCounter
 	sum     CellSummary
@@ -187,21 +189,35 @@ func (cr *cellRun) writeNetInfo() error {
 }
 
 func (cr *cellRun) startMQTTBroker(ctx context.Context) (*child, error) {
-	scheme := cr.c.Transport
-	port := transport.DefaultPort(transport.Scheme(scheme))
+	// CoAP cells: the publisher speaks CoAP on the lossy link, the
+	// subscriber MQTT (plain TCP) on the clean one; both reach the same
+	// topic space.
+	schemes := []string{cr.c.Transport}
+	if cr.c.ProtocolName() == records.ProtocolCoAP {
+		schemes = append(schemes, TransportMQTT)
+	}
 	host := "0.0.0.0"
 	if cr.r.opts.Fabric.Name() == "local" {
 		// Every node shares the host: let the kernel pick free ports; the
 		// ready file tells which.
-		host, port = "127.0.0.1", 0
+		host = "127.0.0.1"
 	}
 	ready := filepath.Join(cr.dir, "broker.ready.json")
-	args := []string{"broker",
-		"--listen", fmt.Sprintf("%s://%s:%d", scheme, host, port),
+	args := []string{"broker"}
+	ports := map[string]int{}
+	for _, scheme := range schemes {
+		port := transport.DefaultPort(transport.Scheme(scheme))
+		if host == "127.0.0.1" {
+			port = 0
+		}
+		ports[scheme] = port
+		args = append(args, "--listen", fmt.Sprintf("%s://%s:%d", scheme, host, port))
+	}
+	args = append(args,
 		"--state-dir", filepath.Join(cr.dir, "broker-state"),
 		"--ready-file", ready,
 		"--log-format", "json",
-	}
+	)
 	b, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodeBroker, records.RoleBroker, cr.dir, "broker", args, spawnOpts{})
 	if err != nil {
 		return nil, err
@@ -216,22 +232,39 @@ func (cr *cellRun) startMQTTBroker(ctx context.Context) (*child, error) {
 	}
 	br, _ := records.ParseBrokerReady(data)
 	cr.ca = br.CAFile
-	cr.port = port
 	for _, l := range br.Listeners {
 		ep, err := transport.ParseURL(l)
-		if err == nil && string(ep.Scheme) == scheme && ep.Port != 0 {
-			cr.port = ep.Port
+		if err == nil && ep.Port != 0 {
+			if _, ok := ports[string(ep.Scheme)]; ok {
+				ports[string(ep.Scheme)] = ep.Port
+			}
 		}
 	}
-	if cr.port == 0 {
-		b.stop(3 * time.Second)
-		return nil, fmt.Errorf("broker: ready file lists no %s listener with a port: %v", scheme, br.Listeners)
+	cr.port = ports[cr.c.Transport]
+	if len(schemes) > 1 {
+		cr.subPort = ports[TransportMQTT]
 	}
-	if cr.ca == "" {
+	for _, scheme := range schemes {
+		if ports[scheme] == 0 {
+			b.stop(3 * time.Second)
+			return nil, fmt.Errorf("broker: ready file lists no %s listener with a port: %v", scheme, br.Listeners)
+		}
+	}
+	if r, _ := endpoint.Lookup(cr.c.Transport); cr.ca == "" && r.TLS {
 		b.stop(3 * time.Second)
 		return nil, errors.New("broker: ready file names no ca_file")
 	}
 	return b, nil
+}
+
+// subURL is the broker URL of the subscriber (and the echo receiver) as
+// seen from node: the cell's transport, or for CoAP cells MQTT over TCP
+// (the subscriber's side is not what E7 compares).
+func (cr *cellRun) subURL(from string) string {
+	if cr.subPort == 0 {
+		return cr.url(from)
+	}
+	return fmt.Sprintf("%s://%s", TransportMQTT, net.JoinHostPort(cr.net.Addr(NodeBroker, from), strconv.Itoa(cr.subPort)))
 }
 
 // url is the broker URL as seen from node.
@@ -252,7 +285,7 @@ func (cr *cellRun) handshakeAllowance() time.Duration {
 }
 
 func (cr *cellRun) subArgs(node, base string, rep int, topic, recFile, readyFile string, n int, notify bool, timeout time.Duration) []string {
-	args := []string{"sub", "--url", cr.url(node), "--ca", cr.ca, "-t", topic, "-q", strconv.Itoa(cr.c.QoS),
+	args := []string{"sub", "--url", cr.subURL(node), "--ca", cr.ca, "-t", topic, "-q", strconv.Itoa(cr.c.QoS),
 		"-n", strconv.Itoa(n), "--timeout", timeout.String(), "--connect-timeout", cr.handshakeAllowance().String(),
 		"--records", recFile, "--stats", "json", "--quiet",
 		"--ready-file", readyFile, "--client-id", fmt.Sprintf("lab-%s-%d", base, rep)}
@@ -303,7 +336,7 @@ func (cr *cellRun) runRep(ctx context.Context, rep int) error {
 		return cr.repStopAndWait(ctx, rep, repDir, base)
 	case PatternReconnect:
 		return cr.repReconnect(ctx, rep, repDir, base)
-	case PatternBatch, PatternBatchResume, PatternBatchEcho:
+	case PatternBatch, PatternBatchResume, PatternBatchEcho, PatternClosedLoop:
 		return cr.repBatch(ctx, rep, repDir, base)
 	default:
 		return cr.repPeriodic(ctx, rep, repDir, base)
@@ -555,6 +588,12 @@ func (cr *cellRun) repBatch(ctx context.Context, rep int, repDir, base string) e
 	topic := base + "/m"
 	deadline := 2*cr.handshakeAllowance() + time.Duration(cr.c.Messages)*(cr.rtt()+50*time.Millisecond) + cr.grace()
 	var extra []string
+	if cr.c.Pattern == PatternClosedLoop {
+		// a message may wait through every retransmission (CoAP's
+		// MAX_TRANSMIT_WAIT is 93 s); bound the run by a generous average
+		deadline = 2*cr.handshakeAllowance() + time.Duration(cr.c.Messages)*(cr.rtt()+10*time.Second) + cr.grace()
+		extra = []string{"--closed-loop"}
+	}
 	if cr.c.Pattern == PatternBatchResume {
 		extra = []string{"--session-cache", cr.sessionCache()}
 		if rep == 1 {
@@ -590,7 +629,9 @@ func (cr *cellRun) repBatch(ctx context.Context, rep int, repDir, base string) e
 		runErr = fmt.Errorf("publisher did not finish within %s", deadline)
 	}
 	pub.stop(3 * time.Second)
-	if runErr == nil && pub.waitErr != nil {
+	if runErr == nil && pub.waitErr != nil && !cr.allAttempted(repDir) {
+		// closed-loop: messages that ran out of retransmissions make pub
+		// exit 1; they are recorded as lost, the run is complete
 		runErr = pub.failure()
 	}
 	sub.wait(ctx, cr.grace())
@@ -606,6 +647,16 @@ func (cr *cellRun) repBatch(ctx context.Context, rep int, repDir, base string) e
 		return errors.Join(runErr, err)
 	}
 	return runErr
+}
+
+// allAttempted reports whether a closed-loop publisher recorded every
+// message of the cell (acknowledged or failed).
+func (cr *cellRun) allAttempted(repDir string) bool {
+	if cr.c.Pattern != PatternClosedLoop {
+		return false
+	}
+	rows, err := readNodeRecords[records.PubRecord](filepath.Join(repDir, "pub.csv"))
+	return err == nil && len(rows) == cr.c.Messages
 }
 
 // primeSession runs one unmeasured publisher connection that leaves a
@@ -656,6 +707,7 @@ func (cr *cellRun) collect(rep int, repDir string, runs []pubRun, sub *child) er
 	var seqOffset int64
 	var startNs, endNs int64
 	var firstSubRecv, dialStart int64
+	ackedLost := 0 // acknowledged by the broker, never at the subscriber
 	for _, s := range subs {
 		if firstSubRecv == 0 || s.RecvNs < firstSubRecv {
 			firstSubRecv = s.RecvNs
@@ -670,9 +722,11 @@ func (cr *cellRun) collect(rep int, repDir string, runs []pubRun, sub *child) er
 		}
 		var firstDelivery, maxSeq int64
 		for _, p := range pubs {
-			if !p.OK {
+			if !p.OK && (c.Pattern != PatternClosedLoop || p.SendNs == 0) {
 				continue
 			}
+			// closed-loop: a message that failed (CoAP: out of
+			// retransmissions) was sent and is lost unless it arrived
 			published++
 			m := records.Message{Cell: c.ID, Rep: rep, Protocol: c.ProtocolName(), Transport: c.Transport, QoS: c.QoS,
 				Seq: p.Seq + seqOffset, Size: p.Size, SendNs: p.SendNs, Node: NodePub, Topic: pr.topic, AcceptedNs: p.AcceptedNs,
@@ -687,6 +741,8 @@ func (cr *cellRun) collect(rep int, repDir string, runs []pubRun, sub *child) er
 					firstDelivery = s.RecvNs
 				}
 				endNs = max(endNs, s.RecvNs)
+			} else if p.OK {
+				ackedLost++
 			}
 			if startNs == 0 || p.SendNs < startNs {
 				startNs = p.SendNs
@@ -729,8 +785,8 @@ func (cr *cellRun) collect(rep int, repDir string, runs []pubRun, sub *child) er
 	}
 	cr.sum.Published += published
 	cr.sum.Delivered += delivered
-	if c.QoS > 0 && delivered < published {
-		errs = append(errs, fmt.Errorf("QoS %d: %d of %d acknowledged messages never reached the subscriber", c.QoS, published-delivered, published))
+	if c.QoS > 0 && ackedLost > 0 {
+		errs = append(errs, fmt.Errorf("QoS %d: %d of %d acknowledged messages never reached the subscriber", c.QoS, ackedLost, published))
 	}
 	if published == 0 {
 		errs = append(errs, errors.New("the publisher recorded no message"))

@@ -35,7 +35,7 @@ func fakeSpec(pattern string) Spec {
 }
 
 func TestProcRunnerPatternsWithFakeNodes(t *testing.T) {
-	for _, pattern := range []string{PatternPeriodic, PatternStopAndWait, PatternReconnect, PatternBatch, PatternBatchResume} {
+	for _, pattern := range []string{PatternPeriodic, PatternStopAndWait, PatternReconnect, PatternBatch, PatternBatchResume, PatternClosedLoop} {
 		t.Run(pattern, func(t *testing.T) {
 			r := fakeProcRunner(t)
 			dir := t.TempDir()
@@ -86,6 +86,10 @@ func TestProcRunnerPatternsWithFakeNodes(t *testing.T) {
 			case PatternStopAndWait:
 				if len(comp) != 2 || comp[0].CompletionNs == 0 || comp[0].Delivered != 6 {
 					t.Fatalf("completions: %+v", comp)
+				}
+			case PatternClosedLoop:
+				if len(comp) != 0 || roles[records.RolePub] != 2 {
+					t.Fatalf("completions %+v conns %+v", comp, conns)
 				}
 			case PatternBatch, PatternBatchResume:
 				// communication time from the connection's start

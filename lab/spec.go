@@ -57,6 +57,9 @@ const (
 	TransportQUIC     = "quic"      // MQTT over QUIC
 	TransportAMQPS    = "amqps"     // AMQP 1.0 over TCP + TLS 1.3, straight to Artemis
 	TransportAMQPQUIC = "amqp+quic" // AMQP 1.0 over QUIC through iotq gateway next to Artemis
+	TransportMQTT     = "mqtt"      // MQTT over plain TCP
+	TransportCoAP     = "coap"      // CoAP over UDP (RFC 7252 confirmable messages)
+	TransportCoAPQUIC = "coap+quic" // CoAP over QUIC (experimental framing of iotq)
 )
 
 // labTransports are the schemes the lab can start a broker for, by
@@ -65,13 +68,14 @@ func labTransports() map[endpoint.Protocol][]endpoint.Scheme {
 	return map[endpoint.Protocol][]endpoint.Scheme{
 		endpoint.ProtocolMQTT: {endpoint.SchemeMQTT, endpoint.SchemeMQTTS, endpoint.SchemeWS, endpoint.SchemeWSS, endpoint.SchemeQUIC},
 		endpoint.ProtocolAMQP: {endpoint.SchemeAMQP, endpoint.SchemeAMQPS, endpoint.SchemeAMQPQUIC},
+		endpoint.ProtocolCoAP: {endpoint.SchemeCoAP, endpoint.SchemeCoAPTCP, endpoint.SchemeCoAPQUIC},
 	}
 }
 
 // LabTransports lists the transports a scenario may name.
 func LabTransports() []string {
 	var out []string
-	for _, p := range []endpoint.Protocol{endpoint.ProtocolMQTT, endpoint.ProtocolAMQP} {
+	for _, p := range []endpoint.Protocol{endpoint.ProtocolMQTT, endpoint.ProtocolAMQP, endpoint.ProtocolCoAP} {
 		for _, s := range labTransports()[p] {
 			out = append(out, string(s))
 		}
@@ -97,6 +101,7 @@ const (
 	PatternBatch       = records.PatternBatch       // E8: a batch on a fresh connection per repetition
 	PatternBatchResume = records.PatternBatchResume // E8: the same, resuming (TLS resumption, QUIC 0-RTT)
 	PatternBatchEcho   = records.PatternBatchEcho   // E8: a fresh batch whose receiver echoes each message back
+	PatternClosedLoop  = records.PatternClosedLoop  // E7: next message once the previous one's receipt completed
 )
 
 // Scales.
@@ -134,7 +139,7 @@ type Spec struct {
 	// PayloadSizes in bytes (at least the measurement header). Default [100].
 	PayloadSizes []int `yaml:"payload_sizes"`
 	// Patterns: periodic, stop-and-wait, reconnect, batch, batch-resume,
-	// batch-echo.
+	// batch-echo, closed-loop.
 	// Default [periodic].
 	Patterns []string `yaml:"patterns"`
 	// Intervals between publishes (periodic pattern; background publishers
@@ -434,6 +439,19 @@ func (s Spec) Validate() error {
 			if d.Topology.Kind == KindSharedMedium {
 				bad(fmt.Sprintf("transports[%d]", i), "%s on a shared medium is not built (pub-broker-sub only)", t)
 			}
+		case records.ProtocolCoAP:
+			for _, q := range d.QoS {
+				if q > 1 {
+					bad(fmt.Sprintf("transports[%d]", i), "%s with QoS %d: CoAP has non-confirmable (0) and confirmable (1) messages only", t, q)
+					break
+				}
+			}
+			if slices.Contains(d.Patterns, PatternBatchEcho) {
+				bad(fmt.Sprintf("transports[%d]", i), "%s with pattern batch-echo is not built (the echo would be observed over CoAP)", t)
+			}
+			if !slices.Contains(labTransports()[endpoint.ProtocolCoAP], endpoint.Scheme(t)) {
+				bad(fmt.Sprintf("transports[%d]", i), "%q: the lab has no broker for it yet; want one of %s", t, strings.Join(LabTransports(), ", "))
+			}
 		default:
 			if !slices.Contains(labTransports()[endpoint.Protocol(ProtocolOf(t))], endpoint.Scheme(t)) {
 				bad(fmt.Sprintf("transports[%d]", i), "%q: the lab has no broker for it yet; want one of %s", t, strings.Join(LabTransports(), ", "))
@@ -453,7 +471,7 @@ func (s Spec) Validate() error {
 	}
 	for i, p := range d.Patterns {
 		switch p {
-		case PatternBatch, PatternBatchResume, PatternBatchEcho:
+		case PatternBatch, PatternBatchResume, PatternBatchEcho, PatternClosedLoop:
 		case PatternPeriodic, PatternStopAndWait, PatternReconnect:
 			if p != PatternPeriodic && len(d.QoS) > 0 {
 				for _, q := range d.QoS {
@@ -464,7 +482,7 @@ func (s Spec) Validate() error {
 				}
 			}
 		default:
-			bad(fmt.Sprintf("patterns[%d]", i), "%q: want periodic, stop-and-wait, reconnect, batch, batch-resume or batch-echo", p)
+			bad(fmt.Sprintf("patterns[%d]", i), "%q: want periodic, stop-and-wait, reconnect, batch, batch-resume, batch-echo or closed-loop", p)
 		}
 	}
 	dupCheck(d.Patterns, "patterns", bad)

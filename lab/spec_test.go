@@ -377,7 +377,7 @@ func TestBuiltinE8MatchesExperimentsDoc(t *testing.T) {
 // TestTransportsNameTheProtocol: the transports list takes every scheme
 // the lab has a broker for, and says what is wrong with the others.
 func TestTransportsNameTheProtocol(t *testing.T) {
-	ok := Spec{Experiment: "x", Transports: []string{"mqtts", "quic", "amqps", "amqp+quic"}, QoS: []int{1}}
+	ok := Spec{Experiment: "x", Transports: []string{"mqtts", "quic", "amqps", "amqp+quic", "mqtt", "coap", "coap+quic"}, QoS: []int{1}}
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -386,12 +386,42 @@ func TestTransportsNameTheProtocol(t *testing.T) {
 		want string
 	}{
 		{Spec{Experiment: "x", Transports: []string{"http"}}, "want a broker URL scheme"},
-		{Spec{Experiment: "x", Transports: []string{"coap"}}, "no broker for it yet"},
+		{Spec{Experiment: "x", Transports: []string{"coaps"}}, "no broker for it yet"},
+		{Spec{Experiment: "x", Transports: []string{"coap"}, QoS: []int{2}}, "CoAP has non-confirmable"},
 		{Spec{Experiment: "x", Transports: []string{"amqps"}, QoS: []int{2}}, "AMQP has at-most-once"},
 		{Spec{Experiment: "x", Transports: []string{"amqp+quic"}, QoS: []int{1}, Patterns: []string{PatternReconnect}}, "use batch-resume"},
 	} {
 		if err := tc.s.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want %q", tc.s.Transports, err, tc.want)
 		}
+	}
+}
+
+// TestBuiltinE7MatchesExperimentsDoc: E7 as docs/experiments.md states it:
+// a lossy wifi link to the publisher (both directions), clean ethernet to
+// the subscriber, loss 0-25 %, MQTT over TCP and CoAP over UDP, plus both
+// over QUIC, QoS 1 (CoAP confirmable), 60 B, at least 500 messages; the
+// size sweep 16 B - 2 KiB at 0 and 10 %.
+func TestBuiltinE7MatchesExperimentsDoc(t *testing.T) {
+	specs, _ := Builtin("e7")
+	cells, err := Cells(specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(cells), 6*4+2*5*4; got != want {
+		t.Fatalf("E7 has %d cells, want %d", got, want)
+	}
+	protos := map[string]bool{}
+	for _, c := range cells {
+		protos[c.Protocol+"/"+c.Transport] = true
+		if c.QoS != 1 || c.Messages < 500 || c.Pattern != PatternClosedLoop || c.SubLink.Name != "ethernet" || c.PubLink.OneDirection() || c.PubLink.Name != "wifi" {
+			t.Fatalf("E7 cell %s: %+v", c.ID, c)
+		}
+		if c.Experiment == "E7" && c.Size != 60 {
+			t.Fatalf("E7 cell %s: size %d", c.ID, c.Size)
+		}
+	}
+	if len(protos) != 4 || !protos["coap/coap"] || !protos["mqtt/mqtt"] || !protos["coap/coap+quic"] || !protos["mqtt/quic"] {
+		t.Fatalf("protocols: %v", protos)
 	}
 }

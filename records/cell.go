@@ -165,6 +165,10 @@ const (
 	// back, received on the sender's node by a second connection
 	// (RoleEcho): Message.EchoNs, the round trip sender-receiver-sender.
 	PatternBatchEcho = "batch-echo"
+	// PatternClosedLoop (E7): the publisher sends Messages on one
+	// connection, each only after the previous one's receipt completed
+	// (acknowledged or failed); a failed one is recorded as lost.
+	PatternClosedLoop = "closed-loop"
 
 	ProtocolMQTT = "mqtt" // application protocols (the protocol columns)
 	ProtocolAMQP = "amqp"

@@ -197,3 +197,28 @@ func batchTable(s *Summary) tab {
 	}
 	return t
 }
+
+// protocolTable is the E7 table: the publisher's protocol and transport on
+// a lossy link, closed loop (pattern closed-loop), one row per cell.
+func protocolTable(s *Summary) tab {
+	t := tab{id: "protocols", title: "Protocols on the lossy link, closed loop (E7)",
+		intro: "One row per cell of pattern closed-loop (the next message once the previous one is acknowledged; a CoAP " +
+			"message that ran out of retransmissions counts as lost). Delays in ms over the messages received. " +
+			"bytes/msg = every byte on the publisher's link in both directions (handshakes and retransmissions included) per " +
+			"delivered message; overhead = bytes/msg divided by the payload size.",
+		head: []string{"experiment", "profile", "loss %", "size", "protocol", "transport", "published", "delivery",
+			"mean", "median", "p95", "bytes/msg", "overhead"}}
+	for _, c := range s.Cells {
+		if c.Pattern != records.PatternClosedLoop {
+			continue
+		}
+		over := nan()
+		if c.Size > 0 {
+			over = c.BytesPerMessage / float64(c.Size)
+		}
+		t.rows = append(t.rows, []string{c.Experiment, c.Profile, loss(c.LossPct), strconv.Itoa(c.Size), records.ProtocolOr(c.protocol),
+			c.Transport, strconv.Itoa(c.Published), fmtF(c.DeliveryRatio, 4), fmtF(c.DelayMs.Mean, 1), fmtF(c.DelayMs.Median, 1),
+			fmtF(c.DelayMs.P95, 1), fmtF(c.BytesPerMessage, 1), fmtF(over, 2)})
+	}
+	return t
+}

@@ -84,7 +84,7 @@ func tables(s *Summary) []tab {
 			fmtF(c.CompletionS.P5, 3), fmtF(c.CompletionS.P95, 3), pct(c.CompletionS.RSD, 2)})
 	}
 	out = append(out, ct)
-	out = append(out, batchTable(s))
+	out = append(out, batchTable(s), protocolTable(s))
 
 	xt := tab{id: "xi", title: "Completion ratio xi = T_QUIC / T_TCP",
 		intro: "Per repetition (repetitions paired by number) and of the means, with a percentile bootstrap " +

@@ -27,6 +27,11 @@ type PublisherOptions struct {
 	// Interval is the time between message starts (0: back to back).
 	// Ignored with Gate.
 	Interval time.Duration
+	// ClosedLoop publishes message i+1 only once message i's receipt
+	// completed (acknowledged or failed): one message in flight, as a
+	// confirmable CoAP client with NSTART 1 sends. With Interval, the next
+	// message also waits for its slot.
+	ClosedLoop bool
 	// Gate, if set, releases one message per value received; when it is
 	// closed the run ends.
 	Gate <-chan struct{}
@@ -194,6 +199,13 @@ func (p *Publisher) Run(ctx context.Context, c client.Client) Summary {
 		queue <- pe
 		if errors.Is(pe.err, client.ErrConnectionLost) {
 			break
+		}
+		if p.o.ClosedLoop && pe.err == nil {
+			select {
+			case <-pe.r.Done():
+			case <-ctx.Done():
+			case <-c.Done():
+			}
 		}
 	}
 	close(queue)

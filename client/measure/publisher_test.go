@@ -47,6 +47,18 @@ func TestPublisher(t *testing.T) {
 	srv := brokertest.Start(t, broker.Options{})
 	url := brokertest.Endpoint(t, srv, "mqtt")
 
+	t.Run("closed loop: each message leaves after the previous receipt", func(t *testing.T) {
+		sum, res := run(t, url, measure.PublisherOptions{Topic: "m/c", QoS: 1, Size: 32, Count: 5, ClosedLoop: true, AckWait: 10 * time.Second})
+		if sum.Acked != 5 || len(res) != 5 {
+			t.Fatalf("summary %+v, %d results", sum, len(res))
+		}
+		for i := 1; i < len(res); i++ {
+			if res[i].SendNs < res[i-1].AcceptedNs {
+				t.Fatalf("message %d sent at %d before message %d's receipt at %d", i, res[i].SendNs, i-1, res[i-1].AcceptedNs)
+			}
+		}
+	})
+
 	t.Run("every message is reported in order with its receipt", func(t *testing.T) {
 		sum, res := run(t, url, measure.PublisherOptions{Topic: "m/a", QoS: 1, Size: 32, Count: 5, AckWait: 10 * time.Second})
 		if sum.Sent != 5 || sum.Acked != 5 || sum.Failed != 0 || len(res) != 5 {

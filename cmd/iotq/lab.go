@@ -33,11 +33,12 @@ pattern, and collects the records into a results directory (docs/records.md, doc
   iotq lab run SCENARIO [flags]      run a campaign
   iotq lab merge OUT DIR...          join shard directories into OUT
 
-SCENARIO is a built-in name (smoke, e1, e2, e3, e3a, e3b, e4, e4b, e5, e6, e8; e1-both, e2-both,
+SCENARIO is a built-in name (smoke, e1, e2, e3, e3a, e3b, e4, e4b, e5, e6, e7, e7s, e8; e1-both, e2-both,
 e3b-both impair both directions of the publisher's link instead of its egress only) or a YAML
 file. The transports are broker URL schemes and name the protocol too: mqtts and quic run iotq
-broker; amqps runs ActiveMQ Artemis, amqp+quic Artemis behind iotq gateway (scripts/setup.sh
-installs Artemis).
+broker; coap and coap+quic iotq broker with an extra MQTT listener for the subscriber; amqps
+runs ActiveMQ Artemis, amqp+quic Artemis behind iotq gateway (scripts/setup.sh installs
+Artemis).
 
 Flags of "lab run" (also "lab show" takes --scale and the overrides):
   --out DIR          results directory (default results/SCENARIO-SCALE); must be new or, with

@@ -30,7 +30,8 @@ header (magic, version, sequence number 0,1,2..., send time in Unix ns; from
 turns into one-way delays. The send time is taken just before the message
 is handed to the MQTT library.
 
-Messages leave every --interval (0: back to back), or with --gate stdin one
+Messages leave every --interval (0: back to back; with --closed-loop each
+only after the previous one's receipt completed), or with --gate stdin one
 per line read from standard input (stop-and-wait: the lab feeds the lines
 that iotq sub --notify stdout prints); end of input stops. --gate also takes
 a file path.
@@ -71,6 +72,7 @@ or a message was not accepted, 2 on bad flags.`,
 		interval time.Duration
 		gate     string
 		waitAcks bool
+		closed   bool
 		timeout  time.Duration
 		early    bool
 	)
@@ -83,6 +85,7 @@ or a message was not accepted, 2 on bad flags.`,
 	fs.DurationVar(&interval, "interval", 0, "time between messages (0: back to back)")
 	fs.StringVar(&gate, "gate", "", "publish one message per line read from `SOURCE`: stdin or a file path")
 	fs.BoolVar(&waitAcks, "wait-acks", true, "for QoS 1/2 wait for all acknowledgements before exiting")
+	fs.BoolVar(&closed, "closed-loop", false, "publish the next message only after the previous one's receipt (acknowledged or failed)")
 	fs.DurationVar(&timeout, "timeout", 30*time.Second, "bound for connecting and for the final wait for acknowledgements")
 	fs.BoolVar(&early, "early", false, "send the first message right behind CONNECT, before CONNACK (QoS 0 only; QUIC 0-RTT: in the first flight)")
 	c.Run = runE(func(ctx context.Context, args []string) error {
@@ -103,7 +106,7 @@ or a message was not accepted, 2 on bad flags.`,
 			return usageErrorf("--timeout must be positive")
 		}
 		po := measure.PublisherOptions{Topic: topic, QoS: byte(cf.qos), Retain: retain, Message: []byte(message),
-			Size: size, Count: count, Interval: interval, Early: early}
+			Size: size, Count: count, Interval: interval, Early: early, ClosedLoop: closed}
 		if waitAcks {
 			po.AckWait = timeout
 		}
