@@ -14,10 +14,12 @@
 // transport/endpoint's scheme table; DialEndpoint picks the implementation
 // by Endpoint.Protocol from a small dialer table: mqtt://, mqtts://, ws://,
 // wss:// and quic:// go to client/mqtt (MQTT 3.1.1 or 5); coap://, coaps://,
-// coap+tcp://, coaps+tcp:// and coap+quic:// go to client/coap. A scheme
-// whose protocol is not in the dialer table fails with ErrProtocolNotBuilt. A protocol package implements a DialFunc and
-// opens its connection with core.DialTransport (one TLS builder, session
-// cache, one hint per error). The types are defined in client/internal/core (so
+// coap+tcp://, coaps+tcp:// and coap+quic:// go to client/coap; amqp://,
+// amqps:// and amqp+quic:// go to client/amqp. A scheme whose protocol is
+// not in the dialer table fails with ErrProtocolNotBuilt. A protocol
+// package implements a DialFunc (one row of the table) and opens its
+// connection with core.DialTransport (one TLS builder, session cache, one
+// hint per error). The types are defined in client/internal/core (so
 // that implementations can use them without an import cycle) and are
 // aliased here; use them through this package.
 //
