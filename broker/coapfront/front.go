@@ -152,6 +152,7 @@ type Front struct {
 	closed    bool
 	latest    map[string][]byte
 	observers map[string]map[*observer]struct{} // by MQTT topic
+	byKey     map[string]*observer              // by client and token
 	topics    map[string]*psTopic               // pub-sub topics by id
 	byName    map[string]string                 // topic-name -> id
 	blocks    map[string]*upload                // block-wise uploads by peer|path
@@ -186,6 +187,7 @@ func New(t Topics, o Options) (*Front, error) {
 		o: o, t: t, log: o.Logger,
 		latest:    map[string][]byte{},
 		observers: map[string]map[*observer]struct{}{},
+		byKey:     map[string]*observer{},
 		topics:    map[string]*psTopic{},
 		byName:    map[string]string{},
 		blocks:    map[string]*upload{},
@@ -563,10 +565,11 @@ func (f *Front) clear(topic string) {
 	delete(f.latest, topic)
 	var obs []*observer
 	for o := range f.observers[topic] {
-		o.gone.Store(true)
 		obs = append(obs, o)
 	}
-	delete(f.observers, topic)
+	for _, o := range obs {
+		f.removeLocked(o)
+	}
 	f.mu.Unlock()
 	for _, o := range obs {
 		o.notify(f, codes.NotFound, nil)

@@ -57,12 +57,14 @@ func (m *memTopics) Authorize(user string, anonymous bool, topic string, write b
 }
 
 type rawClient struct {
-	t    *testing.T
+	t    testing.TB
 	ep   *coapmsg.Endpoint
 	peer net.Addr
 }
 
-func startFront(t *testing.T, topics *memTopics) (*Front, *rawClient) {
+func startFront(t *testing.T, topics *memTopics) (*Front, *rawClient) { return startFrontTB(t, topics) }
+
+func startFrontTB(t testing.TB, topics *memTopics) (*Front, *rawClient) {
 	t.Helper()
 	f, err := New(topics, Options{})
 	if err != nil {
@@ -289,5 +291,77 @@ func TestCBORRoundTrip(t *testing.T) {
 		if _, err := decodeCBORMap(bad); err == nil {
 			t.Fatalf("% x accepted", bad)
 		}
+	}
+}
+
+// TestObserverRemoval: an observer that rejects a NON notification with RST
+// is removed, and so is one whose CON notification is never acknowledged
+// (RFC 7641 sections 3.6 and 4.5).
+func TestObserverRemoval(t *testing.T) {
+	topics := &memTopics{}
+	f, err := New(topics, Options{Params: coapmsg.Params{AckTimeout: 30 * time.Millisecond, MaxRetransmit: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	addr, err := f.ListenUDP("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	observers := func() int64 { return f.Stats().Observers }
+	waitObservers := func(want int64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for observers() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d observers, want %d", observers(), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	newClient := func() *rawClient {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ep, err := coapmsg.New(pc, coapmsg.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ep.Close() })
+		return &rawClient{t: t, ep: ep, peer: addr}
+	}
+	// NON registration: NON notifications; forgetting the token makes the
+	// client answer the next one with RST.
+	c := newClient()
+	obs := req(codes.GET, "t/r/non", uintOpt(message.Observe, 0))
+	obs.Type = message.NonConfirmable
+	got := make(chan *message.Message, 4)
+	cancel := c.ep.HandleToken(c.peer, obs.Token, func(m *message.Message) { got <- m })
+	if err := c.ep.Send(c.peer, obs, nil); err != nil {
+		t.Fatal(err)
+	}
+	<-got
+	waitObservers(1)
+	_ = topics.Publish("r/non", []byte("1"), 0, false)
+	if n := <-got; n.Type != message.NonConfirmable || string(n.Payload) != "1" {
+		t.Fatalf("want a NON notification, got %v %q", n.Type, n.Payload)
+	}
+	cancel()
+	_ = topics.Publish("r/non", []byte("2"), 0, false)
+	waitObservers(0)
+	// CON registration, then the client disappears: the CON notification
+	// times out and the observer is removed.
+	c2 := newClient()
+	obs = req(codes.GET, "t/r/con", uintOpt(message.Observe, 0))
+	if r := c2.do(obs); r.Code != codes.Content {
+		t.Fatalf("register: %v", r.Code)
+	}
+	waitObservers(1)
+	_ = c2.ep.Close()
+	_ = topics.Publish("r/con", []byte("x"), 1, false)
+	waitObservers(0)
+	if s := f.Stats(); s.NotifyFailures != 1 || s.Message.Timeouts != 1 {
+		t.Fatalf("stats %+v", s)
 	}
 }

@@ -47,6 +47,7 @@ type observer struct {
 	sink    sink
 	token   message.Token
 	topic   string
+	key     string // obsKey: sink and token
 	mu      sync.Mutex
 	busy    bool             // a CON notification is outstanding
 	pending *message.Message // newest value waiting for it (older ones coalesced)
@@ -64,23 +65,17 @@ func (f *Front) register(s sink, topic string, token message.Token) uint32 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	k := obsKey(s, token)
-	for t, set := range f.observers {
-		for o := range set {
-			if obsKey(o.sink, o.token) == k {
-				delete(set, o)
-				o.gone.Store(true)
-				if len(set) == 0 {
-					delete(f.observers, t)
-				}
-			}
-		}
+	if old := f.byKey[k]; old != nil {
+		f.removeLocked(old)
 	}
 	set := f.observers[topic]
 	if set == nil {
 		set = map[*observer]struct{}{}
 		f.observers[topic] = set
 	}
-	set[&observer{sink: s, token: token, topic: topic, lastCON: time.Now()}] = struct{}{}
+	o := &observer{sink: s, token: token, topic: topic, lastCON: time.Now(), key: k}
+	set[o] = struct{}{}
+	f.byKey[k] = o
 	return f.nextSeq()
 }
 
@@ -89,17 +84,17 @@ func (f *Front) nextSeq() uint32 { return f.seq.Add(1) & 0xffffff }
 func (f *Front) deregister(s sink, topic string, token message.Token) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	k := obsKey(s, token)
-	for o := range f.observers[topic] {
-		if obsKey(o.sink, o.token) == k {
-			f.removeLocked(o)
-		}
+	if o := f.byKey[obsKey(s, token)]; o != nil && o.topic == topic {
+		f.removeLocked(o)
 	}
 }
 
 // removeLocked ends observation o. Called with f.mu held.
 func (f *Front) removeLocked(o *observer) {
 	o.gone.Store(true)
+	if f.byKey[o.key] == o {
+		delete(f.byKey, o.key)
+	}
 	if set := f.observers[o.topic]; set != nil {
 		delete(set, o)
 		if len(set) == 0 {

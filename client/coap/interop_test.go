@@ -15,7 +15,7 @@ import (
 	"github.com/iotq/iotq/internal/testutil"
 )
 
-func needTool(t *testing.T, name string) string {
+func needTool(t testing.TB, name string) string {
 	return testutil.RequireTool(t, name, "apt-get install libcoap3-bin (scripts/setup.sh)")
 }
 
@@ -93,7 +93,7 @@ func TestLibcoapThroughBroker(t *testing.T) {
 // TCP on 127.0.0.1 (coap-server uses p for UDP and TCP, p+1 for DTLS and
 // TLS). It draws from 20000-32000, below Linux's ephemeral range, where
 // outgoing connections of other processes do not sit.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	free := func(q int) bool {
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", q))
