@@ -20,7 +20,10 @@ type Access uint8
 const (
 	AccessRead      Access = 1 << iota // receive messages (subscribe)
 	AccessWrite                        // publish
-	AccessReadWrite = AccessRead | AccessWrite
+	AccessReadWrite        = AccessRead | AccessWrite
+	// AccessDeny refuses reading and writing topics that a broader rule
+	// grants; deny rules are checked before any grant, as in Mosquitto.
+	AccessDeny Access = 1 << 2
 )
 
 // ACLRule grants Access to topics matching Pattern (an MQTT topic filter; %u
@@ -47,8 +50,11 @@ type ACL struct {
 //	topic write cmd/+
 //	user *                       # rules below apply to every user with a name
 //	topic read status/%u         # %u is the username
+//	topic deny status/admin      # denied even though a rule above grants it
 //
-// Access is read, write or readwrite; "topic PATTERN" alone means readwrite.
+// Access is read, write, readwrite or deny; "topic PATTERN" alone means
+// readwrite. Deny rules (of the client's sections: anonymous, or the user's
+// own and "user *") are checked first and win over every grant.
 // name labels errors (the file name). All problems are reported at once.
 func ParseACL(name string, r io.Reader) (*ACL, error) {
 	acl := &ACL{Users: map[string][]ACLRule{}}
@@ -85,14 +91,14 @@ func ParseACL(name string, r io.Reader) (*ACL, error) {
 			case 2:
 				rule = ACLRule{Access: AccessReadWrite, Pattern: f[1]}
 			case 3:
-				a, ok := map[string]Access{"read": AccessRead, "write": AccessWrite, "readwrite": AccessReadWrite}[f[1]]
+				a, ok := map[string]Access{"read": AccessRead, "write": AccessWrite, "readwrite": AccessReadWrite, "deny": AccessDeny}[f[1]]
 				if !ok {
-					bad("access %q: want read, write or readwrite", f[1])
+					bad("access %q: want read, write, readwrite or deny", f[1])
 					continue
 				}
 				rule = ACLRule{Access: a, Pattern: f[2]}
 			default:
-				bad("want \"topic [read|write|readwrite] PATTERN\", got %q", text)
+				bad("want \"topic [read|write|readwrite|deny] PATTERN\", got %q", text)
 				continue
 			}
 			if err := validFilter(rule.Pattern); err != nil {
@@ -108,7 +114,7 @@ func ParseACL(name string, r io.Reader) (*ACL, error) {
 				acl.Users[section] = append(acl.Users[section], rule)
 			}
 		default:
-			bad("unknown keyword %q: want \"user NAME\" or \"topic [read|write|readwrite] PATTERN\"", f[0])
+			bad("unknown keyword %q: want \"user NAME\" or \"topic [read|write|readwrite|deny] PATTERN\"", f[0])
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -189,7 +195,8 @@ func MatchTopic(filter, topic string) bool {
 	}
 }
 
-// allows reports whether rules grant want on topic for user.
+// allows reports whether a rule of rules with an access in want matches
+// topic for user.
 func allows(rules []ACLRule, user, topic string, want Access) bool {
 	for _, r := range rules {
 		if r.Access&want == 0 {
@@ -217,7 +224,10 @@ func (a *ACL) Allowed(user string, anonymous bool, topic string, write bool) boo
 		want = AccessWrite
 	}
 	if anonymous {
-		return allows(a.Anonymous, "", topic, want)
+		return !allows(a.Anonymous, "", topic, AccessDeny) && allows(a.Anonymous, "", topic, want)
+	}
+	if allows(a.Users[user], user, topic, AccessDeny) || allows(a.All, user, topic, AccessDeny) {
+		return false
 	}
 	return allows(a.Users[user], user, topic, want) || allows(a.All, user, topic, want)
 }

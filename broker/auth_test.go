@@ -42,6 +42,10 @@ topic write cmd/+
 topic read #
 user *
 topic read status/%u
+topic deny status/alice
+user carol
+topic readwrite #
+topic deny secret/#
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -62,10 +66,14 @@ topic read status/%u
 		{"alice", false, "cmd/x", true, true},
 		{"alice", false, "cmd/x", false, true},
 		{"alice", false, "cmd/x", true, true},
-		{"alice", false, "status/alice", false, true},
 		{"bob", false, "status/bob", false, true},
 		{"bob", false, "status/alice", false, false},
 		{"bob", false, "public/x", false, false},
+		{"alice", false, "status/alice", false, false}, // deny in "user *" wins over alice's "read #"
+		{"carol", false, "a/b", true, true},
+		{"carol", false, "secret/x", false, false},
+		{"carol", false, "secret/x", true, false},
+		{"carol", false, "secret/#", false, false}, // a subscription filter
 	} {
 		if got := acl.Allowed(c.user, c.anon, c.topic, c.write); got != c.want {
 			t.Errorf("Allowed(%q, anon=%v, %q, write=%v) = %v, want %v", c.user, c.anon, c.topic, c.write, got, c.want)

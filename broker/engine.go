@@ -80,13 +80,16 @@ const (
 
 // Refusal kinds used in metrics.
 const (
-	refuseClientID     = "connect_client_id"     // client identifier too long
-	refuseCredentials  = "connect_credentials"   // bad user name or password
-	refuseWill         = "connect_will_topic"    // Will topic not writable by the user
-	refuseSessionOwner = "connect_session_owner" // client identifier owned by another user
+	refuseClientID      = "connect_client_id"     // client identifier too long
+	refuseKeepAlive     = "connect_keep_alive"    // MQTT 3.1.1 keep-alive over the limit
+	refuseCredentials   = "connect_credentials"   // bad user name or password
+	refuseWill          = "connect_will_topic"    // Will topic not writable by the user
+	refuseSessionOwner  = "connect_session_owner" // client identifier owned by another user
+	refuseSubscriptions = "subscription_limit"    // limits.max_subscriptions reached
+	refuseSubscribeACL  = "subscription_acl"      // subscription refused by the ACL
 )
 
-var refusalKinds = []string{refuseClientID, refuseCredentials, refuseWill, refuseSessionOwner}
+var refusalKinds = []string{refuseClientID, refuseKeepAlive, refuseCredentials, refuseWill, refuseSessionOwner, refuseSubscriptions, refuseSubscribeACL}
 
 // engineStats is a snapshot of engine counters.
 type engineStats struct {

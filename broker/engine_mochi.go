@@ -47,6 +47,15 @@ func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
 	// PUBLISH's (user properties echoed back cost bytes on every QoS 1
 	// message).
 	caps.Compatibilities.NoInheritedPropertiesOnAck = true
+	// A subscription the ACL refuses gets 0x80 "unspecified error" in
+	// MQTT 5 too, as in 3.1.1, not 0x87: both are valid, 0x80 does not
+	// tell which topics a rule guards, and the Paho interoperability suite
+	// expects it (test_subscribe_failure).
+	caps.Compatibilities.ObscureNotAuthorized = true
+	caps.MaximumClientSubscriptions = cfg.limits.MaxSubscriptions
+	if caps.MaximumClientSubscriptions == 0 {
+		caps.MaximumClientSubscriptions = DefaultMaxSubscriptions
+	}
 	srv := mqtt.New(&mqtt.Options{
 		Capabilities:             caps,
 		ClientNetWriteBufferSize: cfg.flow.WriteBuffer,
@@ -57,7 +66,7 @@ func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
 	})
 	e := &mochiEngine{srv: srv, cfg: cfg, log: cfg.logger, stop: make(chan struct{}), active: map[net.Conn]struct{}{}}
 
-	ah := &authHook{a: cfg.auth, srv: srv, maxIDLen: cfg.limits.MaxClientIDLength, obs: cfg.obs, log: newRateLimitedLog(cfg.logger, time.Second)}
+	ah := &authHook{a: cfg.auth, srv: srv, maxIDLen: cfg.limits.MaxClientIDLength, maxKeep: uint16(cfg.limits.MaxKeepAlive / time.Second), maxSubs: caps.MaximumClientSubscriptions, obs: cfg.obs, log: newRateLimitedLog(cfg.logger, time.Second)}
 	if ah.maxIDLen == 0 {
 		ah.maxIDLen = DefaultMaxClientIDLen
 	}

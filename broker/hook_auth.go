@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"fmt"
+	"strings"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -18,6 +19,9 @@ import (
 //
 //  1. the client identifier is at most limits.max_client_id_length bytes
 //     (MQTT 5 0x85 "client identifier not valid", 3.1.1 return code 2);
+//     the keep-alive is within limits.max_keep_alive (MQTT 5: lowered and
+//     sent as Server Keep Alive; 3.1.1: a longer one is refused with
+//     return code 2, as Mosquitto does);
 //  2. the credentials are good (5: 0x86, 3.1.1: 4 "bad user name or
 //     password");
 //  3. the Will topic may be written by the user (5: 0x87, 3.1.1: 5 "not
@@ -33,6 +37,8 @@ type authHook struct {
 	a        authorizer // nil: everyone may connect, read and write
 	srv      *mqtt.Server
 	maxIDLen int
+	maxKeep  uint16 // seconds; 0: no limit
+	maxSubs  int    // subscriptions per client
 	obs      observer
 	log      *rateLimitedLog
 }
@@ -40,7 +46,29 @@ type authHook struct {
 func (h *authHook) ID() string { return "iotq-auth" }
 
 func (h *authHook) Provides(b byte) bool {
-	return b == mqtt.OnConnect || b == mqtt.OnConnectAuthenticate || b == mqtt.OnACLCheck
+	return b == mqtt.OnConnect || b == mqtt.OnConnectAuthenticate || b == mqtt.OnACLCheck || b == mqtt.OnSubscribed
+}
+
+// OnSubscribed counts refused subscriptions: over the per-client limit, or
+// refused by the ACL.
+func (h *authHook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
+	for i, c := range codes {
+		if c < packets.ErrUnspecifiedError.Code || i >= len(pk.Filters) {
+			continue
+		}
+		f := pk.Filters[i].Filter
+		switch {
+		case c == packets.ErrQuotaExceeded.Code:
+			h.obs.refused(refuseSubscriptions)
+		case !h.OnACLCheck(cl, f, false):
+			h.obs.refused(refuseSubscribeACL)
+		case cl.Properties.ProtocolVersion < 5 && h.maxSubs > 0 && cl.State.Subscriptions.Len() >= h.maxSubs:
+			h.obs.refused(refuseSubscriptions) // 3.1.1 has only 0x80
+		default:
+			continue
+		}
+		h.log.warn("subscription refused", "client", cl.ID, "filter", f, "code", c)
+	}
 }
 
 // CONNACK return codes of MQTT 3.1.1 (mochi's table maps neither "bad user
@@ -59,6 +87,10 @@ func (h *authHook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		return h.refuse(cl, refuseClientID, packets.ErrClientIdentifierNotValid, v3IdentifierRejected,
 			fmt.Sprintf("client identifier is %d bytes, the limit is %d", n, h.maxIDLen))
 	}
+	if !h.boundKeepAlive(cl) {
+		return h.refuse(cl, refuseKeepAlive, packets.ErrClientIdentifierNotValid, v3IdentifierRejected,
+			fmt.Sprintf("keep-alive %ds exceeds the limit of %ds", cl.State.Keepalive, h.maxKeep))
+	}
 	if h.a != nil && !h.a.authenticate(pk.Connect.Username, pk.Connect.Password, pk.Connect.UsernameFlag) {
 		return h.refuse(cl, refuseCredentials, packets.ErrBadUsernameOrPassword, v3BadUserNameOrPasswd, "bad user name or password")
 	}
@@ -69,6 +101,23 @@ func (h *authHook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		return h.refuse(cl, refuseSessionOwner, packets.ErrNotAuthorized, v3NotAuthorized, "client identifier belongs to another user's session")
 	}
 	return nil
+}
+
+// boundKeepAlive applies limits.max_keep_alive: an MQTT 5 client that asks
+// for more, or for none, is given the limit as Server Keep Alive
+// [MQTT-3.2.2-21]. An MQTT 3.1.1 client cannot be told; one that asks for
+// more is refused (false); one without keep-alive (0) is let through.
+func (h *authHook) boundKeepAlive(cl *mqtt.Client) bool {
+	k := cl.State.Keepalive
+	if h.maxKeep == 0 || (k != 0 && k <= h.maxKeep) {
+		return true
+	}
+	if cl.Properties.ProtocolVersion < 5 {
+		return k == 0
+	}
+	cl.State.Keepalive = h.maxKeep
+	cl.State.ServerKeepalive = true
+	return true
 }
 
 // refuse answers a CONNECT with a refusal and returns the error that ends
@@ -96,6 +145,14 @@ func (h *authHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) boo
 func (h *authHook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 	if h.a == nil {
 		return true
+	}
+	if !write {
+		// A shared subscription "$share/NAME/FILTER" reads FILTER.
+		if rest, ok := strings.CutPrefix(topic, "$share/"); ok {
+			if _, f, ok := strings.Cut(rest, "/"); ok {
+				topic = f
+			}
+		}
 	}
 	u := cl.Properties.Username
 	return h.a.authorize(string(u), len(u) == 0, topic, write)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +25,8 @@ import (
 // reconnect: a duplicate, never a loss.
 type packetIDHook struct {
 	mqtt.HookBase
-	e *mochiEngine
+	e          *mochiEngine
+	receiveMax uint16 // the broker's Receive Maximum (CONNACK)
 
 	mu      sync.RWMutex
 	clients map[*mqtt.Client]*stash
@@ -35,6 +37,9 @@ type stash struct {
 	// msgs is touched only by the client's read goroutine (OnDisconnect
 	// runs there too).
 	msgs map[uint16]packets.Packet
+	// qos2In holds the identifiers of inbound QoS 2 messages awaiting
+	// PUBREL (read goroutine only), to enforce Receive Maximum.
+	qos2In map[uint16]struct{}
 	// pending counts msgs; a new connection of the same client waits
 	// (briefly) for it to reach 0 before it inherits the session.
 	pending *counter
@@ -45,7 +50,7 @@ type stash struct {
 const restoreWait = time.Second
 
 func newPacketIDHook(e *mochiEngine) *packetIDHook {
-	return &packetIDHook{e: e, clients: map[*mqtt.Client]*stash{}}
+	return &packetIDHook{e: e, receiveMax: e.srv.Options.Capabilities.ReceiveMaximum, clients: map[*mqtt.Client]*stash{}}
 }
 
 func (h *packetIDHook) ID() string { return "iotq-packet-ids" }
@@ -67,6 +72,9 @@ func (h *packetIDHook) stashOf(cl *mqtt.Client) *stash {
 }
 
 func (h *packetIDHook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	if err := h.receiveMaximum(cl, pk); err != nil {
+		return pk, err
+	}
 	if pk.FixedHeader.Type != packets.Publish || pk.FixedHeader.Qos == 0 {
 		return pk, nil
 	}
@@ -96,6 +104,60 @@ func (h *packetIDHook) OnPacketProcessed(cl *mqtt.Client, pk packets.Packet, err
 	if s := h.stashOf(cl); s != nil && len(s.msgs) > 0 {
 		h.restore(cl, s, pk.PacketID)
 	}
+}
+
+// receiveMaximum enforces the broker's Receive Maximum on an MQTT 5 client:
+// one QoS 2 PUBLISH more than the broker announced in CONNACK, while the
+// earlier ones still wait for their PUBREL, ends the connection with
+// DISCONNECT 0x93 "receive maximum exceeded" [MQTT-3.3.4-9]. (mochi counts
+// a quota but never enforces it. QoS 1 messages are acknowledged at once,
+// so they never pile up.)
+func (h *packetIDHook) receiveMaximum(cl *mqtt.Client, pk packets.Packet) error {
+	if cl.Properties.ProtocolVersion < 5 {
+		return nil
+	}
+	switch {
+	case pk.FixedHeader.Type == packets.Pubrel:
+		if s := h.stashOf(cl); s != nil {
+			delete(s.qos2In, pk.PacketID)
+		}
+	case pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos == 2:
+		s := h.stashOf(cl)
+		if s == nil {
+			return nil
+		}
+		if _, ok := s.qos2In[pk.PacketID]; ok {
+			return nil // a resend
+		}
+		if len(s.qos2In) >= int(h.receiveMax) {
+			disconnectLingering(cl, packets.ErrReceiveMaximum)
+			return packets.ErrRejectPacket
+		}
+		if s.qos2In == nil {
+			s.qos2In = map[uint16]struct{}{}
+		}
+		s.qos2In[pk.PacketID] = struct{}{}
+	}
+	return nil
+}
+
+// lingerTime bounds how long a connection ended by the broker is drained.
+const lingerTime = time.Second
+
+// disconnectLingering sends DISCONNECT with code and reads (discarding)
+// what the client still sends, for at most lingerTime, before the engine
+// closes the connection: closing a socket with unread data sends a TCP
+// reset, which can destroy the DISCONNECT before the client reads it.
+// Read goroutine only.
+func disconnectLingering(cl *mqtt.Client, code packets.Code) {
+	_ = cl.WritePacket(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect}, ReasonCode: code.Code,
+		Properties: packets.Properties{ReasonString: code.Reason}})
+	c := cl.Net.Conn
+	if c == nil {
+		return
+	}
+	_ = c.SetReadDeadline(time.Now().Add(lingerTime))
+	_, _ = io.Copy(io.Discard, c)
 }
 
 // restore puts the set-aside outbound message with identifier id back.

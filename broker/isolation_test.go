@@ -2,9 +2,10 @@ package broker_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -343,4 +344,59 @@ func TestHugeClientIDDoesNotSpoilOthersStore(t *testing.T) {
 	}
 }
 
-var _ = errors.New
+// metricsText returns srv's /metrics page.
+func metricsText(t *testing.T, srv *broker.Server) string {
+	t.Helper()
+	resp, err := http.Get("http://" + srv.MetricsAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestSubscriptionLimit: a client gets at most limits.max_subscriptions
+// subscriptions; one more is refused (MQTT 5: 0x97, 3.1.1: 0x80) and
+// counted; resubscribing to an existing filter still works.
+func TestSubscriptionLimit(t *testing.T) {
+	srv := testutil.StartBroker(t, broker.Options{Limits: broker.LimitsOptions{MaxSubscriptions: 3}, Metrics: "127.0.0.1:0"})
+	u := testutil.Endpoint(t, srv, "mqtt")
+	c := v5Client(t, srv, u, "many5", nil)
+	var subs []paho.SubscribeOptions
+	for i := range 4 {
+		subs = append(subs, paho.SubscribeOptions{Topic: fmt.Sprintf("s/%d", i), QoS: 1})
+	}
+	sa, err := c.Subscribe(ctxT(t), &paho.Subscribe{Subscriptions: subs})
+	if sa == nil {
+		t.Fatalf("no SUBACK: %v", err)
+	}
+	if got := fmt.Sprint(sa.Reasons); got != "[1 1 1 151]" {
+		t.Fatalf("v5 SUBACK reasons %s, want [1 1 1 151] (the fourth over the limit: 0x97)", got)
+	}
+	sa, err = c.Subscribe(ctxT(t), &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "s/0", QoS: 0}}})
+	if err != nil || fmt.Sprint(sa.Reasons) != "[0]" {
+		t.Fatalf("resubscribing to an existing filter: %v %+v", err, sa)
+	}
+
+	v3 := v3Client(t, srv, u, "many3", nil)
+	tok := v3.SubscribeMultiple(map[string]byte{"t/0": 1, "t/1": 1, "t/2": 1, "t/3": 1}, nil)
+	if !tok.WaitTimeout(testutil.Scale(10 * time.Second)) {
+		t.Fatal("v3 subscribe: timeout")
+	}
+	refused := 0
+	for _, code := range tok.(*pahov3.SubscribeToken).Result() {
+		if code == 0x80 {
+			refused++
+		}
+	}
+	if refused != 1 {
+		t.Fatalf("v3 SUBACK %v: want exactly one 0x80", tok.(*pahov3.SubscribeToken).Result())
+	}
+	if v := metricValue(metricsText(t, srv), `iotq_broker_refused_total{kind="subscription_limit"}`); v != 2 {
+		t.Fatalf("refused_total{kind=subscription_limit} = %v, want 2", v)
+	}
+}

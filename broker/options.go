@@ -160,6 +160,17 @@ type LimitsOptions struct {
 	// bytes; a longer one is refused with CONNACK "client identifier not
 	// valid". Default 256.
 	MaxClientIDLength int `yaml:"max_client_id_length"`
+	// MaxKeepAlive, if set, is the longest keep-alive a client may use (whole
+	// seconds, at most 65535s), like Mosquitto's max_keepalive: an MQTT 5
+	// client asking for more (or for none, 0) is told this value as the
+	// server keep-alive in CONNACK; an MQTT 3.1.1 client, which cannot be
+	// told, is refused with "identifier rejected". Default 0: no limit.
+	MaxKeepAlive time.Duration `yaml:"max_keep_alive"`
+	// MaxSubscriptions bounds the subscriptions of one client; one more is
+	// refused (SUBACK 0x97 quota exceeded; 0x80 in MQTT 3.1.1) and counted
+	// in iotq_broker_refused_total{kind="subscription_limit"}. Default
+	// 1000.
+	MaxSubscriptions int `yaml:"max_subscriptions"`
 }
 
 // LogOptions select the log output of the iotq command.
@@ -183,6 +194,7 @@ const (
 	DefaultReadBuffer       = 4 << 10
 	DefaultWriteTimeout     = 30 * time.Second
 	DefaultMaxClientIDLen   = 256
+	DefaultMaxSubscriptions = 1000
 )
 
 // DefaultStateDir is the state directory used for generated TLS material
@@ -250,6 +262,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.Flow.ReadBuffer == 0 {
 		o.Flow.ReadBuffer = DefaultReadBuffer
+	}
+	if o.Limits.MaxSubscriptions == 0 {
+		o.Limits.MaxSubscriptions = DefaultMaxSubscriptions
 	}
 	if o.Limits.MaxClientIDLength == 0 {
 		o.Limits.MaxClientIDLength = DefaultMaxClientIDLen
@@ -342,6 +357,12 @@ func (o Options) Validate() error {
 	}
 	if o.Flow.ReadBuffer < 0 {
 		add("flow.read_buffer", "must not be negative, got %d", o.Flow.ReadBuffer)
+	}
+	if o.Limits.MaxKeepAlive < 0 || o.Limits.MaxKeepAlive > 65535*time.Second || o.Limits.MaxKeepAlive%time.Second != 0 {
+		add("limits.max_keep_alive", "want whole seconds from 1s to 65535s (0 for no limit), got %v", o.Limits.MaxKeepAlive)
+	}
+	if o.Limits.MaxSubscriptions < 0 {
+		add("limits.max_subscriptions", "must not be negative (0 for the default %d), got %d", DefaultMaxSubscriptions, o.Limits.MaxSubscriptions)
 	}
 	if o.Limits.MaxClientIDLength < 0 || o.Limits.MaxClientIDLength > 65535 {
 		add("limits.max_client_id_length", "want 1 to 65535 bytes (0 for the default %d), got %d", DefaultMaxClientIDLen, o.Limits.MaxClientIDLength)

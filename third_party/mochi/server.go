@@ -61,6 +61,10 @@ type Capabilities struct {
 	RetainAvailable              byte            `yaml:"retain_available" json:"retain_available"`                 // support of retain messages
 	WildcardSubAvailable         byte            `yaml:"wildcard_sub_available" json:"wildcard_sub_available"`     // support of wildcard subscriptions
 	SubIDAvailable               byte            `yaml:"sub_id_available" json:"sub_id_available"`                 // support of subscription identifiers
+	// MaximumClientSubscriptions bounds the subscriptions of one client; a
+	// new filter beyond it is refused with 0x97 quota exceeded (0x80 in
+	// MQTT 3.1.1). 0: no limit. [iotq patch 3]
+	MaximumClientSubscriptions int `yaml:"maximum_client_subscriptions" json:"maximum_client_subscriptions"`
 }
 
 // NewDefaultServerCapabilities defines the default features and capabilities provided by the server.
@@ -1237,6 +1241,14 @@ func (s *Server) processPubcomp(cl *Client, pk packets.Packet) error {
 	return nil
 }
 
+// hasSubscription reports whether cl already subscribes to filter (a
+// resubscription replaces it, so it never counts against the limit).
+// [iotq patch 3]
+func hasSubscription(cl *Client, filter string) bool {
+	_, ok := cl.State.Subscriptions.Get(filter)
+	return ok
+}
+
 // processSubscribe processes a Subscribe packet.
 func (s *Server) processSubscribe(cl *Client, pk packets.Packet) error {
 	pk = s.hooks.OnSubscribe(cl, pk)
@@ -1260,6 +1272,8 @@ func (s *Server) processSubscribe(cl *Client, pk packets.Packet) error {
 			if s.Options.Capabilities.Compatibilities.ObscureNotAuthorized {
 				reasonCodes[i] = packets.ErrUnspecifiedError.Code
 			}
+		} else if max := s.Options.Capabilities.MaximumClientSubscriptions; max > 0 && cl.State.Subscriptions.Len() >= max && !hasSubscription(cl, sub.Filter) { // [iotq patch 3]
+			reasonCodes[i] = packets.ErrQuotaExceeded.Code
 		} else {
 			isNew := s.Topics.Subscribe(cl.ID, sub) // [MQTT-3.8.4-3]
 			if isNew {
