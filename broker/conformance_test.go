@@ -37,21 +37,12 @@ func conformanceDir(t *testing.T) string {
 		dir = filepath.Join(root, "..", "shared", "conformance", "paho.mqtt.testing", "interoperability")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "client_test5.py")); err != nil {
-		missing(t, "the Eclipse Paho interoperability tests are missing: %v (put eclipse/paho.mqtt.testing's interoperability/ folder at ../shared/conformance/paho.mqtt.testing/interoperability relative to the repository root, or set IOTQ_CONFORMANCE_DIR to it)", err)
+		testutil.SkipOrFail(t, "the Eclipse Paho interoperability tests are missing: %v (put eclipse/paho.mqtt.testing's interoperability/ folder at ../shared/conformance/paho.mqtt.testing/interoperability relative to the repository root, or set IOTQ_CONFORMANCE_DIR to it)", err)
 	}
 	if _, err := exec.LookPath("python3"); err != nil {
-		missing(t, "python3 is needed to run the Paho interoperability tests: %v", err)
+		testutil.SkipOrFail(t, "python3 is needed to run the Paho interoperability tests: %v", err)
 	}
 	return dir
-}
-
-// missing skips, or fails under CI=true.
-func missing(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
 }
 
 // repoRoot is the directory of go.mod above the working directory.

@@ -363,8 +363,8 @@ func metricsText(t *testing.T, srv *broker.Server) string {
 // subscriptions; one more is refused (MQTT 5: 0x97, 3.1.1: 0x80) and
 // counted; resubscribing to an existing filter still works.
 func TestSubscriptionLimit(t *testing.T) {
-	srv := testutil.StartBroker(t, broker.Options{Limits: broker.LimitsOptions{MaxSubscriptions: 3}, Metrics: "127.0.0.1:0"})
-	u := testutil.Endpoint(t, srv, "mqtt")
+	srv := brokertest.Start(t, broker.Options{Limits: broker.LimitsOptions{MaxSubscriptions: 3}, Metrics: "127.0.0.1:0"})
+	u := brokertest.Endpoint(t, srv, "mqtt")
 	c := v5Client(t, srv, u, "many5", nil)
 	var subs []paho.SubscribeOptions
 	for i := range 4 {
