@@ -23,7 +23,9 @@
 # Each broker is started by this script on a free loopback port with its own
 # directory and stopped by its PID. Brokers alternate within every round
 # (the order is reversed every other round). Throughput = messages received
-# by all subscribers / (last receive - first send); in the saturated
+# by all subscribers / (last receive - first send); the broker's CPU time
+# (user + system, from /proc) per delivered message is printed beside it:
+# on a shared machine it moves much less than the rate. In the saturated
 # scenarios the latency includes the publisher's own queue (mosquitto_pub
 # reads its input faster than it can send), so compare latency in lat-*.
 #
@@ -167,6 +169,9 @@ stop_broker() {
 }
 
 rss_kb() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
+# cpu_ticks PID: user + system CPU time of the process, in clock ticks.
+cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+clk_tck=$(getconf CLK_TCK)
 
 sub_pids=()
 cleanup() {
@@ -193,6 +198,8 @@ run_one() {
     files+=("$dir/sub$i.txt")
   done
   sleep 1 # let every subscription reach the broker
+  local cpu0
+  cpu0=$(cpu_ticks "$bpid")
   timeout "$RUN_TIMEOUT" bash -c '"$1" gen -delay 500ms -n "$2" -size "$3" -rate "$4" |
     mosquitto_pub -h 127.0.0.1 -p "$5" -i bpub -t bench/t -q "$6" -l' _ \
     "$bk" "$msgs" "$SIZE" "$rate" "$bport" "$qos" 2> "$dir/pub.err" || echo "publisher failed or timed out: see $dir/pub.err" >&2
@@ -205,20 +212,22 @@ run_one() {
     wait "$p" 2>/dev/null || true
   done
   sub_pids=()
-  local peak
+  local peak cpu
   peak=$(rss_kb "$bpid" VmHWM)
+  cpu=$(awk -v a="$cpu0" -v b="$(cpu_ticks "$bpid")" -v t="$clk_tck" 'BEGIN {printf "%.2f", (b - a) / t}')
   stop_broker
   local lat expected
   lat=$("$bk" lat -csv "${files[@]}")
   expected=$((msgs * subs))
-  echo "$round,$scen,$broker,$qos,$subs,$msgs,$expected,$lat,$peak" |
-    awk -F, -v OFS=, '{lost = ($7 - $8) * 100 / $7; print $1,$2,$3,$4,$5,$6,$7,$8,sprintf("%.3f", lost),$10,$11,$12,$13,$14,$15,$16}' >> "$out/runs.csv"
-  tail -1 "$out/runs.csv" | awk -F, '{printf "  %-9s %-13s received %d/%d (lost %s%%) %8.0f msg/s  p50 %.0f us  p99 %.0f us  peak RSS %d KiB\n", $2, $3, $8, $7, $9, $11, $12, $14, $16}' >&2
+  echo "$round,$scen,$broker,$qos,$subs,$msgs,$expected,$lat,$peak,$cpu" |
+    awk -F, -v OFS=, '{lost = ($7 - $8) * 100 / $7; perMsg = $8 > 0 ? $17 * 1e6 / $8 : 0
+      print $1,$2,$3,$4,$5,$6,$7,$8,sprintf("%.3f", lost),$10,$11,$12,$13,$14,$15,$16,$17,sprintf("%.2f", perMsg)}' >> "$out/runs.csv"
+  tail -1 "$out/runs.csv" | awk -F, '{printf "  %-10s %-13s received %d/%d (lost %s%%) %8.0f msg/s  p50 %.0f us  p99 %.0f us  peak RSS %d KiB  CPU %.2f us/msg\n", $2, $3, $8, $7, $9, $11, $12, $14, $16, $18}' >&2
   [ "${KEEP_RAW:-0}" = 1 ] || rm -f "${files[@]}"
 }
 
 if [ $do_tp = 1 ]; then
-  echo "round,scenario,broker,qos,subs,published,expected,received,lost_pct,seconds,msgs_per_s,p50_us,p90_us,p99_us,max_us,peak_rss_kb" > "$out/runs.csv"
+  echo "round,scenario,broker,qos,subs,published,expected,received,lost_pct,seconds,msgs_per_s,p50_us,p90_us,p99_us,max_us,peak_rss_kb,broker_cpu_s,cpu_us_per_msg" > "$out/runs.csv"
   # scenario qos subs msgs rate brokers...
   scenarios=(
     "p2p-q0 0 1 $P2P_MSGS 0 mosquitto iotq"

@@ -74,6 +74,8 @@ type Cell struct {
 	P99us      float64 `json:"p99_us_median"`
 	LostPct    float64 `json:"lost_pct_max"`
 	PeakRSSMB  float64 `json:"peak_rss_mb_median"`
+	CPUus      float64 `json:"broker_cpu_us_per_msg_median"`
+	CPURatio   float64 `json:"cpu_per_msg_ratio_to_mosquitto"`
 }
 
 // IdleCell is one broker's line of the idle-memory summary.
@@ -108,8 +110,8 @@ func cmdSummarize(args []string) error {
 	}
 	var md strings.Builder
 	if len(cells) > 0 {
-		md.WriteString("| scenario | broker | runs | delivered msg/s, median (min-max) | x Mosquitto (median of per-round ratios) | p50 / p99 latency µs (paced runs only) | lost % (max) | peak RSS MiB |\n")
-		md.WriteString("|---|---|---|---|---|---|---|---|\n")
+		md.WriteString("| scenario | broker | runs | delivered msg/s, median (min-max) | x Mosquitto (median of per-round ratios) | p50 / p99 latency µs (paced runs only) | lost % (max) | peak RSS MiB | broker CPU µs per delivered msg, median (x Mosquitto) |\n")
+		md.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 		for _, c := range cells {
 			ratio := "1"
 			if c.Broker != "mosquitto" {
@@ -122,9 +124,13 @@ func cmdSummarize(args []string) error {
 				lat = fmt.Sprintf("%.0f / %.0f", c.P50us, c.P99us)
 				ratio = "(paced)"
 			}
-			fmt.Fprintf(&md, "| %s | %s | %d | %.1fk (%.1fk-%.1fk) | %s | %s | %.2f | %.1f |\n",
+			cpu := fmt.Sprintf("%.1f", c.CPUus)
+			if c.Broker != "mosquitto" && c.CPURatio > 0 {
+				cpu += fmt.Sprintf(" (%.2f)", c.CPURatio)
+			}
+			fmt.Fprintf(&md, "| %s | %s | %d | %.1fk (%.1fk-%.1fk) | %s | %s | %.2f | %.1f | %s |\n",
 				c.Scenario, c.Broker, c.Runs, c.MsgsPerSec/1e3, c.MinRate/1e3, c.MaxRate/1e3, ratio,
-				lat, c.LostPct, c.PeakRSSMB)
+				lat, c.LostPct, c.PeakRSSMB, cpu)
 		}
 	}
 	if len(idle) > 0 {
@@ -145,10 +151,10 @@ func cmdSummarize(args []string) error {
 		return err
 	}
 	var sc strings.Builder
-	sc.WriteString("scenario,broker,runs,msgs_per_sec_median,msgs_per_sec_min,msgs_per_sec_max,ratio_of_medians,median_round_ratio,p50_us,p99_us,lost_pct_max,peak_rss_mb\n")
+	sc.WriteString("scenario,broker,runs,msgs_per_sec_median,msgs_per_sec_min,msgs_per_sec_max,ratio_of_medians,median_round_ratio,p50_us,p99_us,lost_pct_max,peak_rss_mb,cpu_us_per_msg,cpu_ratio\n")
 	for _, c := range cells {
-		fmt.Fprintf(&sc, "%s,%s,%d,%.0f,%.0f,%.0f,%.3f,%.3f,%.0f,%.0f,%.3f,%.1f\n", c.Scenario, c.Broker, c.Runs,
-			c.MsgsPerSec, c.MinRate, c.MaxRate, c.Ratio, c.PairRatio, c.P50us, c.P99us, c.LostPct, c.PeakRSSMB)
+		fmt.Fprintf(&sc, "%s,%s,%d,%.0f,%.0f,%.0f,%.3f,%.3f,%.0f,%.0f,%.3f,%.1f,%.2f,%.3f\n", c.Scenario, c.Broker, c.Runs,
+			c.MsgsPerSec, c.MinRate, c.MaxRate, c.Ratio, c.PairRatio, c.P50us, c.P99us, c.LostPct, c.PeakRSSMB, c.CPUus, c.CPURatio)
 	}
 	if err := os.WriteFile(filepath.Join(*dir, "summary.csv"), []byte(sc.String()), 0o644); err != nil {
 		return err
@@ -177,6 +183,7 @@ func summarizeRuns(rows []map[string]string) []Cell {
 	}
 	var cells []Cell
 	mosq := map[string]float64{}
+	mosqCPU := map[string]float64{}
 	for _, k := range order {
 		rs := groups[k]
 		rates := col(rs, "msgs_per_s")
@@ -185,9 +192,11 @@ func summarizeRuns(rows []map[string]string) []Cell {
 			MsgsPerSec: median(rates), MinRate: slices.Min(rates), MaxRate: slices.Max(rates),
 			P50us: median(col(rs, "p50_us")), P99us: median(col(rs, "p99_us")),
 			LostPct: slices.Max(col(rs, "lost_pct")), PeakRSSMB: median(col(rs, "peak_rss_kb")) / 1024,
+			CPUus: median(col(rs, "cpu_us_per_msg")),
 		}
 		if k.broker == "mosquitto" {
 			mosq[k.scenario] = c.MsgsPerSec
+			mosqCPU[k.scenario] = c.CPUus
 		}
 		cells = append(cells, c)
 	}
@@ -204,6 +213,9 @@ func summarizeRuns(rows []map[string]string) []Cell {
 		c := &cells[i]
 		if m := mosq[c.Scenario]; m > 0 {
 			c.Ratio = c.MsgsPerSec / m
+		}
+		if m := mosqCPU[c.Scenario]; m > 0 {
+			c.CPURatio = c.CPUus / m
 		}
 		var pr []float64
 		for _, r := range groups[key{c.Scenario, c.Broker}] {
