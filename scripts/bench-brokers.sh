@@ -6,9 +6,10 @@
 # scripts/setup.sh): the same independent C client for every broker, sharing
 # no code with iotq. (No benchmark tool of the package registries reachable
 # here could be used: the Go proxy refuses krylovsk/mqtt-benchmark and
-# zzjcool/mqtt-benchmark, emqtt-bench needs Erlang packages from outside the
-# registries, and the PyPI/crates.io tools neither subscribe nor time
-# delivery.) scripts/benchkit (a separate Go module, standard library only)
+# zzjcool/mqtt-benchmark; emqtt-bench is in no registry here (its build
+# fetches from GitHub); PyPI's pymqttbench 0.1.1 connects once per message
+# and needs Python 2; crates.io's mqtt-benchmark 0.2.2 only times handing
+# messages to its client library.) scripts/benchkit (a separate Go module, standard library only)
 # writes the publisher's timestamped input lines, reads the subscribers'
 # receive times, and holds idle connections for the memory figure.
 #
