@@ -227,7 +227,7 @@ func newCoAPCollector(s *Server) coapCollector {
 		"notify_failures":      prometheus.NewDesc("iotq_broker_coap_notification_failures_total", "Confirmable notifications not acknowledged (observer removed).", nil, nil),
 		"coalesced":            prometheus.NewDesc("iotq_broker_coap_coalesced_total", "Notifications replaced by a newer value before they were sent.", nil, nil),
 		"denied":               prometheus.NewDesc("iotq_broker_coap_denied_total", "CoAP requests refused by the ACL.", nil, nil),
-		"message_layer_events": prometheus.NewDesc("iotq_broker_coap_message_events_total", "CoAP message-layer events on UDP and DTLS listeners (sent, received, retransmission, acknowledged, timeout, reset_received, reset_sent, duplicate, bad_datagram, bad_option, overload, stray).", []string{"event"}, nil),
+		"message_layer_events": prometheus.NewDesc("iotq_broker_coap_message_events_total", "CoAP message-layer events on UDP and DTLS listeners (sent, received, retransmission, acknowledged, timeout, reset_received, reset_sent, duplicate, bad_datagram, bad_option, overload, stray, dedup_full).", []string{"event"}, nil),
 	}, observers: prometheus.NewDesc("iotq_broker_coap_observers", "Current CoAP observations.", nil, nil)}
 }
 
@@ -255,7 +255,8 @@ func (c coapCollector) Collect(ch chan<- prometheus.Metric) {
 		v    int64
 	}{{"sent", m.Sent}, {"received", m.Received}, {"retransmission", m.Retransmissions}, {"acknowledged", m.Acknowledged},
 		{"timeout", m.Timeouts}, {"reset_received", m.ResetsReceived}, {"reset_sent", m.ResetsSent}, {"duplicate", m.Duplicates},
-		{"bad_datagram", m.BadDatagrams}, {"bad_option", m.BadOptions}, {"overload", m.Overload}, {"stray", m.Stray}} {
+		{"bad_datagram", m.BadDatagrams}, {"bad_option", m.BadOptions}, {"overload", m.Overload}, {"stray", m.Stray},
+		{"dedup_full", m.DedupFull}} {
 		counter("message_layer_events", e.v, e.name)
 	}
 	ch <- prometheus.MustNewConstMetric(c.observers, prometheus.GaugeValue, float64(st.Observers))

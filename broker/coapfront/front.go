@@ -268,6 +268,7 @@ func (f *Front) Stats() Stats {
 		s.Message.BadOptions += m.BadOptions
 		s.Message.Overload += m.Overload
 		s.Message.Stray += m.Stray
+		s.Message.DedupFull += m.DedupFull
 	}
 	return s
 }

@@ -48,6 +48,11 @@ type Options struct {
 	PeerQueue int
 	// MaxDatagram is the receive buffer size. Default 65535.
 	MaxDatagram int
+	// MaxDedup bounds the remembered message IDs (deduplication); beyond
+	// it new messages are processed without being remembered (counted as
+	// DedupFull), so a flood of distinct message IDs cannot exhaust memory.
+	// Default 200000.
+	MaxDedup int
 	// Clock is the time source. Default: the system clock.
 	Clock Clock
 	// Rand returns numbers uniform in [0, 1) for the dithering of timeouts.
@@ -75,11 +80,12 @@ type Stats struct {
 	BadOptions      int64 // messages with unknown critical options
 	Overload        int64 // requests refused because the peer's queue was full
 	Stray           int64 // ACK/RST/responses matching nothing of ours
+	DedupFull       int64 // messages not remembered because the deduplication table was full
 }
 
 type counters struct {
 	sent, received, retransmissions, acknowledged, timeouts, resetsReceived, resetsSent,
-	duplicates, badDatagrams, badOptions, overload, stray atomic.Int64
+	duplicates, badDatagrams, badOptions, overload, stray, dedupFull atomic.Int64
 }
 
 type midKey struct {
@@ -153,6 +159,9 @@ func New(conn net.PacketConn, o Options) (*Endpoint, error) {
 	if o.MaxDatagram <= 0 {
 		o.MaxDatagram = 65535
 	}
+	if o.MaxDedup <= 0 {
+		o.MaxDedup = 200000
+	}
 	if o.Clock == nil {
 		o.Clock = systemClock{}
 	}
@@ -200,6 +209,7 @@ func (e *Endpoint) Stats() Stats {
 		Acknowledged: c.acknowledged.Load(), Timeouts: c.timeouts.Load(), ResetsReceived: c.resetsReceived.Load(),
 		ResetsSent: c.resetsSent.Load(), Duplicates: c.duplicates.Load(), BadDatagrams: c.badDatagrams.Load(),
 		BadOptions: c.badOptions.Load(), Overload: c.overload.Load(), Stray: c.stray.Load(),
+		DedupFull: c.dedupFull.Load(),
 	}
 }
 
@@ -487,7 +497,11 @@ func (e *Endpoint) receive(peer net.Addr, data []byte) {
 		life = e.p.ExchangeLifetime
 	}
 	se := &seenEntry{expires: e.clock.Now().Add(life)}
-	e.seen[key] = se
+	if len(e.seen) < e.o.MaxDedup {
+		e.seen[key] = se
+	} else {
+		e.c.dedupFull.Add(1)
+	}
 	e.mu.Unlock()
 
 	class := msg.Code >> 5

@@ -291,3 +291,25 @@ func TestParamsDerived(t *testing.T) {
 		t.Fatal("bad parameters accepted")
 	}
 }
+
+func TestDedupTableBounded(t *testing.T) {
+	clk := newFakeClock()
+	conn := newFakeConn(clk)
+	calls := make(chan struct{}, 10)
+	e, err := New(conn, Options{Clock: clk, MaxDedup: 2, Handler: func(net.Addr, *message.Message) *message.Message {
+		calls <- struct{}{}
+		return &message.Message{Code: codes.Changed}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for mid := int32(1); mid <= 3; mid++ {
+		b, _ := encode(&message.Message{Type: message.Confirmable, Code: codes.PUT, MessageID: mid})
+		conn.inject(peerA, b)
+	}
+	waitFor(t, func() bool { return len(conn.sent()) == 3 })
+	if s := e.Stats(); s.DedupFull != 1 || len(calls) != 3 {
+		t.Fatalf("dedup full %d, handler calls %d; want 1 and 3", s.DedupFull, len(calls))
+	}
+}
