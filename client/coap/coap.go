@@ -465,7 +465,7 @@ func (c *Client) Publish(ctx context.Context, topic string, payload []byte, opts
 // CON when opts.QoS > 0 (the broker then sends confirmable
 // notifications), NON otherwise. It returns once the server accepted the
 // observation; the current value, if the topic has one, is delivered
-// first. Wildcard filters are not supported by CoAP.
+// first, flagged Retained. Wildcard filters are not supported by CoAP.
 func (c *Client) Subscribe(ctx context.Context, filter string, opts core.SubscribeOptions, h core.Handler) error {
 	if err := c.check(); err != nil {
 		return err
@@ -487,7 +487,7 @@ func (c *Client) Subscribe(ctx context.Context, filter string, opts core.Subscri
 			first <- r
 			return
 		}
-		c.notification(s, r)
+		c.notification(s, r, false)
 	})
 	fail := make(chan error, 1)
 	err = c.exchange(m, opts.QoS > 0, false, func(_ *message.Message, err error) {
@@ -530,14 +530,14 @@ func (c *Client) Subscribe(ctx context.Context, filter string, opts core.Subscri
 		old.cancel()
 	}
 	if len(r.Payload) > 0 {
-		c.notification(s, r)
+		c.notification(s, r, true) // the stored value, like an MQTT retained message
 	}
 	return nil
 }
 
 // notification queues a notification for the handler (after the RFC 7641
 // freshness check).
-func (c *Client) notification(s *subscription, r *message.Message) {
+func (c *Client) notification(s *subscription, r *message.Message, stored bool) {
 	now := time.Now()
 	if r.Code != codes.Content {
 		c.mu.Lock()
@@ -573,7 +573,7 @@ func (c *Client) notification(s *subscription, r *message.Message) {
 			}
 			payload = full
 		}
-		s.h(core.Message{Topic: s.filter, Payload: payload, QoS: 0, Received: now})
+		s.h(core.Message{Topic: s.filter, Payload: payload, QoS: 0, Retained: stored, Received: now})
 	})
 }
 

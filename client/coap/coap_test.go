@@ -178,7 +178,14 @@ func TestPubSubEveryTransport(t *testing.T) {
 			if err := sub.Subscribe(ctx, topic, client.SubscribeOptions{}, late.handler); err != nil {
 				t.Fatal(err)
 			}
-			late.want(t, "from-mqtt")
+			select {
+			case m := <-late:
+				if string(m.Payload) != "from-mqtt" || !m.Retained {
+					t.Fatalf("late observer got %q retained=%v, want the stored value flagged retained", m.Payload, m.Retained)
+				}
+			case <-time.After(testutil.Scale(10 * time.Second)):
+				t.Fatal("late observer got nothing")
+			}
 			info := pub.ConnectionInfo()
 			if info.Protocol != "coap" || info.Transport != scheme || info.Connack.IsZero() {
 				t.Fatalf("connection info %+v", info)
