@@ -292,3 +292,21 @@ func TestWildcardRefused(t *testing.T) {
 		t.Fatalf("want a clear refusal, got %v", err)
 	}
 }
+
+// TestCoAPOverQUIC0RTT: with a ticket file, the second connection to
+// coap+quic:// uses 0-RTT (its CSM and first request ride in the first
+// flight) and still delivers.
+func TestCoAPOverQUIC0RTT(t *testing.T) {
+	srv := startBroker(t, nil)
+	tickets := filepath.Join(t.TempDir(), "tickets")
+	ctx := context.Background()
+	for i, want := range []bool{false, true} {
+		c := dial(t, srv, "coap+quic", client.Options{SessionCacheFile: tickets})
+		r, err := c.Publish(ctx, "q/0rtt", []byte{byte(i)}, client.PublishOptions{QoS: 1})
+		wait(t, r, err)
+		if info := c.ConnectionInfo(); info.Used0RTT != want || (want && !info.TLSResumed) {
+			t.Fatalf("connection %d: used_0rtt %v tls_resumed %v, want 0-RTT %v", i+1, info.Used0RTT, info.TLSResumed, want)
+		}
+		_ = c.Close() // writes the ticket file
+	}
+}
