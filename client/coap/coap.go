@@ -528,6 +528,15 @@ func (c *Client) Subscribe(ctx context.Context, filter string, opts core.Subscri
 	c.mu.Unlock()
 	if old != nil {
 		old.cancel()
+		if c.sc != nil {
+			// Streams never answer a notification with RST: deregister
+			// the replaced observation explicitly (RFC 7641 section 3.6).
+			if m, err := c.topicMessage(codes.GET, filter); err == nil {
+				m.Token = old.token
+				m.Options = m.Options.Add(message.Option{ID: message.Observe, Value: []byte{1}})
+				_ = c.exchange(m, false, false, func(*message.Message, error) {})
+			}
+		}
 	}
 	if len(r.Payload) > 0 {
 		c.notification(s, r, true) // the stored value, like an MQTT retained message
