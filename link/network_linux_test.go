@@ -592,10 +592,14 @@ func TestImpairmentDirection(t *testing.T) {
 func TestShellDirectionUpIsTheShellsEgress(t *testing.T) {
 	testutil.RequireNetAdmin(t, Preflight)
 	p := Params{Loss: 1}
+	// The command lingers after sending: datagrams still queued in the TUN
+	// when the shell's command exits are not counted, and on a loaded host
+	// the emulator may not have read them yet (seen in a full CI run).
 	script := `python3 -c "
-import os,socket
+import os,socket,time
 s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)
 for i in range(5): s.sendto(b'x',(os.environ['IOTQ_HOST_ADDR'],9))
+time.sleep(0.5)
 "`
 	var out strings.Builder
 	res, err := Shell(t.Context(), ShellConfig{Up: p, Down: p, Direction: DirectionUp, Options: Options{Prefix: testPrefix},
