@@ -300,13 +300,21 @@ func TestCoAPOverQUIC0RTT(t *testing.T) {
 	srv := startBroker(t, nil)
 	tickets := filepath.Join(t.TempDir(), "tickets")
 	ctx := context.Background()
-	for i, want := range []bool{false, true} {
+	used := false
+	for i := 0; i < 4 && !used; i++ {
 		c := dial(t, srv, "coap+quic", client.Options{SessionCacheFile: tickets})
 		r, err := c.Publish(ctx, "q/0rtt", []byte{byte(i)}, client.PublishOptions{QoS: 1})
 		wait(t, r, err)
-		if info := c.ConnectionInfo(); info.Used0RTT != want || (want && !info.TLSResumed) {
-			t.Fatalf("connection %d: used_0rtt %v tls_resumed %v, want 0-RTT %v", i+1, info.Used0RTT, info.TLSResumed, want)
+		info := c.ConnectionInfo()
+		if i == 0 && (info.Used0RTT || info.TLSResumed) {
+			t.Fatalf("first connection: used_0rtt %v tls_resumed %v without a ticket", info.Used0RTT, info.TLSResumed)
 		}
+		used = info.Used0RTT && info.TLSResumed
 		_ = c.Close() // writes the ticket file
+	}
+	// The ticket arrives after the handshake; on a loaded host the first
+	// connection may close before it: later connections then get it.
+	if !used {
+		t.Fatal("no connection after the first used 0-RTT")
 	}
 }
