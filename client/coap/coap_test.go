@@ -318,3 +318,23 @@ func TestCoAPOverQUIC0RTT(t *testing.T) {
 		t.Fatal("no connection after the first used 0-RTT")
 	}
 }
+
+// TestDTLSCertificates: without a PSK identity the coaps client
+// authenticates the broker by its certificate (ECDHE-ECDSA suites); an
+// untrusted CA fails the handshake with a clear error.
+func TestDTLSCertificates(t *testing.T) {
+	srv := startBroker(t, nil)
+	u := endpointOf(t, srv, "coaps")
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(20*time.Second))
+	defer cancel()
+	c, err := client.Dial(ctx, u, client.Options{CAFile: srv.CAFile(), ServerName: "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, err := c.Publish(ctx, "cert/t", []byte("x"), client.PublishOptions{QoS: 1})
+	wait(t, r, err)
+	if _, err := client.Dial(ctx, u, client.Options{}); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("dial without the CA: want a certificate error, got %v", err)
+	}
+}
