@@ -90,6 +90,8 @@ func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
 			return nil, fmt.Errorf("broker: open store %s: %w (is another broker using this state directory?)", cfg.storePath, err)
 		}
 		e.store = st
+		// Acknowledge QoS 1/2 publishes only once their copies are stored.
+		srv.Options.AckAfter = func(_ *mqtt.Client, send func()) { st.afterCommit(send) }
 	}
 	return e, nil
 }

@@ -26,10 +26,11 @@ import (
 // packet identifier of in-flight messages (after a restart all messages of
 // a session had identifier 0 and overwrote each other).
 //
-// Durability: an in-flight change reaches the OS at most groupCommitDelay
-// after the hook saw it (and the disk at the same time with fsync), so a
-// crash of the broker process loses at most that window; a graceful stop
-// loses nothing.
+// Durability: a QoS 1/2 PUBLISH is acknowledged only after the in-flight
+// copies it produced are committed (afterCommit; the group commit still
+// batches, the acknowledgements wait for their batch), so a crash loses no
+// acknowledged message: a commit reaches the OS (and the disk with fsync)
+// before the PUBACK leaves.
 type storeHook struct {
 	*bolt.Hook
 
@@ -52,6 +53,7 @@ const (
 type storeOp struct {
 	key   string
 	value []byte // nil: delete
+	after func() // if set, not a record: run once everything queued before it is committed
 }
 
 func openStoreHook(path, inflightPath string, fsync bool, log *slog.Logger) (*storeHook, *bolt.Options, error) {
@@ -132,6 +134,23 @@ func (h *storeHook) OnQosDropped(cl *mqtt.Client, pk packets.Packet) {
 	h.enqueue(storeOp{key: inflightKeyOf(cl, pk)})
 }
 
+// afterCommit runs fn (which must not block) once every operation queued
+// so far is committed: the broker acknowledges a QoS 1/2 PUBLISH only when
+// the subscribers' copies are in the store (and on disk with fsync).
+func (h *storeHook) afterCommit(fn func()) {
+	select {
+	case <-h.done:
+		fn()
+		return
+	default:
+	}
+	select {
+	case h.ops <- storeOp{after: fn}:
+	case <-h.done:
+		fn()
+	}
+}
+
 func (h *storeHook) enqueue(op storeOp) {
 	if len(op.key) == 0 || len(op.key) > bbolt.MaxKeySize || len(op.value) > bbolt.MaxValueSize {
 		h.errLog.warn("store: in-flight record too large to store, kept in memory only", "key", logKey(op.key), "key_bytes", len(op.key), "value_bytes", len(op.value))
@@ -189,6 +208,9 @@ func (h *storeHook) writer() {
 		err := h.db.Update(func(tx *bbolt.Tx) error {
 			b := tx.Bucket([]byte(inflightBucket))
 			for _, op := range batch {
+				if op.after != nil {
+					continue
+				}
 				if err := op.apply(b); err != nil {
 					return err
 				}
@@ -199,11 +221,20 @@ func (h *storeHook) writer() {
 			// One bad record must not cost the others theirs: write
 			// them one transaction each and report only the bad ones.
 			for _, op := range batch {
+				if op.after != nil {
+					continue
+				}
 				if err := h.db.Update(func(tx *bbolt.Tx) error { return op.apply(tx.Bucket([]byte(inflightBucket))) }); err != nil {
 					h.errLog.warn("store: in-flight record not written", "key", logKey(op.key), "error", err)
 				}
 			}
 		}
+		for _, op := range batch {
+			if op.after != nil {
+				op.after()
+			}
+		}
+		clear(batch) // drop references to payloads and callbacks
 		batch = batch[:0]
 	}
 	for {

@@ -197,6 +197,23 @@ func (cl *Client) OutboundLen() int {
 	return len(cl.State.outbound)
 }
 
+// QueuePacket puts pk on the client's outbound queue, behind the packets
+// already there, without blocking; if the queue is full it writes pk from a
+// goroutine of its own. It reports false if the client is closed.
+// [iotq patch 4]
+func (cl *Client) QueuePacket(pk packets.Packet) bool {
+	if cl.Closed() {
+		return false
+	}
+	select {
+	case cl.State.outbound <- &pk:
+		atomic.AddInt32(&cl.State.outboundQty, 1)
+	default:
+		go func() { _ = cl.WritePacket(pk) }()
+	}
+	return true
+}
+
 // WriteLoop ranges over pending outbound messages and writes them to the client connection.
 func (cl *Client) WriteLoop() {
 	for {

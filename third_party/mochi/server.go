@@ -99,6 +99,14 @@ type Compatibilities struct {
 
 // Options contains configurable options for the server.
 type Options struct {
+	// AckAfter, if set, defers the acknowledgement (PUBACK or PUBREC) of an
+	// inbound QoS 1/2 PUBLISH: the message is first handed to its
+	// subscribers (whose copies reach the storage hooks), then AckAfter is
+	// called with a function that sends the acknowledgement; it must call
+	// it exactly once, when the copies are durable. The function may be
+	// called from any goroutine and never blocks. [iotq patch 4]
+	AckAfter func(cl *Client, send func()) `yaml:"-" json:"-"`
+
 	// Listeners specifies any listeners which should be dynamically added on serve. Used when setting listeners by config.
 	Listeners []listeners.Config `yaml:"listeners" json:"listeners"`
 
@@ -942,6 +950,10 @@ func (s *Server) processPublish(cl *Client, pk packets.Packet) error {
 		return nil
 	}
 
+	if s.Options.AckAfter != nil {
+		return s.publishAckAfter(cl, pk) // [iotq patch 4]
+	}
+
 	cl.State.Inflight.DecreaseReceiveQuota()
 	ack := s.buildAck(pk.PacketID, packets.Puback, 0, pk.Properties, packets.QosCodes[pk.FixedHeader.Qos]) // [MQTT-4.3.2-4]
 	if pk.FixedHeader.Qos == 2 {
@@ -969,6 +981,29 @@ func (s *Server) processPublish(cl *Client, pk packets.Packet) error {
 	s.publishToSubscribers(pk)
 	s.hooks.OnPublished(cl, pk)
 
+	return nil
+}
+
+// publishAckAfter is the end of processPublish for QoS 1/2 messages when
+// Options.AckAfter is set: deliver first, acknowledge when AckAfter says
+// the deliveries are durable. The acknowledgement goes through the
+// client's outbound queue, so acknowledgements keep the order of the
+// PUBLISH packets [MQTT-4.6.0-2] and never block the caller. [iotq patch 4]
+func (s *Server) publishAckAfter(cl *Client, pk packets.Packet) error {
+	ack := s.buildAck(pk.PacketID, packets.Puback, 0, pk.Properties, packets.QosCodes[pk.FixedHeader.Qos]) // [MQTT-4.3.2-4]
+	if pk.FixedHeader.Qos == 2 {
+		cl.State.Inflight.DecreaseReceiveQuota()
+		ack = s.buildAck(pk.PacketID, packets.Pubrec, 0, pk.Properties, packets.CodeSuccess) // [MQTT-3.3.4-1] [MQTT-4.3.3-8]
+		if ok := cl.State.Inflight.Set(ack); ok {
+			atomic.AddInt64(&s.Info.Inflight, 1)
+			s.hooks.OnQosPublish(cl, ack, ack.Created, 0)
+		}
+	}
+
+	s.publishToSubscribers(pk)
+	s.hooks.OnPublished(cl, pk)
+
+	s.Options.AckAfter(cl, func() { cl.QueuePacket(ack) })
 	return nil
 }
 
