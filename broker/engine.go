@@ -76,6 +76,7 @@ const (
 	dropPacketIDs    = "packet_ids_exhausted" // no packet identifier left
 	dropExpired      = "expired"              // QoS 1/2 message expired before delivery
 	dropSlowConsumer = "slow_consumer"        // subscriber disconnected by the slow-consumer policy
+	dropInflightFull = "inflight_full"        // QoS 1/2 not delivered: the subscriber's session holds max_inflight messages
 )
 
 // Refusal kinds used in metrics.

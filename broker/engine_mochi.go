@@ -74,6 +74,9 @@ func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
 		return nil, fmt.Errorf("broker: add auth hook: %w", err)
 	}
 	e.flow = newFlowHook(e)
+	srv.Options.InflightFull = func(cl *mqtt.Client, pk packets.Packet) {
+		e.flow.drop(dropInflightFull, cl.ID, pk.TopicName, pk.FixedHeader.Qos)
+	}
 	if err := srv.AddHook(e.flow, nil); err != nil {
 		return nil, fmt.Errorf("broker: add flow hook: %w", err)
 	}

@@ -400,3 +400,22 @@ func TestSubscriptionLimit(t *testing.T) {
 		t.Fatalf("refused_total{kind=subscription_limit} = %v, want 2", v)
 	}
 }
+
+// TestInflightFullDropsAreCounted: QoS 1 messages that do not fit an
+// offline session's in-flight store (flow.max_inflight) are counted by
+// reason, not only in the engine's total.
+func TestInflightFullDropsAreCounted(t *testing.T) {
+	srv := brokertest.Start(t, broker.Options{Flow: broker.FlowOptions{MaxInflight: 5}, Metrics: "127.0.0.1:0"})
+	u := brokertest.Endpoint(t, srv, "mqtt")
+	sub := v3Client(t, srv, u, "offline", func(o *pahov3.ClientOptions) { o.SetCleanSession(false) })
+	wait(t, sub.Subscribe("full/q", 1, nil), "subscribe")
+	sub.Disconnect(100)
+	pub := v3Client(t, srv, u, "pub", nil)
+	for i := range 8 {
+		wait(t, pub.Publish("full/q", 1, false, fmt.Sprint(i)), "publish")
+	}
+	text := metricsText(t, srv)
+	if v := metricValue(text, `iotq_broker_messages_dropped_total{qos="1",reason="inflight_full"}`); v != 3 {
+		t.Fatalf(`messages_dropped_total{reason="inflight_full",qos="1"} = %v, want 3`, v)
+	}
+}

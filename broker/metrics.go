@@ -61,7 +61,7 @@ func newMetrics() *metrics {
 	}
 	m.msgBytesOut = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "messages_sent_bytes_total", Help: "Bytes of PUBLISH packets written to clients."})
 	m.droppedVec = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "messages_dropped_total", Help: "Messages the broker did not deliver, by reason and QoS."}, []string{"reason", "qos"})
-	for _, r := range []string{dropQueueFull, dropPacketIDs, dropExpired, dropSlowConsumer} {
+	for _, r := range []string{dropQueueFull, dropPacketIDs, dropExpired, dropSlowConsumer, dropInflightFull} {
 		for _, q := range []string{"0", "1", "2"} {
 			m.droppedVec.WithLabelValues(r, q) // export zeros: absence is not "no drops"
 		}

@@ -107,6 +107,12 @@ type Options struct {
 	// called from any goroutine and never blocks. [iotq patch 4]
 	AckAfter func(cl *Client, send func()) `yaml:"-" json:"-"`
 
+	// InflightFull, if set, is called when a QoS 1/2 message is not
+	// delivered to cl because its in-flight store holds
+	// Capabilities.MaximumInflight messages (Info.InflightDropped counts
+	// these). [iotq patch 5]
+	InflightFull func(cl *Client, pk packets.Packet) `yaml:"-" json:"-"`
+
 	// Listeners specifies any listeners which should be dynamically added on serve. Used when setting listeners by config.
 	Listeners []listeners.Config `yaml:"listeners" json:"listeners"`
 
@@ -1105,6 +1111,9 @@ func (s *Server) publishToClient(cl *Client, sub packets.Subscription, pk packet
 			// add hook?
 			atomic.AddInt64(&s.Info.InflightDropped, 1)
 			s.Log.Warn("client store quota reached", "client", cl.ID, "listener", cl.Net.Listener)
+			if s.Options.InflightFull != nil { // [iotq patch 5]
+				s.Options.InflightFull(cl, out)
+			}
 			return out, packets.ErrQuotaExceeded
 		}
 
