@@ -395,19 +395,7 @@ func (cr *cellRun) repPeriodic(ctx context.Context, rep int, repDir, base string
 	if !pub.wait(ctx, deadline) {
 		runErr = fmt.Errorf("publisher did not finish within %s", deadline)
 	}
-	pub.stop(3 * time.Second)
-	if runErr == nil && pub.waitErr != nil {
-		runErr = pub.failure()
-	}
-	sub.wait(ctx, cr.grace())
-	sub.stop(5 * time.Second)
-	cr.stopAll(rep, bg)
-	cr.cpuRow(rep, pub)
-	cr.cpuRow(rep, sub)
-	if err := cr.collect(rep, repDir, []pubRun{{file: "pub.csv", stats: "pub.stdout", role: records.RolePub, topic: topic}}, sub); err != nil {
-		return errors.Join(runErr, err)
-	}
-	return runErr
+	return cr.finishOnePub(ctx, rep, repDir, topic, pub, sub, bg, runErr)
 }
 
 func (cr *cellRun) repStopAndWait(ctx context.Context, rep int, repDir, base string) error {
@@ -449,6 +437,13 @@ func (cr *cellRun) repStopAndWait(ctx context.Context, rep int, repDir, base str
 			runErr = errors.New("publisher did not exit after the last message")
 		}
 	}
+	return cr.finishOnePub(ctx, rep, repDir, topic, pub, sub, bg, runErr)
+}
+
+// finishOnePub ends a repetition with one publisher and one subscriber:
+// stops them and the background nodes, records their CPU time and collects
+// their files. runErr is the repetition's error so far.
+func (cr *cellRun) finishOnePub(ctx context.Context, rep int, repDir, topic string, pub, sub *child, bg []*child, runErr error) error {
 	pub.stop(3 * time.Second)
 	if runErr == nil && pub.waitErr != nil {
 		runErr = pub.failure()
