@@ -472,6 +472,7 @@ func (s *Server) attachClient(cl *Client, listener string) error {
 
 	s.hooks.OnSessionEstablish(cl, pk)
 
+	prev, _ := s.Clients.Get(cl.ID) // [iotq patch 6]
 	sessionPresent := s.inheritClientSession(pk, cl)
 	s.Clients.Add(cl) // [MQTT-4.1.0-1]
 
@@ -486,6 +487,13 @@ func (s *Server) attachClient(cl *Client, listener string) error {
 		err = cl.ResendInflightMessages(true)
 		if err != nil {
 			return fmt.Errorf("resend inflight: %w", err)
+		}
+		if prev != nil && prev != cl {
+			// Deliveries that reached the previous connection while
+			// the session moved: send them now. [iotq patch 6]
+			for _, tk := range s.moveInflights(prev, cl) {
+				cl.QueuePacket(tk)
+			}
 		}
 	}
 
@@ -607,7 +615,10 @@ func (s *Server) inheritClientSession(pk packets.Packet, cl *Client) bool {
 		// Clean the state of the existing client to prevent sequential take-overs
 		// from increasing memory usage by inflights + subs * client-id.
 		s.UnsubscribeClient(existing)
-		existing.ClearInflights()
+		// [iotq patch 6] existing's in-flight messages are not cleared
+		// here: deliveries keep reaching existing until the caller
+		// makes cl the target (Clients.Add); moveInflights then moves
+		// what existing holds to cl.
 
 		s.Log.Debug("session taken over", "client", cl.ID, "old_remote", existing.Net.Remote, "new_remote", cl.Net.Remote)
 
@@ -619,6 +630,29 @@ func (s *Server) inheritClientSession(pk packets.Packet, cl *Client) bool {
 	}
 
 	return false // [MQTT-3.2.2-2]
+}
+
+// moveInflights moves the in-flight messages of prev, a connection whose
+// session cl has taken over, to cl, and returns those cl did not have yet
+// (deliveries that reached prev after the session was copied). Every moved
+// message is stored again under cl: the store keys are the client id and
+// the packet id, shared by both connections. [iotq patch 6]
+func (s *Server) moveInflights(prev, cl *Client) []packets.Packet {
+	var added []packets.Packet
+	for _, tk := range prev.State.Inflight.GetAll(false) {
+		if !prev.State.Inflight.Delete(tk.PacketID) {
+			continue
+		}
+		atomic.AddInt64(&s.Info.Inflight, -1)
+		if _, ok := cl.State.Inflight.Get(tk.PacketID); !ok {
+			if cl.State.Inflight.Set(tk) {
+				atomic.AddInt64(&s.Info.Inflight, 1)
+			}
+			added = append(added, tk)
+		}
+		s.hooks.OnQosPublish(cl, tk, tk.Created, 0)
+	}
+	return added
 }
 
 // SendConnack returns a Connack packet to a client.
