@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iotq/iotq/internal/yamlconf"
 	"github.com/iotq/iotq/transport"
 )
 
@@ -190,13 +191,8 @@ func (r Route) withDefaults() Route {
 }
 
 // FieldError is one problem of Options, with the path of the field
-// ("routes[0].upstreams[1]").
-type FieldError struct {
-	Path string
-	Msg  string
-}
-
-func (e *FieldError) Error() string { return e.Path + ": " + e.Msg }
+// ("routes[0].upstreams[1]"); ParseConfig adds file and line.
+type FieldError = yamlconf.FieldError
 
 // Validate reports every problem of o at once (errors.Join of
 // *FieldError).
