@@ -49,9 +49,7 @@ gracefully: stop accepting, disconnect clients, flush the store, exit 0.`,
 		Flags: newFlagSet("broker"),
 	}
 	fs := c.Flags
-	configFile := fs.String("config", "", "YAML configuration `file`")
-	printConfig := fs.Bool("print-config", false, "print the effective configuration as YAML and exit")
-	check := fs.Bool("check", false, "validate the configuration (and files it names) and exit")
+	sf := addServerFlags(fs)
 	// Flags that are also configuration keys: given on the command line,
 	// they win over --config.
 	type O = broker.Options
@@ -85,47 +83,16 @@ gracefully: stop accepting, disconnect clients, flush the store, exit 0.`,
 		if len(args) > 0 {
 			return usageErrorf("unexpected argument %q (did you mean --listen %s?)", args[0], args[0])
 		}
-		var opts broker.Options
-		if *configFile != "" {
-			o, err := broker.LoadConfig(*configFile)
-			if err != nil {
-				return &exitError{code: exitFailure, msg: "bad configuration:\n" + err.Error()}
-			}
-			opts = o
-		}
-		ov.applyTo(&opts)
-		if err := opts.Validate(); err != nil {
-			return usageErrorf("%s", strings.ReplaceAll(err.Error(), "\n", "; "))
-		}
-		if *printConfig {
-			b, err := broker.MarshalConfig(opts.WithDefaults())
-			if err != nil {
-				return err
-			}
-			_, err = a.stdout.Write(b)
-			return err
-		}
-		log, err := newLogger(a.stderr, opts.Log)
-		if err != nil {
-			return usageErrorf("%v", err)
-		}
-		opts.Logger = log
-		srv, err := broker.New(opts)
-		if err != nil {
-			return err
-		}
-		if *check {
-			_ = srv.Close()
-			fmt.Fprintln(a.stdout, "configuration OK")
-			return nil
-		}
-		if err := srv.Start(ctx); err != nil {
-			_ = srv.Close()
-			return err
-		}
-		<-ctx.Done()
-		log.Info("signal received: shutting down")
-		return srv.Close()
+		return runServer(ctx, a, sf, serverSpec[O]{
+			load:    broker.LoadConfig,
+			marshal: broker.MarshalConfig,
+			flags:   func(o *O) error { ov.applyTo(o); return nil },
+			log:     func(o O) broker.LogOptions { return o.Log },
+			build: func(o O, log *slog.Logger) (service, error) {
+				o.Logger = log
+				return broker.New(o)
+			},
+		})
 	})
 	return c
 }

@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
+	"log/slog"
 	"time"
 
 	"github.com/iotq/iotq/broker"
@@ -44,9 +44,7 @@ or SIGTERM stop the gateway: stop accepting, close forwarded connections, exit 0
 	fs := c.Flags
 	var routes stringList
 	fs.Var(&routes, "route", "route `quic://HOST:PORT[?opts]=tcp://UPSTREAM:PORT[,...]` (repeatable)")
-	configFile := fs.String("config", "", "YAML configuration `file`")
-	printConfig := fs.Bool("print-config", false, "print the effective configuration as YAML and exit")
-	check := fs.Bool("check", false, "validate the configuration (and files it names) and exit")
+	sf := addServerFlags(fs)
 	// Flags that are also configuration keys win over --config.
 	type O = gateway.Options
 	ov := newOverrides[O](fs)
@@ -66,57 +64,30 @@ or SIGTERM stop the gateway: stop accepting, close forwarded connections, exit 0
 		if len(args) > 0 {
 			return usageErrorf("unexpected argument %q (did you mean --route %s?)", args[0], args[0])
 		}
-		var opts gateway.Options
-		if *configFile != "" {
-			o, err := gateway.LoadConfig(*configFile)
-			if err != nil {
-				return &exitError{code: exitFailure, msg: "bad configuration:\n" + err.Error()}
-			}
-			opts = o
-		}
-		ov.applyTo(&opts)
-		if len(routes) > 0 {
-			opts.Routes = nil
-			for _, s := range routes {
-				r, err := gateway.ParseRoute(s)
-				if err != nil {
-					return usageErrorf("--route: %v", err)
+		return runServer(ctx, a, sf, serverSpec[O]{
+			load:    gateway.LoadConfig,
+			marshal: gateway.MarshalConfig,
+			flags: func(o *O) error {
+				ov.applyTo(o)
+				if len(routes) == 0 {
+					return nil
 				}
-				opts.Routes = append(opts.Routes, r)
-			}
-		}
-		if err := opts.Validate(); err != nil {
-			return usageErrorf("%s", strings.ReplaceAll(err.Error(), "\n", "; "))
-		}
-		if *printConfig {
-			b, err := gateway.MarshalConfig(opts.WithDefaults())
-			if err != nil {
-				return err
-			}
-			_, err = a.stdout.Write(b)
-			return err
-		}
-		log, err := newLogger(a.stderr, broker.LogOptions{Format: opts.Log.Format, Level: opts.Log.Level})
-		if err != nil {
-			return usageErrorf("%v", err)
-		}
-		opts.Logger = log
-		g, err := gateway.New(opts)
-		if err != nil {
-			return err
-		}
-		if *check {
-			_ = g.Close()
-			fmt.Fprintln(a.stdout, "configuration OK")
-			return nil
-		}
-		if err := g.Start(ctx); err != nil {
-			_ = g.Close()
-			return err
-		}
-		<-ctx.Done()
-		log.Info("signal received: shutting down")
-		return g.Close()
+				o.Routes = nil // --route replaces the file's routes
+				for _, s := range routes {
+					r, err := gateway.ParseRoute(s)
+					if err != nil {
+						return fmt.Errorf("--route: %w", err)
+					}
+					o.Routes = append(o.Routes, r)
+				}
+				return nil
+			},
+			log: func(o O) broker.LogOptions { return broker.LogOptions{Format: o.Log.Format, Level: o.Log.Level} },
+			build: func(o O, log *slog.Logger) (service, error) {
+				o.Logger = log
+				return gateway.New(o)
+			},
+		})
 	})
 	return c
 }
