@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iotq/iotq/internal/yamlconf"
 	"github.com/iotq/iotq/link"
 	"github.com/iotq/iotq/link/profile"
 	"github.com/iotq/iotq/records"
@@ -677,64 +678,20 @@ func locate(file string, doc *yaml.Node, err error) error {
 	} else {
 		list = []error{err}
 	}
+	lines := yamlconf.NewIndex(doc)
 	out := make([]error, 0, len(list))
 	for _, e := range list {
 		var fe *FieldError
 		if errors.As(e, &fe) {
 			c := *fe
 			c.File = file
-			c.Line = lineOf(doc, c.Path)
+			c.Line = lines.Line(c.Path)
 			out = append(out, &c)
 			continue
 		}
 		out = append(out, fmt.Errorf("%s: %w", file, e))
 	}
 	return errors.Join(out...)
-}
-
-// lineOf finds the line of a field path such as "topology.sub_links[1].name"
-// in a YAML document; it falls back to the deepest ancestor found, or 0.
-func lineOf(doc *yaml.Node, path string) int {
-	if doc == nil {
-		return 0
-	}
-	n := doc
-	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = n.Content[0]
-	}
-	line := 0
-	for _, part := range strings.Split(path, ".") {
-		key, idx := part, -1
-		if i := strings.IndexByte(part, '['); i >= 0 && strings.HasSuffix(part, "]") {
-			key = part[:i]
-			if v, err := strconv.Atoi(part[i+1 : len(part)-1]); err == nil {
-				idx = v
-			}
-		}
-		if n.Kind != yaml.MappingNode {
-			return line
-		}
-		var next *yaml.Node
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == key {
-				line = n.Content[i].Line
-				next = n.Content[i+1]
-				break
-			}
-		}
-		if next == nil {
-			return line
-		}
-		n = next
-		if idx >= 0 {
-			if n.Kind != yaml.SequenceNode || idx >= len(n.Content) {
-				return line
-			}
-			n = n.Content[idx]
-			line = n.Line
-		}
-	}
-	return line
 }
 
 // Marshal writes specs as one YAML stream (documents separated by ---).

@@ -25,9 +25,12 @@ type located struct {
 }
 
 // NewIndex indexes n: a document node (as yaml.Unmarshal into a yaml.Node
-// gives) or the mapping or sequence at its top.
+// gives) or the mapping or sequence at its top; nil gives an empty index.
 func NewIndex(n *yaml.Node) *Index {
 	x := &Index{pathLine: map[string]int{}, linePath: map[int]string{}, keys: map[int][]string{}, values: map[int][]located{}}
+	if n == nil {
+		return x
+	}
 	if n.Kind == yaml.DocumentNode {
 		if len(n.Content) == 0 {
 			return x
