@@ -1,35 +1,26 @@
 package gateway
 
-import (
-	"fmt"
-	"os"
-
-	"github.com/iotq/iotq/internal/yamlconf"
-)
+import "github.com/iotq/iotq/internal/yamlconf"
 
 // LoadConfig reads a YAML configuration file into Options (keys are the
 // yaml names of Options' fields; docs/gateway.md). Unknown keys, wrong
 // types and invalid values are all reported at once, as "FILE:LINE: KEY:
 // problem".
 func LoadConfig(path string) (Options, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return Options{}, fmt.Errorf("config: %w", err)
-	}
-	return ParseConfig(path, b)
+	return yamlconf.Load[Options](path, configFormat())
 }
 
 // ParseConfig is LoadConfig on bytes; name labels the errors.
 func ParseConfig(name string, data []byte) (Options, error) {
-	var o Options
-	err := yamlconf.Decode(name, data, &o, yamlconf.Options{
-		TopKeys:  "routes:, state_dir:, ...",
-		Validate: func() error { return o.Validate() },
-	})
-	if err != nil {
-		return Options{}, err
+	return yamlconf.Parse[Options](name, data, configFormat())
+}
+
+// configFormat tunes the messages of the configuration file (Options'
+// Validate runs after decoding).
+func configFormat() yamlconf.Options {
+	return yamlconf.Options{
+		TopKeys: "routes:, state_dir:, ...",
 	}
-	return o, nil
 }
 
 // MarshalConfig renders o in the configuration file format.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"reflect"
 	"regexp"
 	"sort"
@@ -32,10 +33,36 @@ type Options struct {
 	// "[]string") in "got X; expected Y", over the built-in descriptions.
 	Expect map[string]string
 	// Validate, when set, runs after decoding (also when decoding found
-	// problems, so that all are reported at once). The *FieldError values
-	// in what it returns (one error or an errors.Join) are placed at the
-	// line of their Path, or of its nearest ancestor in the file.
+	// problems, so that all are reported at once); when not set, the
+	// Validate() error method of the value decoded into runs, if it has
+	// one. The *FieldError values in what it returns (one error or an
+	// errors.Join) are placed at the line of their Path, or of its nearest
+	// ancestor in the file.
 	Validate func() error
+}
+
+// validator is a configuration that checks its own values.
+type validator interface{ Validate() error }
+
+// Load reads the file at path and decodes it into a new T (Parse).
+func Load[T any](path string, opts Options) (T, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("config: %w", err)
+	}
+	return Parse[T](path, b, opts)
+}
+
+// Parse decodes data, labelled name in errors, into a new T (Decode); on
+// error it returns the zero T.
+func Parse[T any](name string, data []byte, opts Options) (T, error) {
+	var v T
+	if err := Decode(name, data, &v, opts); err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
 }
 
 // Decode decodes data, a YAML document labelled name in errors, into v (a
@@ -74,8 +101,12 @@ func Decode(name string, data []byte, v any, opts Options) error {
 			errs = append(errs, lineError{err: fmt.Errorf("%s: %s", name, strings.TrimPrefix(err.Error(), "yaml: "))})
 		}
 	}
-	if opts.Validate != nil {
-		if err := opts.Validate(); err != nil {
+	validate := opts.Validate
+	if vv, ok := v.(validator); ok && validate == nil {
+		validate = vv.Validate
+	}
+	if validate != nil {
+		if err := validate(); err != nil {
 			for _, e := range unjoin(err) {
 				var fe *FieldError
 				if errors.As(e, &fe) {

@@ -3,6 +3,7 @@ package yamlconf
 import (
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -170,4 +171,33 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// selfChecked validates itself: Decode runs its Validate method.
+type selfChecked struct {
+	Port int `yaml:"port"`
+}
+
+func (s selfChecked) Validate() error {
+	if s.Port <= 0 {
+		return &FieldError{Path: "port", Msg: "want 1 to 65535"}
+	}
+	return nil
+}
+
+func TestLoadParseRunValidateMethod(t *testing.T) {
+	path := t.TempDir() + "/s.yaml"
+	if err := os.WriteFile(path, []byte("port: 0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load[selfChecked](path, Options{})
+	if err == nil || err.Error() != path+":1: port: want 1 to 65535" || s != (selfChecked{}) {
+		t.Fatalf("Load: %+v %v", s, err)
+	}
+	if s, err := Parse[selfChecked]("s", []byte("port: 80\n"), Options{}); err != nil || s.Port != 80 {
+		t.Fatalf("Parse: %+v %v", s, err)
+	}
+	if _, err := Load[selfChecked](path+".missing", Options{}); err == nil || !strings.HasPrefix(err.Error(), "config: ") {
+		t.Fatalf("missing file: %v", err)
+	}
 }
