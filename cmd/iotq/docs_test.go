@@ -10,8 +10,8 @@ import (
 	"testing"
 )
 
-// TestDocsLinksResolveInRepo checks that every relative link of the README
-// and docs/*.md, and every docs/ file `iotq help` names, exists in the
+// TestDocsLinksResolveInRepo checks that every relative link of the README,
+// docs/*.md and the published reports in evidence/, and every docs/ file `iotq help` names, exists in the
 // repository: a fresh clone must stand alone (no links to ../shared).
 func TestDocsLinksResolveInRepo(t *testing.T) {
 	root := filepath.Join("..", "..")
@@ -19,7 +19,12 @@ func TestDocsLinksResolveInRepo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files = append(files, filepath.Join(root, "README.md"))
+	files = append(files, filepath.Join(root, "README.md"), filepath.Join(root, "evidence", "README.md"))
+	published, err := filepath.Glob(filepath.Join(root, "evidence", "*", "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, published...)
 	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	checked := 0
 	for _, f := range files {
