@@ -25,8 +25,13 @@ import (
 	"github.com/iotq/iotq/transport/endpoint"
 )
 
-// ErrResponse is wrapped by errors for CoAP error responses (4.xx, 5.xx).
-var ErrResponse = errors.New("coap error response")
+// Errors of this package.
+var (
+	// ErrResponse is wrapped by errors for CoAP error responses (4.xx, 5.xx).
+	ErrResponse = errors.New("coap error response")
+	// ErrQoS2: CoAP has no exactly-once delivery.
+	ErrQoS2 = errors.New("QoS 2 (exactly once) is not available over CoAP; use 0 (non-confirmable) or 1 (confirmable)")
+)
 
 // Client is a CoAP client behind the common API.
 type Client struct {
@@ -43,6 +48,9 @@ type Client struct {
 	wmu    sync.Mutex
 	cache  *transport.FileSessionCache
 	tokens map[string]func(*message.Message) // stream only; guarded by mu
+	// pending fails the stream requests still waiting for their response
+	// when the connection ends (stream only; guarded by mu).
+	pending map[string]func(error)
 
 	mu     sync.Mutex
 	closed bool
@@ -81,7 +89,7 @@ func Dial(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Clien
 	ctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
 	defer cancel()
 	c := &Client{o: o, ep: ep, pfx: prefix, done: make(chan struct{}), subs: map[string]*subscription{},
-		tokens: map[string]func(*message.Message){}, wake: make(chan struct{}, 1)}
+		tokens: map[string]func(*message.Message){}, pending: map[string]func(error){}, wake: make(chan struct{}, 1)}
 	c.info = core.ConnectionInfo{URL: ep.String(), Transport: string(ep.Scheme), Protocol: "coap", ClientID: o.ClientID, DialStart: time.Now()}
 	switch ep.Transport {
 	case endpoint.TransportUDP, endpoint.TransportDTLS:
@@ -293,14 +301,22 @@ func (c *Client) readStream(r *bufio.Reader) {
 	}
 }
 
-// fail ends the connection with err (first call wins).
+// fail ends the connection with err (first call wins) and fails the
+// stream requests still waiting for a response with it.
 func (c *Client) fail(err error) {
 	c.mu.Lock()
-	if c.err == nil {
-		c.err = err
-		close(c.done)
+	if c.err != nil {
+		c.mu.Unlock()
+		return
 	}
+	c.err = err
+	close(c.done)
+	pending := c.pending
+	c.pending = map[string]func(error){}
 	c.mu.Unlock()
+	for _, f := range pending {
+		f(err)
+	}
 }
 
 // handleToken routes responses carrying token to h until cancel.
@@ -333,13 +349,41 @@ func (c *Client) exchange(m *message.Message, con, wantResp bool, done func(*mes
 		return c.msg.Send(c.peer, m, done)
 	}
 	if wantResp {
-		var cancel func()
-		cancel = c.handleToken(m.Token, func(r *message.Message) {
-			cancel()
-			done(r, nil)
+		// The response, the end of the connection or AckTimeout, whichever
+		// comes first, completes the request.
+		var once sync.Once
+		var timer *time.Timer // guarded by c.mu
+		var cancelToken func()
+		key := string(m.Token)
+		finish := func(r *message.Message, err error) {
+			once.Do(func() {
+				cancelToken()
+				c.mu.Lock()
+				delete(c.pending, key)
+				t := timer
+				c.mu.Unlock()
+				if t != nil {
+					t.Stop()
+				}
+				done(r, err)
+			})
+		}
+		// No response can arrive before the write below.
+		cancelToken = c.handleToken(m.Token, func(r *message.Message) { finish(r, nil) })
+		c.mu.Lock()
+		if c.err != nil {
+			err := c.err
+			c.mu.Unlock()
+			cancelToken()
+			return err
+		}
+		c.pending[key] = func(err error) { finish(nil, err) }
+		timer = time.AfterFunc(c.o.AckTimeout, func() {
+			finish(nil, fmt.Errorf("no response within %s (AckTimeout)", c.o.AckTimeout))
 		})
+		c.mu.Unlock()
 		if err := c.writeStream(m); err != nil {
-			cancel()
+			finish(nil, err)
 			return err
 		}
 		return nil
@@ -387,7 +431,7 @@ func codeErr(m *message.Message) error {
 const blockSZX = 6 // 1024-byte blocks
 
 // Publish PUTs payload to the topic's resource: QoS 0 as a NON request (the
-// receipt completes when written), QoS 1 and 2 as CON (completed by the ACK
+// receipt completes when written), QoS 1 as CON (completed by the ACK
 // over UDP/DTLS, by the response over streams; an error response fails
 // it). Payloads above 1024 bytes go block-wise (RFC 7959 Block1) over
 // UDP/DTLS. The broker keeps every CoAP publication as the topic's latest
@@ -398,6 +442,12 @@ func (c *Client) Publish(ctx context.Context, topic string, payload []byte, opts
 	}
 	if strings.ContainsAny(topic, "+#") {
 		return nil, fmt.Errorf("publish to %q: a topic name has no wildcards", topic)
+	}
+	switch {
+	case opts.QoS == 2:
+		return nil, fmt.Errorf("publish to %q: %w", topic, ErrQoS2)
+	case opts.QoS > 2:
+		return nil, fmt.Errorf("publish to %q: QoS %d: want 0 or 1", topic, opts.QoS)
 	}
 	r, complete := core.NewReceipt()
 	con := opts.QoS > 0

@@ -6,8 +6,11 @@
 // Mapping: a topic is the resource /t/<topic> of the iotq broker (its
 // direct path form; ?prefix= in the URL changes "t"). Publish is a PUT:
 // QoS 0 sends it non-confirmable and completes the receipt when written;
-// QoS 1 and 2 send it confirmable and complete the receipt with the
-// acknowledgement (UDP/DTLS) or the response (streams). Subscribe is a GET
+// QoS 1 sends it confirmable and completes the receipt with the
+// acknowledgement (UDP/DTLS) or the response (streams: within AckTimeout,
+// and a request pending when the connection ends fails with its error,
+// ErrConnectionLost or ErrClosed); QoS 2 is refused with ErrQoS2 (CoAP
+// has no exactly-once delivery). Subscribe is a GET
 // with Observe (RFC 7641); CoAP observation delivers state, not every
 // event: notifications may be coalesced by the server. Over UDP and DTLS the
 // message layer is transport/coapmsg (RFC 7252 back-off, parameters from

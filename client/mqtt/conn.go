@@ -253,6 +253,20 @@ func (l *lifecycle) end(err error) {
 
 func (l *lifecycle) Done() <-chan struct{} { return l.done }
 
+// ended returns, once the connection has ended, why (ErrClosed after
+// Close, the loss otherwise) prefixed with what; nil while it is open.
+func (l *lifecycle) ended(what string) error {
+	select {
+	case <-l.done:
+		if err := l.Err(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return fmt.Errorf("%s: %w", what, core.ErrClosed)
+	default:
+		return nil
+	}
+}
+
 func (l *lifecycle) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

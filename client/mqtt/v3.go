@@ -161,13 +161,8 @@ func (c *v3Client) Publish(ctx context.Context, topic string, payload []byte, op
 	if err := checkQoS(opts.QoS); err != nil {
 		return nil, err
 	}
-	select {
-	case <-c.done:
-		if err := c.Err(); err != nil {
-			return nil, fmt.Errorf("publish %s: %w", topic, err)
-		}
-		return nil, fmt.Errorf("publish %s: %w", topic, core.ErrClosed)
-	default:
+	if err := c.ended("publish " + topic); err != nil {
+		return nil, err
 	}
 	tok, err := c.handOver(topic, payload, opts)
 	if err != nil {
@@ -237,6 +232,9 @@ func (c *v3Client) Subscribe(ctx context.Context, filter string, opts core.Subsc
 	if err := checkQoS(opts.QoS); err != nil {
 		return err
 	}
+	if err := c.ended("subscribe " + filter); err != nil {
+		return err
+	}
 	c.subs.add(filter, h)
 	tok := c.pc.Subscribe(filter, opts.QoS, nil)
 	tctx, cancel := context.WithTimeout(ctx, c.o.AckTimeout)
@@ -249,6 +247,9 @@ func (c *v3Client) Subscribe(ctx context.Context, filter string, opts core.Subsc
 		return fmt.Errorf("subscribe %s: %w", filter, c.endReason())
 	}
 	if err := tok.Error(); err != nil {
+		if e := c.ended("subscribe " + filter); e != nil {
+			return fmt.Errorf("%w (%v)", e, err)
+		}
 		return fmt.Errorf("subscribe %s: %w", filter, err)
 	}
 	if st, ok := tok.(*paho.SubscribeToken); ok {

@@ -200,13 +200,8 @@ func (c *v5Client) Publish(ctx context.Context, topic string, payload []byte, op
 	if err := checkQoS(opts.QoS); err != nil {
 		return nil, err
 	}
-	select {
-	case <-c.done:
-		if err := c.Err(); err != nil {
-			return nil, fmt.Errorf("publish %s: %w", topic, err)
-		}
-		return nil, fmt.Errorf("publish %s: %w", topic, core.ErrClosed)
-	default:
+	if err := c.ended("publish " + topic); err != nil {
+		return nil, err
 	}
 	r, complete := core.NewReceipt()
 	p := &paho.Publish{Topic: topic, QoS: opts.QoS, Retain: opts.Retain, Payload: payload}
@@ -235,9 +230,15 @@ func (c *v5Client) Subscribe(ctx context.Context, filter string, opts core.Subsc
 	if err := checkQoS(opts.QoS); err != nil {
 		return err
 	}
+	if err := c.ended("subscribe " + filter); err != nil {
+		return err
+	}
 	c.subs.add(filter, h)
 	sa, err := c.pc.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: opts.QoS}}})
 	if err != nil {
+		if e := c.ended("subscribe " + filter); e != nil {
+			return fmt.Errorf("%w (%v)", e, err)
+		}
 		return fmt.Errorf("subscribe %s: %w", filter, err)
 	}
 	for _, rc := range sa.Reasons {

@@ -34,7 +34,9 @@ func rules() map[string][]string {
 }
 
 // testOnly are packages that only tests (and other test helpers) import.
-func testOnly() []string { return []string{"internal/testutil", "broker/brokertest"} }
+func testOnly() []string {
+	return []string{"internal/testutil", "broker/brokertest", "client/contracttest"}
+}
 
 type pkg struct {
 	ImportPath string

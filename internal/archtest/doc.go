@@ -9,6 +9,6 @@
 //
 // A package may import its own area (client/mqtt imports client/internal/
 // core) and the areas its rule lists. Test helpers (internal/testutil,
-// broker/brokertest) are imported by tests only. A new top-level area gets
+// broker/brokertest, client/contracttest) are imported by tests only. A new top-level area gets
 // a rule in rules() when it is added.
 package archtest

@@ -1,0 +1,46 @@
+package amqp_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iotq/iotq/client"
+	"github.com/iotq/iotq/client/contracttest"
+	"github.com/iotq/iotq/gateway"
+	"github.com/iotq/iotq/internal/testutil"
+)
+
+// TestContract runs the common API's contract (client/contracttest) on
+// AMQP 1.0 over TCP and TLS against ActiveMQ Artemis, and over QUIC
+// through iotq gateway in front of it.
+func TestContract(t *testing.T) {
+	art := testutil.StartArtemis(t, true)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
+	defer cancel()
+	g, err := gateway.New(gateway.Options{
+		Routes: []gateway.Route{{Listen: "quic://127.0.0.1:0", Upstreams: []string{strings.Replace(art.URL(), "amqp://", "tcp://", 1)},
+			ALPN: []string{"amqp"}}},
+		StateDir: t.TempDir(), Logger: testutil.Logger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	caps := contracttest.Capabilities{QoS2: false, Wildcards: false, LossBound: 10 * time.Second}
+	rows := []contracttest.Row{
+		{Name: "amqp", URL: art.URL()},
+		{Name: "amqps", URL: art.TLSURL(), Options: client.Options{CAFile: art.CAFile}},
+		{Name: "amqp+quic", URL: strings.Replace(g.Endpoints()[0], "quic://", "amqp+quic://", 1), Options: client.Options{CAFile: g.CAFile()},
+			// Over QUIC only silence tells that the gateway vanished.
+			BrokerGoneOptions: func(o *client.Options) { o.QUIC.MaxIdleTimeout = 2 * time.Second }},
+	}
+	for i := range rows {
+		rows[i].Protocol, rows[i].Caps = "amqp/1.0", caps
+	}
+	contracttest.Run(t, rows)
+}
