@@ -53,7 +53,7 @@ func TestBrokerCommand(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"- mqtt://0.0.0.0:1883", "queue_length: 200", "allow_0rtt: true"} {
+		for _, want := range []string{"- mqtt://0.0.0.0:1883", "queue_length: 200", "early_data: hold"} {
 			if !strings.Contains(string(out), want) {
 				t.Errorf("print-config lacks %q:\n%s", want, out)
 			}

@@ -49,7 +49,7 @@ log:
 		"bad.yaml:3: listen[1]: ",
 		"unknown scheme",
 		"bad.yaml:5: quic.idle_timeout: got \"soon\"; expected a duration",
-		"bad.yaml:6: quic.colour: unknown key; expected one of: allow_0rtt, handshake_timeout, idle_timeout",
+		"bad.yaml:6: quic.colour: unknown key; expected one of: early_data, allow_0rtt, handshake_timeout, idle_timeout",
 		"bad.yaml:8: flow.queue_length: got \"lots\"; expected a whole number",
 		"bad.yaml:10: log.level: want debug, info, warn or error",
 	} {

@@ -21,20 +21,21 @@ import (
 type metrics struct {
 	reg *prometheus.Registry
 
-	connsOpen   *prometheus.GaugeVec
-	connsTotal  *prometheus.CounterVec
-	bytesIn     *prometheus.CounterVec
-	bytesOut    *prometheus.CounterVec
-	sessions    *prometheus.GaugeVec
-	msgsIn      [3]prometheus.Counter
-	msgsOut     [3]prometheus.Counter
-	msgBytesOut prometheus.Counter
-	droppedVec  *prometheus.CounterVec
-	stalls      prometheus.Counter
-	refusedVec  *prometheus.CounterVec
-	quicLost    prometheus.Counter // from closed QUIC connections
-	resumed     *prometheus.CounterVec
-	early       prometheus.Counter
+	connsOpen    *prometheus.GaugeVec
+	connsTotal   *prometheus.CounterVec
+	bytesIn      *prometheus.CounterVec
+	bytesOut     *prometheus.CounterVec
+	sessions     *prometheus.GaugeVec
+	msgsIn       [3]prometheus.Counter
+	msgsOut      [3]prometheus.Counter
+	msgBytesOut  prometheus.Counter
+	droppedVec   *prometheus.CounterVec
+	stalls       prometheus.Counter
+	refusedVec   *prometheus.CounterVec
+	quicLost     prometheus.Counter // from closed QUIC connections
+	resumed      *prometheus.CounterVec
+	early        prometheus.Counter
+	earlyDropped prometheus.Counter
 
 	eng atomic.Pointer[engineRef]
 
@@ -74,7 +75,8 @@ func newMetrics() *metrics {
 	m.quicLost = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "quic_closed_packets_lost_total", Help: "Packets lost on QUIC connections that have closed."})
 	m.resumed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tls_resumed_total", Help: "Closed TLS and QUIC connections that resumed a session from a ticket, by transport."}, []string{"transport"})
 	m.early = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "quic_0rtt_total", Help: "Closed QUIC connections whose 0-RTT data the broker accepted."})
-	m.reg.MustRegister(m.resumed, m.early)
+	m.earlyDropped = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "quic_0rtt_unconfirmed_total", Help: "QUIC connections (early_data: hold) that ended before the handshake confirmed them; nothing they sent after CONNECT was processed (a replayed 0-RTT flight ends this way)."})
+	m.reg.MustRegister(m.resumed, m.early, m.earlyDropped)
 	m.reg.MustRegister(m.connsOpen, m.connsTotal, m.bytesIn, m.bytesOut, m.sessions, in, out, m.msgBytesOut, m.droppedVec, m.stalls, m.refusedVec, m.quicLost,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &engineCollector{m: m})
 	return m

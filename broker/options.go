@@ -80,9 +80,17 @@ type TLSOptions struct {
 
 // QUICOptions tune quic:// listeners.
 type QUICOptions struct {
-	// Allow0RTT accepts 0-RTT early data. nil: true. 0-RTT data can be
-	// replayed; see docs/broker.md for the replay policy.
-	Allow0RTT *bool `yaml:"allow_0rtt"`
+	// EarlyData is the 0-RTT policy: accept (early data is processed at
+	// once; a replayed first flight is processed again), hold (the first
+	// MQTT packet, CONNECT, is processed at once, everything after it once
+	// the handshake has completed: replayed PUBLISHes are never delivered)
+	// or refuse (no 0-RTT). Default hold, or what Allow0RTT says if only it
+	// is set. What each guarantees: docs/0rtt.md.
+	EarlyData string `yaml:"early_data"`
+	// Allow0RTT is the former switch, kept for existing configuration
+	// files: true means accept, false refuse. EarlyData wins if both are
+	// set; WithDefaults folds it into EarlyData and clears it.
+	Allow0RTT *bool `yaml:"allow_0rtt,omitempty"`
 	// HandshakeTimeout bounds the QUIC handshake. Default 20s, enough for a
 	// 600 ms satellite link with loss.
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
@@ -223,11 +231,17 @@ func (o Options) WithDefaults() Options {
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	if o.QUIC.Allow0RTT == nil {
-		o.QUIC.Allow0RTT = boolPtr(true)
-	} else {
-		o.QUIC.Allow0RTT = boolPtr(*o.QUIC.Allow0RTT)
+	if o.QUIC.EarlyData == "" {
+		switch {
+		case o.QUIC.Allow0RTT == nil:
+			o.QUIC.EarlyData = EarlyHold
+		case *o.QUIC.Allow0RTT:
+			o.QUIC.EarlyData = EarlyAccept
+		default:
+			o.QUIC.EarlyData = EarlyRefuse
+		}
 	}
+	o.QUIC.Allow0RTT = nil
 	if o.QUIC.HandshakeTimeout == 0 {
 		o.QUIC.HandshakeTimeout = DefaultHandshakeTimeout
 	}
@@ -325,6 +339,11 @@ func (o Options) Validate() error {
 	}
 	if o.ShutdownTimeout < 0 {
 		add("shutdown_timeout", "must not be negative, got %v", o.ShutdownTimeout)
+	}
+	switch o.QUIC.EarlyData {
+	case "", EarlyAccept, EarlyHold, EarlyRefuse:
+	default:
+		add("quic.early_data", "%q: want %s, %s or %s (docs/0rtt.md)", o.QUIC.EarlyData, EarlyAccept, EarlyHold, EarlyRefuse)
 	}
 	if o.QUIC.HandshakeTimeout < 0 {
 		add("quic.handshake_timeout", "must not be negative, got %v", o.QUIC.HandshakeTimeout)

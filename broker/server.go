@@ -185,7 +185,7 @@ func (s *Server) start(ctx context.Context) error {
 		QUIC: transport.QUICOptions{
 			HandshakeIdleTimeout: s.opts.QUIC.HandshakeTimeout,
 			MaxIdleTimeout:       s.opts.QUIC.IdleTimeout,
-			Refuse0RTT:           !*s.opts.QUIC.Allow0RTT,
+			Refuse0RTT:           s.opts.QUIC.EarlyData == EarlyRefuse,
 		},
 		Logger: s.log.With("component", "transport"),
 	}
@@ -264,6 +264,9 @@ func (s *Server) acceptLoop(ctx context.Context, l transport.Listener) {
 			continue
 		}
 		backoff = 5 * time.Millisecond
+		if qc, ok := c.(transport.QUICConn); ok && s.opts.QUIC.EarlyData == EarlyHold {
+			c = transport.HoldAfterFirst(qc, mqttFirstPacketLen, s.met.earlyDropped.Inc)
+		}
 		mc := s.met.wrapConn(c, scheme)
 		s.wg.Add(1)
 		go func() {

@@ -59,7 +59,8 @@ gracefully: stop accepting, disconnect clients, flush the store, exit 0.`,
 	ov.String("tls-cert", "", "server certificate `file` (PEM)", func(o *O) *string { return &o.TLS.Cert })
 	ov.String("tls-key", "", "server key `file` (PEM)", func(o *O) *string { return &o.TLS.Key })
 	ov.List("tls-host", "extra DNS name or IP `address` for the generated certificate (repeatable)", func(o *O) *[]string { return &o.TLS.Hosts })
-	ov.BoolPtr("quic-0rtt", true, "accept QUIC 0-RTT early data (replayable; see docs/broker.md)", func(o *O) **bool { return &o.QUIC.Allow0RTT })
+	early := &earlyDataFlag{v: broker.EarlyHold}
+	ov.Var("quic-0rtt", "QUIC 0-RTT `policy`: accept, hold (CONNECT at once, the rest after the handshake: no replayed PUBLISH) or refuse; true = accept, false = refuse; give it as --quic-0rtt=VALUE (docs/0rtt.md)", early, func(o *O) { o.QUIC.EarlyData = early.v })
 	ov.Duration("quic-handshake-timeout", broker.DefaultHandshakeTimeout, "QUIC handshake timeout", func(o *O) *time.Duration { return &o.QUIC.HandshakeTimeout })
 	ov.Duration("quic-idle-timeout", broker.DefaultIdleTimeout, "QUIC idle timeout", func(o *O) *time.Duration { return &o.QUIC.IdleTimeout })
 	ov.String("password-file", "", "password `file` (user:BCRYPT_HASH lines)", func(o *O) *string { return &o.Auth.PasswordFile })
@@ -136,4 +137,32 @@ func readPassword(r io.Reader) ([]byte, error) {
 		return nil, fmt.Errorf("passwd: read password from standard input: %w", err)
 	}
 	return []byte(strings.TrimRight(line, "\r\n")), nil
+}
+
+// earlyDataFlag is --quic-0rtt: a policy name, or a boolean for
+// compatibility with the former switch (a bare --quic-0rtt or =true is
+// accept, =false is refuse).
+type earlyDataFlag struct{ v string }
+
+func (f *earlyDataFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	return f.v
+}
+
+func (f *earlyDataFlag) IsBoolFlag() bool { return true }
+
+func (f *earlyDataFlag) Set(s string) error {
+	switch strings.ToLower(s) {
+	case "true":
+		f.v = broker.EarlyAccept
+	case "false":
+		f.v = broker.EarlyRefuse
+	case broker.EarlyAccept, broker.EarlyHold, broker.EarlyRefuse:
+		f.v = strings.ToLower(s)
+	default:
+		return fmt.Errorf("%q: want accept, hold or refuse (or true/false for accept/refuse)", s)
+	}
+	return nil
 }

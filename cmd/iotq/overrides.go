@@ -58,6 +58,12 @@ func (o *overrides[T]) List(name, usage string, field func(*T) *[]string) {
 	o.binds[name] = func(t *T) { *field(t) = v }
 }
 
+// Var registers a flag of any flag.Value; bind copies its value into t.
+func (o *overrides[T]) Var(name, usage string, v flag.Value, bind func(*T)) {
+	o.fs.Var(v, name, usage)
+	o.binds[name] = bind
+}
+
 // stringList is a repeatable string flag (--listen, -t, --route).
 type stringList []string
 

@@ -25,7 +25,7 @@ func TestBrokerFlagsWinOverConfig(t *testing.T) {
 	for _, want := range []string{
 		"queue_length: 7",        // flag wins
 		"max_stall: 5s",          // file kept (flag default is 2s)
-		"allow_0rtt: false",      // file kept (flag default is true)
+		"early_data: refuse",     // file kept (allow_0rtt: false; flag default is hold)
 		"allow_anonymous: false", // flag given
 		"level: warn",            // file kept
 		"- mqtt://127.0.0.1:0",   // file kept
