@@ -346,7 +346,18 @@ func (c *Client) exchange(m *message.Message, con, wantResp bool, done func(*mes
 		if con {
 			m.Type = message.Confirmable
 		}
-		return c.msg.Send(c.peer, m, done)
+		// The message layer ends what is pending with its own ErrClosed
+		// when Close closes it: the common API says ErrClosed.
+		err := c.msg.Send(c.peer, m, func(ack *message.Message, err error) {
+			if errors.Is(err, coapmsg.ErrClosed) {
+				err = fmt.Errorf("%w: %w", core.ErrClosed, err)
+			}
+			done(ack, err)
+		})
+		if errors.Is(err, coapmsg.ErrClosed) {
+			err = fmt.Errorf("%w: %w", core.ErrClosed, err)
+		}
+		return err
 	}
 	if wantResp {
 		// The response, the end of the connection or AckTimeout, whichever

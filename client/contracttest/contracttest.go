@@ -31,6 +31,10 @@ type Capabilities struct {
 	// It must cover the protocol's own timeouts as the row configures them
 	// (BrokerGoneOptions, BrokerGoneQuery). Zero: 10s.
 	LossBound time.Duration
+	// LossErr is the error such a receipt wraps: client.ErrConnectionLost
+	// where a connection ends (TCP, TLS, WebSocket, QUIC), the message
+	// layer's timeout where there is none (CoAP over UDP and DTLS).
+	LossErr error
 }
 
 // Row is one protocol x transport (x version) the API supports.
@@ -83,6 +87,7 @@ func cases() []testCase {
 		{"qos2", qos2},
 		{"wildcards", wildcards},
 		{"broker-gone", brokerGone},
+		{"close-pending", closePending},
 	}
 }
 
@@ -322,7 +327,10 @@ func wildcards(t *testing.T, row Row, _ client.Endpoint) {
 	}
 }
 
-func brokerGone(t *testing.T, row Row, ep client.Endpoint) {
+// viaRelay dials the row through a new relay (with the broker-gone
+// options) and checks that a QoS 1 publish gets through.
+func viaRelay(t *testing.T, row Row, ep client.Endpoint) (client.Client, *Relay, string) {
+	t.Helper()
 	network := "tcp"
 	switch ep.Transport {
 	case endpoint.TransportUDP, endpoint.TransportDTLS, endpoint.TransportQUIC:
@@ -347,7 +355,11 @@ func brokerGone(t *testing.T, row Row, ep client.Endpoint) {
 	c := dialURL(t, url, o)
 	top := topic(t)
 	accepted(t, c, top, []byte("before"), 1) // the relay works
+	return c, relay, top
+}
 
+func brokerGone(t *testing.T, row Row, ep client.Endpoint) {
+	c, relay, top := viaRelay(t, row, ep)
 	relay.Freeze()
 	ctx := ctxFor(t)
 	r, err := c.Publish(ctx, top, []byte("lost"), client.PublishOptions{QoS: 1})
@@ -367,12 +379,43 @@ func brokerGone(t *testing.T, row Row, ep client.Endpoint) {
 	start := time.Now()
 	select {
 	case <-r.Done():
-		if err := r.Err(); err == nil {
+		err := r.Err()
+		if err == nil {
 			t.Fatal("receipt accepted although the broker went away")
-		} else {
-			t.Logf("receipt ended after %s: %v", time.Since(start).Round(time.Millisecond), err)
+		}
+		t.Logf("receipt ended after %s: %v", time.Since(start).Round(time.Millisecond), err)
+		if row.Caps.LossErr != nil && !errors.Is(err, row.Caps.LossErr) {
+			t.Fatalf("receipt error %v does not wrap %v", err, row.Caps.LossErr)
 		}
 	case <-time.After(bound):
 		t.Fatalf("receipt still pending %s after the broker went away", bound)
+	}
+}
+
+// closePending: a QoS 1 receipt still pending when Close is called (its
+// broker silent) completes with client.ErrClosed, and Close returns.
+func closePending(t *testing.T, row Row, ep client.Endpoint) {
+	c, relay, top := viaRelay(t, row, ep)
+	relay.Freeze()
+	r, err := c.Publish(ctxFor(t), top, []byte("pending"), client.PublishOptions{QoS: 1})
+	if err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	start := time.Now()
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case <-r.Done():
+	case <-time.After(wait()):
+		t.Fatalf("receipt still pending %s after Close", wait())
+	}
+	if err := r.Err(); !errors.Is(err, client.ErrClosed) {
+		t.Errorf("receipt pending at Close ended with %v, want client.ErrClosed", err)
+	}
+	select {
+	case <-closed:
+		t.Logf("Close returned after %s", time.Since(start).Round(time.Millisecond))
+	case <-time.After(wait()):
+		t.Fatalf("Close still running %s after it was called with a silent broker", wait())
 	}
 }
