@@ -265,7 +265,7 @@ func (s *Server) acceptLoop(ctx context.Context, l transport.Listener) {
 		}
 		backoff = 5 * time.Millisecond
 		if qc, ok := c.(transport.QUICConn); ok && s.opts.QUIC.EarlyData == EarlyHold {
-			c = transport.HoldAfterFirst(qc, mqttFirstPacketLen, s.met.earlyDropped.Inc)
+			c = transport.HoldAfterFirst(qc, transport.MQTTFirstPacket, s.met.earlyDropped.Inc)
 		}
 		mc := s.met.wrapConn(c, scheme)
 		s.wg.Add(1)

@@ -13,8 +13,9 @@
 // QUIC and TCP flow control push back on a fast sender. Early (0-RTT) data
 // is read and forwarded as soon as the upstream connection is up; whether
 // 0-RTT is accepted at all is the route's replay policy (accept, refuse,
-// or accept only for the ALPNs whose replay risk is documented as
-// acceptable, docs/gateway.md). When no upstream answers, the QUIC
+// accept only for the ALPNs whose replay risk is documented as
+// acceptable, or hold: for mqtt only CONNECT is forwarded before the
+// handshake completes; docs/gateway.md). When no upstream answers, the QUIC
 // connection is closed with application error CodeUpstreamUnavailable.
 //
 // Lifecycle: New validates Options and prepares TLS; Start opens every

@@ -249,6 +249,9 @@ func (g *Gateway) acceptLoop(rt *route) {
 			_ = c.Close()
 			continue
 		}
+		if rt.r.EarlyData == EarlyHold && qc.Info().NegotiatedProto == transport.ALPN {
+			qc = transport.HoldAfterFirst(qc, transport.MQTTFirstPacket, nil)
+		}
 		pc := &proxyConn{g: g, rt: rt, qc: qc}
 		g.mu.Lock()
 		if g.closed {

@@ -380,6 +380,42 @@ func TestReplayPolicy(t *testing.T) {
 	}
 }
 
+// TestReplayPolicyHold: with early_data hold, a resumed mqtt connection
+// still uses 0-RTT and everything it sent (a first MQTT packet and bytes
+// behind it, the latter forwarded once the handshake completed) reaches the
+// upstream; amqp has no known first packet and is refused 0-RTT. The
+// replayed-flight behaviour of the same wrapper: broker TestQUIC0RTTReplay.
+func TestReplayPolicyHold(t *testing.T) {
+	up := startTCP(t, echoID("u"))
+	g := startGateway(t, "", Route{Upstreams: []string{up.url()}, ALPN: []string{"mqtt", "amqp"}, EarlyData: EarlyHold})
+	caches := map[string]tls.ClientSessionCache{"mqtt": tls.NewLRUClientSessionCache(8), "amqp": tls.NewLRUClientSessionCache(8)}
+	flight := []byte("\x10\x03abc" + "after the first packet")
+	info := func(alpn string) transport.Info {
+		c, err := dialALPN(t, g, alpn, caches[alpn])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write(flight); err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, 1+len(flight))
+		_ = c.SetReadDeadline(time.Now().Add(iotqtest.Scale(10 * time.Second)))
+		if _, err := io.ReadFull(c, b); err != nil || string(b) != "u"+string(flight) {
+			t.Fatalf("%s: echo %q %v", alpn, b, err)
+		}
+		return c.Info()
+	}
+	info("mqtt")
+	info("amqp")
+	if i := info("mqtt"); !i.Used0RTT {
+		t.Fatalf("mqtt under hold did not use 0-RTT: %+v", i)
+	}
+	if i := info("amqp"); i.Used0RTT || !i.Rejected0RTT {
+		t.Fatalf("amqp under hold: want 0-RTT rejected: %+v", i)
+	}
+}
+
 // TestBackpressure: an upstream that reads nothing stops the client after
 // a bounded amount (QUIC flow control), instead of the gateway buffering
 // everything.
@@ -434,7 +470,7 @@ func TestParseRouteAndConfig(t *testing.T) {
 	if err == nil {
 		t.Fatal("bad config accepted")
 	}
-	for _, want := range []string{":3: routes[0].upstreams[0]", ":4: routes[0].early_data", "want accept, refuse or alpn"} {
+	for _, want := range []string{":3: routes[0].upstreams[0]", ":4: routes[0].early_data", "want accept, refuse, alpn or hold"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}

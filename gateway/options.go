@@ -85,9 +85,11 @@ type Route struct {
 	// upstream while it is up). Either way the others are tried in turn
 	// when the chosen one does not answer.
 	Balance string `yaml:"balance"`
-	// EarlyData is the 0-RTT replay policy: accept, refuse, or alpn
-	// (accept only when the negotiated ALPN is in EarlyDataALPN). Default
-	// alpn.
+	// EarlyData is the 0-RTT replay policy: accept, refuse, alpn (accept
+	// only when the negotiated ALPN is in EarlyDataALPN) or hold (mqtt:
+	// 0-RTT accepted, but only the first MQTT packet is forwarded before
+	// the handshake completes, so a replayed PUBLISH never reaches the
+	// upstream; other ALPNs: refused). Default alpn.
 	EarlyData string `yaml:"early_data"`
 	// EarlyDataALPN lists the ALPNs whose replay risk is acceptable for
 	// policy alpn. Default [mqtt] (docs/gateway.md says why MQTT and not
@@ -119,6 +121,7 @@ const (
 	EarlyAccept = "accept"
 	EarlyRefuse = "refuse"
 	EarlyALPN   = "alpn"
+	EarlyHold   = "hold"
 )
 
 // Defaults.
@@ -240,9 +243,9 @@ func (o Options) Validate() error {
 			add(p+".balance", "%q: want %s or %s", r.Balance, BalanceRoundRobin, BalanceClientHash)
 		}
 		switch r.EarlyData {
-		case "", EarlyAccept, EarlyRefuse, EarlyALPN:
+		case "", EarlyAccept, EarlyRefuse, EarlyALPN, EarlyHold:
 		default:
-			add(p+".early_data", "%q: want %s, %s or %s", r.EarlyData, EarlyAccept, EarlyRefuse, EarlyALPN)
+			add(p+".early_data", "%q: want %s, %s, %s or %s", r.EarlyData, EarlyAccept, EarlyRefuse, EarlyALPN, EarlyHold)
 		}
 		if r.UpstreamTLS.CAFile != "" {
 			if _, err := os.Stat(r.UpstreamTLS.CAFile); err != nil {

@@ -85,6 +85,8 @@ func (rt *route) earlyAllowed(alpn string) bool {
 		return true
 	case EarlyALPN:
 		return slices.Contains(rt.r.EarlyDataALPN, alpn)
+	case EarlyHold:
+		return alpn == transport.ALPN // the one protocol whose first packet we can find
 	}
 	return false
 }

@@ -149,3 +149,27 @@ func (h *holdConn) CloseWithError(code uint64, reason string) error {
 	h.closeOnce.Do(func() { close(h.closing) })
 	return h.QUICConn.CloseWithError(code, reason)
 }
+
+// MQTTFirstPacket is a FirstMessageFunc for MQTT (any version): the first
+// packet is its fixed header (type byte and 1 to 4 bytes of remaining
+// length) plus the remaining length. A remaining length longer than 4
+// bytes is invalid: the prefix itself counts as the first packet, which
+// the MQTT layer rejects; everything after it is held.
+func MQTTFirstPacket(prefix []byte) (total, more int) {
+	if len(prefix) < 2 {
+		return 0, 2 - len(prefix)
+	}
+	n, mult := 0, 1
+	for i := 1; i < len(prefix) && i <= 4; i++ {
+		d := prefix[i]
+		n += int(d&0x7f) * mult
+		if d&0x80 == 0 {
+			return 1 + i + n, 0
+		}
+		mult *= 128
+	}
+	if len(prefix) >= 5 {
+		return len(prefix), 0
+	}
+	return 0, 1
+}

@@ -24,8 +24,9 @@ ActiveMQ Artemis or RabbitMQ, a QUIC front for a broker cluster.
 separated by commas (tcp:// or tls://); options go in the query of the QUIC URL:
   alpn=amqp            ALPN protocols clients may negotiate (comma list; default mqtt)
   balance=client_hash  upstream choice: round_robin (default) or client_hash
-  early_data=accept    0-RTT replay policy: accept, refuse, or alpn (default: accept only
-                       for the ALPNs in early_data_alpn, default mqtt; see docs/gateway.md)
+  early_data=accept    0-RTT replay policy: accept, refuse, alpn (default: accept only
+                       for the ALPNs in early_data_alpn, default mqtt) or hold (mqtt: only
+                       CONNECT before the handshake, no replayed PUBLISH; see docs/gateway.md)
   proxy_protocol=true  send a PROXY protocol v2 header with the client's address upstream
   upstream_ca=FILE, upstream_server_name=NAME, upstream_insecure=true   for tls:// upstreams
 Example: --route 'quic://0.0.0.0:5673?alpn=amqp=tcp://127.0.0.1:5672'
