@@ -23,6 +23,15 @@
 // that implementations can use them without an import cycle) and are
 // aliased here; use them through this package.
 //
+// Not every protocol can do everything: QoS 2 and wildcard filters (+, #)
+// are MQTT only; client/coap and client/amqp refuse them at once with an
+// error naming the feature (coap.ErrQoS2, amqp.ErrQoS2, amqp.ErrWildcard).
+// The contract every implementation keeps (receipts, ConnectionInfo,
+// ErrClosed after Close, a receipt that ends with an error when its
+// broker goes away) is one table-driven suite, client/contracttest, run
+// by each protocol package's TestContract on every transport it supports,
+// each row declaring its capabilities.
+//
 // Concurrency: a Client is safe for concurrent use; subscription handlers
 // of one client run one at a time on a goroutine the client owns. Close
 // stops every goroutine the client started.

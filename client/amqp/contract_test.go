@@ -31,7 +31,7 @@ func TestContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = g.Close() })
-	caps := contracttest.Capabilities{QoS2: false, Wildcards: false, LossBound: 10 * time.Second, LossErr: client.ErrConnectionLost}
+	caps := contracttest.Capabilities{QoS2: false, Wildcards: false, LossBound: 10 * time.Second, LossErr: client.ErrConnectionLost, Connection: true}
 	rows := []contracttest.Row{
 		{Name: "amqp", URL: art.URL()},
 		{Name: "amqps", URL: art.TLSURL(), Options: client.Options{CAFile: art.CAFile}},

@@ -17,7 +17,7 @@ func TestContract(t *testing.T) {
 	// Streams end with the connection; over UDP and DTLS there is none, so
 	// a vanished broker shows as a CON that is never acknowledged (short
 	// RFC 7252 parameters end it within about 2s).
-	streams := contracttest.Capabilities{LossBound: 10 * time.Second, LossErr: client.ErrConnectionLost}
+	streams := contracttest.Capabilities{LossBound: 10 * time.Second, LossErr: client.ErrConnectionLost, Connection: true}
 	datagrams := contracttest.Capabilities{LossBound: 10 * time.Second, LossErr: coapmsg.ErrTimeout}
 	certs := client.Options{CAFile: srv.CAFile(), ServerName: "127.0.0.1"}
 	psk := client.Options{Username: "dev1", Password: "secret1"}

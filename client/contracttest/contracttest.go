@@ -35,6 +35,10 @@ type Capabilities struct {
 	// where a connection ends (TCP, TLS, WebSocket, QUIC), the message
 	// layer's timeout where there is none (CoAP over UDP and DTLS).
 	LossErr error
+	// Connection: the transport has a connection whose end the client
+	// notices, so when the broker goes away Done is closed and Err wraps
+	// client.ErrConnectionLost. CoAP over UDP and DTLS has none.
+	Connection bool
 }
 
 // Row is one protocol x transport (x version) the API supports.
@@ -386,6 +390,17 @@ func brokerGone(t *testing.T, row Row, ep client.Endpoint) {
 		t.Logf("receipt ended after %s: %v", time.Since(start).Round(time.Millisecond), err)
 		if row.Caps.LossErr != nil && !errors.Is(err, row.Caps.LossErr) {
 			t.Fatalf("receipt error %v does not wrap %v", err, row.Caps.LossErr)
+		}
+		if !row.Caps.Connection {
+			return
+		}
+		select {
+		case <-c.Done():
+		case <-time.After(wait()):
+			t.Fatal("Done not closed after the connection was lost")
+		}
+		if err := c.Err(); !errors.Is(err, client.ErrConnectionLost) {
+			t.Fatalf("Err after the broker went away = %v, want client.ErrConnectionLost", err)
 		}
 	case <-time.After(bound):
 		t.Fatalf("receipt still pending %s after the broker went away", bound)

@@ -28,7 +28,11 @@
 //     QoS 1 while the relay black-holes traffic, then the relay vanishes
 //     (TCP: its sockets close; UDP: its socket closes, so nothing
 //     answers); the pending receipt must end with an error within
-//     Capabilities.LossBound, not hang.
+//     Capabilities.LossBound, not hang, wrapping Capabilities.LossErr;
+//     where the row has a Connection, Done closes and Err wraps
+//     client.ErrConnectionLost.
+//   - close-pending: a receipt pending (relay frozen) when Close is
+//     called ends with client.ErrClosed, and Close returns.
 //
 // Only tests import this package (internal/archtest checks it).
 package contracttest

@@ -20,7 +20,7 @@ func TestContract(t *testing.T) {
 		listen = append(listen, s+"://127.0.0.1:0")
 	}
 	srv := brokertest.Start(t, broker.Options{Listen: listen, StateDir: t.TempDir(), Store: broker.StoreNone})
-	caps := contracttest.Capabilities{QoS2: true, Wildcards: true, LossBound: 10 * time.Second, LossErr: client.ErrConnectionLost}
+	caps := contracttest.Capabilities{QoS2: true, Wildcards: true, LossBound: 10 * time.Second, LossErr: client.ErrConnectionLost, Connection: true}
 	var rows []contracttest.Row
 	for _, v := range []struct {
 		version int
