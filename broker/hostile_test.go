@@ -319,7 +319,8 @@ func TestHostileSlowConsumerDoesNotStarveOthers(t *testing.T) {
 			if err := stuck.subscribe("shared", qos); err != nil {
 				t.Fatal(err)
 			}
-			const n = 6000
+			// 10 MB: more than the stuck client's queue and socket buffers hold.
+			const n = 10000
 			got := make(chan string, 2*n)
 			healthy := v3Client(t, srv, u, "healthy", nil)
 			wait(t, healthy.Subscribe("shared", qos, func(_ pahov3.Client, m pahov3.Message) { got <- string(m.Payload()[:5]) }), "subscribe")
