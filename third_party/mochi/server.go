@@ -474,9 +474,18 @@ func (s *Server) attachClient(cl *Client, listener string) error {
 
 	prev, _ := s.Clients.Get(cl.ID) // [iotq patch 6]
 	sessionPresent := s.inheritClientSession(pk, cl)
-	s.Clients.Add(cl) // [MQTT-4.1.0-1]
 
+	// [iotq patch 7] CONNACK first, then cl becomes the delivery target:
+	// the write loop already runs, so a delivery routed to cl before
+	// CONNACK was written could reach the client as its first packet.
 	err = s.SendConnack(cl, code, sessionPresent, nil) // [MQTT-3.1.4-5] [MQTT-3.2.0-1] [MQTT-3.2.0-2] &[MQTT-3.14.0-1]
+	s.Clients.Add(cl)                                  // [MQTT-4.1.0-1]
+	if sessionPresent && prev != nil && prev != cl {
+		// Deliveries that reached the previous connection while the
+		// session moved become cl's; ResendInflightMessages sends them.
+		// [iotq patch 6]
+		s.moveInflights(prev, cl)
+	}
 	if err != nil {
 		return fmt.Errorf("ack connection packet: %w", err)
 	}
@@ -487,13 +496,6 @@ func (s *Server) attachClient(cl *Client, listener string) error {
 		err = cl.ResendInflightMessages(true)
 		if err != nil {
 			return fmt.Errorf("resend inflight: %w", err)
-		}
-		if prev != nil && prev != cl {
-			// Deliveries that reached the previous connection while
-			// the session moved: send them now. [iotq patch 6]
-			for _, tk := range s.moveInflights(prev, cl) {
-				cl.QueuePacket(tk)
-			}
 		}
 	}
 
@@ -1166,6 +1168,20 @@ func (s *Server) publishToClient(cl *Client, sub packets.Subscription, pk packet
 			atomic.AddInt64(&s.Info.Inflight, 1)
 			s.hooks.OnQosPublish(cl, out, out.Created, 0)
 			cl.State.Inflight.DecreaseSendQuota()
+		}
+		if cl.IsTakenOver() {
+			// The session moved while this delivery was routed to the
+			// old connection, perhaps after the new one took its
+			// in-flight messages over: move it on and send it there.
+			// (moveInflights deletes before it moves, so a message
+			// moved concurrently by the connect path moves once.)
+			// [iotq patch 7]
+			if cur, ok := s.Clients.Get(cl.ID); ok && cur != cl {
+				for _, tk := range s.moveInflights(cl, cur) {
+					cur.QueuePacket(tk)
+				}
+				return out, packets.CodeDisconnect
+			}
 		}
 
 		if sentQuota == 0 && atomic.LoadInt32(&cl.State.Inflight.maximumSendQuota) > 0 {
