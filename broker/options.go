@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/iotq/iotq/broker/coapfront"
+	"github.com/iotq/iotq/internal/yamlconf"
 	"github.com/iotq/iotq/transport"
 )
 
@@ -296,13 +297,9 @@ func (o Options) WithDefaults() Options {
 }
 
 // FieldError is one problem with one option. Path names the option as in the
-// configuration file ("listen[1]", "quic.idle_timeout").
-type FieldError struct {
-	Path string
-	Msg  string
-}
-
-func (e *FieldError) Error() string { return e.Path + ": " + e.Msg }
+// configuration file ("listen[1]", "quic.idle_timeout"); ParseConfig adds
+// file and line.
+type FieldError = yamlconf.FieldError
 
 // Validate reports every problem of o at once (errors.Join of *FieldError).
 // It checks values only; files are opened by New.
