@@ -6,6 +6,7 @@
 package mqtt
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -646,15 +647,39 @@ func (s *Server) moveInflights(prev, cl *Client) []packets.Packet {
 			continue
 		}
 		atomic.AddInt64(&s.Info.Inflight, -1)
-		if _, ok := cl.State.Inflight.Get(tk.PacketID); !ok {
-			if cl.State.Inflight.Set(tk) {
-				atomic.AddInt64(&s.Info.Inflight, 1)
-			}
-			added = append(added, tk)
+		have, ok := cl.State.Inflight.Get(tk.PacketID)
+		if ok && samePublish(have, tk) {
+			s.hooks.OnQosPublish(cl, tk, tk.Created, 0)
+			continue
 		}
+		if ok {
+			// prev and cl gave one packet id to two different messages
+			// after the session was copied: tk gets a new id, and have
+			// is stored again (prev's record had the same key). [iotq patch 8]
+			id, err := cl.NextPacketID()
+			if err != nil {
+				s.hooks.OnPacketIDExhausted(cl, tk)
+				atomic.AddInt64(&s.Info.InflightDropped, 1)
+				s.Log.Warn("packet ids exhausted moving a taken-over session", "error", err, "client", cl.ID)
+				continue
+			}
+			s.hooks.OnQosPublish(cl, have, have.Created, 0)
+			tk.PacketID = uint16(id)
+		}
+		if cl.State.Inflight.Set(tk) {
+			atomic.AddInt64(&s.Info.Inflight, 1)
+		}
+		added = append(added, tk)
 		s.hooks.OnQosPublish(cl, tk, tk.Created, 0)
 	}
 	return added
+}
+
+// samePublish reports whether a and b are the same outbound message (the
+// copy made when the session was inherited). [iotq patch 8]
+func samePublish(a, b packets.Packet) bool {
+	return a.PacketID == b.PacketID && a.Created == b.Created && a.TopicName == b.TopicName &&
+		a.FixedHeader.Type == b.FixedHeader.Type && bytes.Equal(a.Payload, b.Payload)
 }
 
 // SendConnack returns a Connack packet to a client.
@@ -1176,7 +1201,7 @@ func (s *Server) publishToClient(cl *Client, sub packets.Subscription, pk packet
 			// (moveInflights deletes before it moves, so a message
 			// moved concurrently by the connect path moves once.)
 			// [iotq patch 7]
-			if cur, ok := s.Clients.Get(cl.ID); ok && cur != cl {
+			if cur, ok := s.Clients.Get(cl.ID); ok && cur != cl && !cur.Properties.Clean { // a clean new session inherits nothing [iotq patch 8]
 				for _, tk := range s.moveInflights(cl, cur) {
 					cur.QueuePacket(tk)
 				}
