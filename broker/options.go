@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"github.com/iotq/iotq/internal/certs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -68,16 +69,8 @@ type Options struct {
 	Logger *slog.Logger `yaml:"-"`
 }
 
-// TLSOptions configure the certificate of TLS and QUIC listeners.
-type TLSOptions struct {
-	// Cert and Key are PEM files. Both empty: a CA and a server certificate
-	// are generated in STATE_DIR/tls on first start and reused afterwards.
-	Cert string `yaml:"cert"`
-	Key  string `yaml:"key"`
-	// Hosts are extra DNS names or IP addresses for the generated server
-	// certificate, besides the local host names and addresses.
-	Hosts []string `yaml:"hosts"`
-}
+// TLSOptions name the server's certificate (internal/certs.ServerCert).
+type TLSOptions = certs.ServerCert
 
 // QUICOptions tune quic:// listeners.
 type QUICOptions struct {

@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/iotq/iotq/internal/certs"
 	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/transport"
 )
@@ -108,41 +107,19 @@ func New(opts Options) (*Server, error) {
 
 func (s *Server) setupTLS() error {
 	o := s.opts
-	if o.TLS.Cert != "" {
-		cfg, err := certs.ServerTLSConfig(o.TLS.Cert, o.TLS.Key)
-		if err != nil {
-			return fmt.Errorf("broker: %w", err)
-		}
-		if o.StateDir != "" {
-			keys, err := certs.LoadOrCreateTicketKeys(o.StateDir)
-			if err != nil {
-				return fmt.Errorf("broker: %w", err)
-			}
-			cfg.SetSessionTicketKeys(keys)
-		}
-		s.tlsConf = cfg
-		return nil
-	}
 	dir := o.StateDir
-	if dir == "" {
+	if dir == "" && o.TLS.Cert == "" {
 		dir = DefaultStateDir()
 		s.log.Info("no --state-dir given: keeping the generated TLS certificate in the default state directory", "dir", dir)
 	}
-	hosts := append(certs.LocalHosts(), o.TLS.Hosts...)
-	for _, raw := range o.Listen {
-		if ep, err := transport.ParseURL(raw); err == nil && ep.Host != "" {
-			if ip := net.ParseIP(ep.Host); ip == nil || !ip.IsUnspecified() {
-				hosts = append(hosts, ep.Host)
-			}
-		}
-	}
-	cfg, files, err := certs.ServerConfig(dir, hosts)
+	cfg, ca, err := o.TLS.Server(dir, transport.ListenHosts(o.Listen))
 	if err != nil {
-		return fmt.Errorf("broker: TLS certificate in %s: %w", dir, err)
+		return fmt.Errorf("broker: %w", err)
 	}
-	s.tlsConf = cfg
-	s.caFile = files.CA
-	s.log.Info("TLS: using the generated certificate; clients must trust the CA", "ca_file", files.CA, "cert", files.Cert)
+	s.tlsConf, s.caFile = cfg, ca
+	if ca != "" {
+		s.log.Info("TLS: using the generated certificate; clients must trust the CA", "ca_file", ca)
+	}
 	return nil
 }
 

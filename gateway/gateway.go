@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/iotq/iotq/internal/certs"
 	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/transport"
 )
@@ -73,34 +72,15 @@ func New(opts Options) (*Gateway, error) {
 }
 
 func (g *Gateway) setupTLS() error {
-	o := g.opts
-	if o.TLS.Cert != "" {
-		cfg, err := certs.ServerTLSConfig(o.TLS.Cert, o.TLS.Key)
-		if err != nil {
-			return fmt.Errorf("gateway: %w", err)
-		}
-		keys, err := certs.LoadOrCreateTicketKeys(o.StateDir)
-		if err != nil {
-			return fmt.Errorf("gateway: %w", err)
-		}
-		cfg.SetSessionTicketKeys(keys)
-		g.tlsConf = cfg
-		return nil
+	listen := make([]string, 0, len(g.opts.Routes))
+	for _, r := range g.opts.Routes {
+		listen = append(listen, r.Listen)
 	}
-	hosts := append(certs.LocalHosts(), o.TLS.Hosts...)
-	for _, r := range o.Routes {
-		if ep, err := transport.ParseURL(r.Listen); err == nil && ep.Host != "" {
-			if ip := net.ParseIP(ep.Host); ip == nil || !ip.IsUnspecified() {
-				hosts = append(hosts, ep.Host)
-			}
-		}
-	}
-	cfg, files, err := certs.ServerConfig(o.StateDir, hosts)
+	cfg, ca, err := g.opts.TLS.Server(g.opts.StateDir, transport.ListenHosts(listen))
 	if err != nil {
-		return fmt.Errorf("gateway: TLS certificate in %s: %w", o.StateDir, err)
+		return fmt.Errorf("gateway: %w", err)
 	}
-	g.tlsConf = cfg
-	g.caFile = files.CA
+	g.tlsConf, g.caFile = cfg, ca
 	return nil
 }
 

@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"github.com/iotq/iotq/internal/certs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -54,15 +55,8 @@ type Options struct {
 	Logger *slog.Logger `yaml:"-"`
 }
 
-// TLSOptions name the certificate of the QUIC listeners.
-type TLSOptions struct {
-	// Cert and Key are PEM files. Both empty: a CA and a server certificate
-	// are generated in STATE_DIR/tls on first start and reused.
-	Cert string `yaml:"cert"`
-	Key  string `yaml:"key"`
-	// Hosts are extra names or addresses for the generated certificate.
-	Hosts []string `yaml:"hosts"`
-}
+// TLSOptions name the server's certificate (internal/certs.ServerCert).
+type TLSOptions = certs.ServerCert
 
 // LogOptions: Format is text or json; Level is debug, info, warn or error.
 type LogOptions struct {

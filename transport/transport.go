@@ -211,3 +211,18 @@ type QUICStats struct {
 	PacketsSent   uint64        `json:"packets_sent"`
 	PacketsLost   uint64        `json:"packets_lost"`
 }
+
+// ListenHosts returns the hosts that the listen URLs name, leaving out
+// unspecified addresses (0.0.0.0, ::) and URLs that do not parse: the names
+// a generated server certificate must cover.
+func ListenHosts(urls []string) []string {
+	var hosts []string
+	for _, raw := range urls {
+		if ep, err := ParseURL(raw); err == nil && ep.Host != "" {
+			if ip := net.ParseIP(ep.Host); ip == nil || !ip.IsUnspecified() {
+				hosts = append(hosts, ep.Host)
+			}
+		}
+	}
+	return hosts
+}
