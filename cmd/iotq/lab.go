@@ -62,6 +62,8 @@ Flags of "lab run" (also "lab show" takes --scale and the overrides):
                      replace the scenario's lists (comma separated, e.g. --losses 0,2,5;
                      --directions egress,both runs E1-E3's reference, the publisher's egress
                      only, and the symmetric variant side by side in one campaign)
+  --repetitions N    repetitions per cell, replacing the scale's (message counts, intervals
+                     and links stay the scale's; the manifest records the number)
   --check            validate the scenario, print the number of cells and exit
   --log-level L      debug, info, warn or error for the log on stderr (default error; the
                      progress lines already name failed cells)
@@ -101,6 +103,7 @@ Ctrl-C stops after abandoning the running cell; the directory stays consistent a
 type labSelect struct {
 	scale                                          string
 	profiles, losses, transports, qoss, directions string
+	repetitions                                    int
 }
 
 func (s *labSelect) register(fs *flag.FlagSet) {
@@ -110,6 +113,7 @@ func (s *labSelect) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.transports, "transports", "", "replace the transports: mqtts, quic, amqps, amqp+quic, ...")
 	fs.StringVar(&s.qoss, "qos", "", "replace the QoS levels (comma separated)")
 	fs.StringVar(&s.directions, "directions", "", "replace the impairment directions: egress, ingress, both")
+	fs.IntVar(&s.repetitions, "repetitions", 0, "replace the scale's repetitions per cell")
 }
 
 func splitList(s string) []string {
@@ -165,6 +169,14 @@ func (s *labSelect) resolve(name string) ([]lab.Spec, error) {
 		sc, err := sp.Scaled(s.scale)
 		if err != nil {
 			return nil, usageErrorf("--scale: %v", err)
+		}
+		if s.repetitions != 0 {
+			// After scaling: the flag states the repetitions outright,
+			// whatever the scale would have chosen.
+			if s.repetitions < 1 {
+				return nil, usageErrorf("--repetitions %d: want at least 1", s.repetitions)
+			}
+			sc.Repetitions = s.repetitions
 		}
 		if err := sc.Validate(); err != nil {
 			return nil, fmt.Errorf("scenario %s: %w", name, err)
