@@ -108,5 +108,10 @@ func DialEndpoint(ctx context.Context, ep Endpoint, opts Options) (Client, error
 	if dial == nil {
 		return nil, fmt.Errorf("dial %s: protocol %s %w (built in: %s)", ep, ep.Protocol, ErrProtocolNotBuilt, strings.Join(Schemes(), ", "))
 	}
-	return dial(ctx, ep, opts)
+	c, err := dial(ctx, ep, opts)
+	if opts.Early != nil && ep.Protocol != endpoint.ProtocolMQTT {
+		// only the MQTT implementation sends a message behind its connect
+		opts.Early.Complete(time.Now(), fmt.Errorf("early publish %s: %s sends nothing behind its connect; publish after Dial", opts.Early.Topic, ep.Protocol))
+	}
+	return c, err
 }

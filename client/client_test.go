@@ -291,3 +291,56 @@ func TestQUIC0RTTRejected(t *testing.T) {
 	}
 	t.Fatal("early message lost after the 0-RTT rejection")
 }
+
+// TestQUIC0RTTEarlyQoS1: a resumed client puts a QoS 1 PUBLISH into the
+// 0-RTT flight behind CONNECT; under both broker policies that process
+// it (accept: at once, hold: once the handshake completed) its receipt
+// completes on the PUBACK, 0-RTT was used and the subscriber gets it once.
+func TestQUIC0RTTEarlyQoS1(t *testing.T) {
+	for _, policy := range []string{broker.EarlyAccept, broker.EarlyHold} {
+		t.Run(policy, func(t *testing.T) {
+			srv := brokertest.Start(t, broker.Options{Listen: []string{"quic://127.0.0.1:0", "mqtt://127.0.0.1:0"},
+				StateDir: t.TempDir(), QUIC: broker.QUICOptions{EarlyData: policy}})
+			url, ca := brokertest.Endpoint(t, srv, "quic"), srv.CAFile()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			sub := dial(t, brokertest.Endpoint(t, srv, "mqtt"), client.Options{})
+			var in inbox
+			if err := sub.Subscribe(ctx, "early/#", client.SubscribeOptions{QoS: 1}, in.handle); err != nil {
+				t.Fatal(err)
+			}
+			for _, proto := range []int{3, 5} {
+				cache := filepath.Join(t.TempDir(), "tickets")
+				warm := dial(t, url, client.Options{CAFile: ca, SessionCacheFile: cache, ProtocolVersion: proto})
+				warm.Close()
+				m := &client.EarlyMessage{Topic: fmt.Sprintf("early/%d", proto), Payload: []byte("in the first flight"), QoS: 1}
+				c := dial(t, url, client.Options{CAFile: ca, SessionCacheFile: cache, ProtocolVersion: proto, Early: m})
+				if err := m.Receipt().Wait(ctx); err != nil {
+					t.Fatalf("mqtt%d: early QoS 1 receipt: %v", proto, err)
+				}
+				info := c.ConnectionInfo()
+				if !info.Used0RTT || info.EarlySent.IsZero() {
+					t.Fatalf("mqtt%d: used_0rtt %v early_sent %v", proto, info.Used0RTT, info.EarlySent)
+				}
+				at, _ := m.Receipt().Accepted()
+				if at.Before(info.EarlySent) {
+					t.Fatalf("mqtt%d: PUBACK at %v before the PUBLISH was written at %v", proto, at, info.EarlySent)
+				}
+				r, err := c.Publish(ctx, m.Topic, []byte("second"), client.PublishOptions{QoS: 1})
+				if err != nil || r.Wait(ctx) != nil {
+					t.Fatalf("mqtt%d: publish after the early one: %v %v", proto, err, r.Err())
+				}
+				c.Close()
+			}
+			got := map[string]int{}
+			for _, msg := range in.wait(t, 4) {
+				got[msg.Topic+" "+string(msg.Payload)]++
+			}
+			for _, proto := range []int{3, 5} {
+				if k := fmt.Sprintf("early/%d in the first flight", proto); got[k] != 1 {
+					t.Fatalf("subscriber got %v", got)
+				}
+			}
+		})
+	}
+}

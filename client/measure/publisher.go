@@ -36,8 +36,10 @@ type PublisherOptions struct {
 	// closed the run ends.
 	Gate <-chan struct{}
 	// Early sends message 0 in the same write as the protocol's connect
-	// (QoS 0 only): call EarlyMessage before dialling and pass its result
-	// in client.Options.Early.
+	// (QoS 0 or 1; over QUIC with a ticket in the 0-RTT flight): call
+	// EarlyMessage before dialling and pass its result in
+	// client.Options.Early. At QoS 1 its receipt completes on the broker's
+	// PUBACK.
 	Early bool
 	// AckWait bounds the wait for outstanding receipts after the last
 	// publish; 0 means do not wait (pending receipts count as failed).
@@ -71,8 +73,8 @@ func (o PublisherOptions) Validate() error {
 	if o.Count < 1 {
 		add("count %d: want at least 1", o.Count)
 	}
-	if o.Early && o.QoS != 0 {
-		add("early needs QoS 0: the client library cannot track an acknowledgement for a message sent before the connection is accepted")
+	if o.Early && o.QoS > 1 {
+		add("early needs QoS 0 or 1: a QoS 2 exchange (PUBREC, PUBREL) cannot start before the connection is accepted")
 	}
 	if o.Interval < 0 || o.AckWait < 0 {
 		add("interval and ack wait must not be negative")
@@ -145,8 +147,9 @@ func (p *Publisher) EarlyMessage(ctx context.Context) (m *client.EarlyMessage, o
 		}
 	}
 	body, sendNs := p.stamp(0)
-	p.early = &pending{seq: 0, size: len(body), sendNs: sendNs}
-	return &client.EarlyMessage{Topic: p.o.Topic, Payload: body, Retain: p.o.Retain}, true
+	m = &client.EarlyMessage{Topic: p.o.Topic, Payload: body, Retain: p.o.Retain, QoS: p.o.QoS}
+	p.early = &pending{seq: 0, size: len(body), sendNs: sendNs, r: m.Receipt()}
+	return m, true
 }
 
 // stamp returns the body of message seq and its send time, taken last.
@@ -178,14 +181,7 @@ func (p *Publisher) Run(ctx context.Context, c client.Client) Summary {
 	start := time.Now()
 	first := 0
 	if p.early != nil {
-		pe := *p.early
-		r, complete := client.NewReceipt()
-		if at := c.ConnectionInfo().EarlySent; !at.IsZero() {
-			complete(at, nil)
-		} else {
-			complete(time.Now(), errors.New("early message not written"))
-		}
-		pe.r = r
+		pe := *p.early // its receipt is the early message's (client.EarlyMessage.Receipt)
 		p.sent(pe.sendNs)
 		queue <- pe
 		first = 1

@@ -24,6 +24,10 @@ type timedConn struct {
 	cache     *transport.FileSessionCache
 	early     []byte       // PUBLISH appended to the first write (CONNECT); wmu
 	earlySent atomic.Int64 // Unix ns when early was written
+	earlyMsg  *core.EarlyMessage
+	// watch takes the early QoS 1 PUBLISH's PUBACK out of the incoming
+	// stream; nil when there is none. Used by the reading goroutine only.
+	watch *ackWatch
 }
 
 // packetConn is the connection handed to paho.golang, which writes a packet
@@ -77,11 +81,100 @@ func mqttPacketLen(b []byte) (int, bool) {
 }
 
 func (c *timedConn) Read(b []byte) (int, error) {
+	if c.watch != nil {
+		return c.watch.read(c.rawRead, b)
+	}
+	return c.rawRead(b)
+}
+
+func (c *timedConn) rawRead(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 && c.firstRead.Load() == 0 {
 		c.firstRead.CompareAndSwap(0, time.Now().UnixNano())
 	}
 	return n, err
+}
+
+// ackWatch splits the incoming byte stream into MQTT packets until the
+// PUBACK of the early QoS 1 PUBLISH (packet id core.EarlyPacketID) has
+// come: that one completes the early message's receipt and is not passed
+// on (the MQTT library never sent that packet id and would treat it as a
+// protocol error); every other byte is passed on unchanged. Afterwards
+// reads go straight through.
+type ackWatch struct {
+	m    *core.EarlyMessage
+	v5   bool
+	in   []byte // read from the transport, not yet a whole packet
+	out  []byte // for the caller
+	err  error  // the transport's read error, returned once out is empty
+	at   time.Time
+	done bool
+}
+
+func (w *ackWatch) read(raw func([]byte) (int, error), b []byte) (int, error) {
+	for len(w.out) == 0 {
+		if w.done {
+			if len(w.in) > 0 {
+				w.out, w.in = w.in, nil
+				break
+			}
+			if w.err != nil {
+				return 0, w.err
+			}
+			return raw(b)
+		}
+		n, ok := mqttPacketLen(w.in)
+		if !ok && len(w.in) >= 5 { // not MQTT framing: leave it to the library
+			w.m.Complete(time.Now(), fmt.Errorf("early publish %s: malformed packet from the broker", w.m.Topic))
+			w.done = true
+			continue
+		}
+		if ok && len(w.in) >= n {
+			pkt := w.in[:n:n]
+			w.in = w.in[n:]
+			if w.isEarlyAck(pkt) {
+				w.done = true
+				continue
+			}
+			w.out = append(w.out, pkt...)
+			continue
+		}
+		if w.err != nil {
+			w.m.Complete(time.Now(), fmt.Errorf("early publish %s: %w: %v", w.m.Topic, core.ErrConnectionLost, w.err))
+			w.done = true
+			continue
+		}
+		buf := make([]byte, max(len(b), 4096))
+		n, err := raw(buf)
+		w.at = time.Now()
+		w.in, w.err = append(w.in, buf[:n]...), err
+	}
+	n := copy(b, w.out)
+	w.out = w.out[n:]
+	return n, nil
+}
+
+// isEarlyAck reports whether pkt (one whole packet) is the PUBACK of the
+// early PUBLISH, and if so completes its receipt: accepted, or failed with
+// an MQTT 5 reason code of 0x80 or more.
+func (w *ackWatch) isEarlyAck(pkt []byte) bool {
+	if pkt[0] != 0x40 {
+		return false
+	}
+	i := 1 // past the fixed header: type byte and 1 to 4 length bytes
+	for i < len(pkt) && i <= 4 && pkt[i]&0x80 != 0 {
+		i++
+	}
+	body := pkt[min(i+1, len(pkt)):]
+	if len(body) < 2 || int(body[0])<<8|int(body[1]) != core.EarlyPacketID {
+		return false
+	}
+	if w.v5 && len(body) >= 3 && body[2] >= 0x80 {
+		w.m.Complete(w.at, fmt.Errorf("early publish %s: broker refused it with reason 0x%02x", w.m.Topic, body[2]))
+		return true
+	}
+	w.m.Complete(w.at, nil)
+	return true
 }
 
 func (c *timedConn) Write(b []byte) (int, error) {
@@ -98,20 +191,29 @@ func (c *timedConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(buf)
 	if n == len(buf) {
 		c.earlySent.Store(now.UnixNano())
+		if c.earlyMsg.QoS == 0 {
+			c.earlyMsg.Complete(now, nil)
+		}
+	} else {
+		c.earlyMsg.Complete(time.Now(), fmt.Errorf("early publish %s: write with CONNECT: %w", c.earlyMsg.Topic, err))
 	}
 	return min(n, len(b)), err
 }
 
-// encodeEarly encodes a QoS 0 PUBLISH for protocol version v (4 or 5).
+// encodeEarly encodes a QoS 0 or 1 PUBLISH for protocol version v (4 or
+// 5); QoS 1 uses packet id core.EarlyPacketID.
 func encodeEarly(m *core.EarlyMessage, v int) []byte {
-	body := make([]byte, 0, 3+len(m.Topic)+len(m.Payload))
+	body := make([]byte, 0, 6+len(m.Topic)+len(m.Payload))
 	body = append(body, byte(len(m.Topic)>>8), byte(len(m.Topic)))
 	body = append(body, m.Topic...)
+	if m.QoS > 0 {
+		body = append(body, byte(core.EarlyPacketID>>8), byte(core.EarlyPacketID&0xff))
+	}
 	if v == core.ProtocolMQTT5 {
 		body = append(body, 0) // no properties
 	}
 	body = append(body, m.Payload...)
-	h := byte(0x30)
+	h := byte(0x30) | m.QoS<<1
 	if m.Retain {
 		h |= 1
 	}
@@ -157,12 +259,20 @@ func dial(ctx context.Context, ep endpoint.Endpoint, o core.Options) (*timedConn
 	tcn := &timedConn{Conn: c, cache: cache}
 	if o.Early != nil {
 		tcn.early = encodeEarly(o.Early, o.ProtocolVersion)
+		tcn.earlyMsg = o.Early
+		if o.Early.QoS > 0 {
+			tcn.watch = &ackWatch{m: o.Early, v5: o.ProtocolVersion == core.ProtocolMQTT5}
+		}
 	}
 	return tcn, nil
 }
 
-// finish closes the connection and writes the ticket cache.
+// finish closes the connection and writes the ticket cache. An early
+// message still unacknowledged fails with core.ErrClosed.
 func (c *timedConn) finish() {
+	if c.earlyMsg != nil {
+		c.earlyMsg.Complete(time.Now(), fmt.Errorf("early publish %s: %w", c.earlyMsg.Topic, core.ErrClosed))
+	}
 	_ = c.Conn.Close()
 	_ = c.cache.Close()
 }
@@ -290,13 +400,24 @@ func Dial(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Clien
 		return nil, fmt.Errorf("client/mqtt: %s is a %s URL, not MQTT", ep, ep.Protocol)
 	}
 	if err := o.Validate(); err != nil {
-		return nil, fmt.Errorf("client options: %w", err)
+		err = fmt.Errorf("client options: %w", err)
+		if o.Early != nil {
+			o.Early.Complete(time.Now(), err)
+		}
+		return nil, err
 	}
 	o = o.WithDefaults(randomID)
 	ctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
 	defer cancel()
+	var c core.Client
+	var err error
 	if o.ProtocolVersion == core.ProtocolMQTT5 {
-		return dialV5(ctx, ep, o)
+		c, err = dialV5(ctx, ep, o)
+	} else {
+		c, err = dialV3(ctx, ep, o)
 	}
-	return dialV3(ctx, ep, o)
+	if err != nil && o.Early != nil {
+		o.Early.Complete(time.Now(), fmt.Errorf("early publish %s: %w", o.Early.Topic, err))
+	}
+	return c, err
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -292,5 +293,114 @@ func TestEarlyPublishBeforeConnack(t *testing.T) {
 				t.Fatalf("EarlySent %v, CONNACK %v", info.EarlySent, info.Connack)
 			}
 		})
+	}
+}
+
+// TestEarlyQoS1ReceiptOnPuback: a QoS 1 early PUBLISH leaves with CONNECT
+// carrying core.EarlyPacketID; its receipt stays pending after CONNACK
+// and completes on its PUBACK (which the MQTT library never sees: a later
+// publish of the library and its own PUBACK still work). An MQTT 5 PUBACK
+// with a failure reason code fails the receipt.
+func TestEarlyQoS1ReceiptOnPuback(t *testing.T) {
+	for _, p := range protocols {
+		for _, refuse := range []bool{false, true} {
+			if refuse && p.v != 5 {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s refuse=%v", p.name, refuse), func(t *testing.T) {
+				f := startFake(t)
+				step := make(chan struct{})
+				errc := make(chan error, 1)
+				go func() {
+					errc <- func() error {
+						c, err := f.l.Accept()
+						if err != nil {
+							return err
+						}
+						f.conn, f.r = c, bufio.NewReader(c)
+						h, body, err := f.readPacket()
+						if err != nil || h>>4 != 1 {
+							return fmt.Errorf("want CONNECT: %x %v", h, err)
+						}
+						f.v5 = body[6] == 5
+						h, body, err = f.readPacket()
+						if err != nil || h != 0x32 {
+							return fmt.Errorf("want a QoS 1 PUBLISH before CONNACK: %x %v", h, err)
+						}
+						tl := int(body[0])<<8 | int(body[1])
+						if id := int(body[2+tl])<<8 | int(body[3+tl]); id != core.EarlyPacketID {
+							return fmt.Errorf("early packet id %d, want %d", id, core.EarlyPacketID)
+						}
+						if f.v5 {
+							c.Write([]byte{0x20, 3, 0, 0, 0})
+						} else {
+							c.Write([]byte{0x20, 2, 0, 0})
+						}
+						<-step // the test checked that the receipt is still pending
+						switch {
+						case refuse:
+							c.Write([]byte{0x40, 3, 0xff, 0xff, 0x87}) // not authorized
+						case f.v5:
+							c.Write([]byte{0x40, 4, 0xff, 0xff, 0, 0}) // success, empty properties
+						default:
+							f.send(4, core.EarlyPacketID)
+						}
+						id, err := f.expect(3) // the library's own publish
+						if err != nil {
+							return err
+						}
+						return f.send(4, id)
+					}()
+				}()
+				m := &core.EarlyMessage{Topic: "early/q1", Payload: []byte("first"), QoS: 1}
+				c := dialT(t, f.url(), core.Options{ProtocolVersion: p.v, Early: m})
+				pendingFor(t, m.Receipt(), 200*time.Millisecond)
+				before := time.Now()
+				close(step)
+				err := waitReceipt(t, m.Receipt())
+				if refuse {
+					if err == nil || !strings.Contains(err.Error(), "0x87") {
+						t.Fatalf("refused early publish: receipt error %v", err)
+					}
+				} else if at, ok := m.Receipt().Accepted(); err != nil || !ok || at.Before(before) {
+					t.Fatalf("early receipt: %v, accepted at %v (PUBACK sent after %v)", err, at, before)
+				}
+				r, err := c.Publish(context.Background(), "later", []byte("x"), core.PublishOptions{QoS: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := waitReceipt(t, r); err != nil {
+					t.Fatalf("the library's publish after the early one: %v", err)
+				}
+				if err := <-errc; err != nil {
+					t.Fatal(err)
+				}
+				if info := c.ConnectionInfo(); info.EarlySent.IsZero() || info.EarlySent.After(info.Connack) {
+					t.Fatalf("EarlySent %v, CONNACK %v", info.EarlySent, info.Connack)
+				}
+			})
+		}
+	}
+}
+
+// TestEarlyReceiptFailsWithoutConnection: refused options and a dial that
+// fails complete the early receipt with the error.
+func TestEarlyReceiptFailsWithoutConnection(t *testing.T) {
+	m := &core.EarlyMessage{Topic: "e", QoS: 2}
+	if _, err := dialRaw(context.Background(), "mqtt://127.0.0.1:1", core.Options{Early: m}); err == nil {
+		t.Fatal("QoS 2 early message accepted")
+	}
+	if err := waitReceipt(t, m.Receipt()); err == nil || !strings.Contains(err.Error(), "Early.QoS 2") {
+		t.Fatalf("receipt error %v", err)
+	}
+	f := startFake(t)
+	addr := f.url()
+	f.l.Close()
+	m = &core.EarlyMessage{Topic: "e", QoS: 1}
+	if _, err := dialRaw(context.Background(), addr, core.Options{Early: m, ConnectTimeout: 5 * time.Second}); err == nil {
+		t.Fatal("dial to a closed port succeeded")
+	}
+	if err := waitReceipt(t, m.Receipt()); err == nil {
+		t.Fatal("early receipt accepted without a connection")
 	}
 }

@@ -47,11 +47,14 @@ whole connect call, transport_ready_ms and connack_ms counted from
 dial_start) and the counts sent, acked, failed.
 
 --early sends message 0 in the same write as CONNECT, before the CONNACK
-(QoS 0 only; MQTT lets a client send right after CONNECT). Over QUIC with a
+(QoS 0 or 1; MQTT lets a client send right after CONNECT). Over QUIC with a
 ticket from --session-cache it rides in the 0-RTT flight, so it can arrive
-half a round trip after the dial began; without --early the MQTT library
-waits for CONNACK before the first PUBLISH. Its send time is taken before
-the dial, and early_sent_ns in --stats tells when it was written.
+half a round trip after the dial began (if the broker processes early data:
+iotq broker --quic-0rtt=accept; the default hold processes it once the
+handshake completed, docs/0rtt.md); without --early the MQTT library waits
+for CONNACK before the first PUBLISH. At QoS 1 its receipt completes on the
+broker's PUBACK, as every other message's. Its send time is taken before the
+dial, and early_sent_ns in --stats tells when it was written.
 
 --timeout bounds the connection attempt and the final wait for receipts
 (default 30s). --protocol defaults to 3 (MQTT 3.1.1), which every broker
@@ -87,7 +90,7 @@ or a message was not accepted, 2 on bad flags.`,
 	fs.BoolVar(&waitAcks, "wait-acks", true, "for QoS 1/2 wait for all acknowledgements before exiting")
 	fs.BoolVar(&closed, "closed-loop", false, "publish the next message only after the previous one's receipt (acknowledged or failed)")
 	fs.DurationVar(&timeout, "timeout", 30*time.Second, "bound for connecting and for the final wait for acknowledgements")
-	fs.BoolVar(&early, "early", false, "send the first message right behind CONNECT, before CONNACK (QoS 0 only; QUIC 0-RTT: in the first flight)")
+	fs.BoolVar(&early, "early", false, "send the first message right behind CONNECT, before CONNACK (QoS 0 or 1; QUIC 0-RTT: in the first flight)")
 	c.Run = runE(func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
 			return usageErrorf("unexpected arguments %q", args)

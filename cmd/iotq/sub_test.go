@@ -25,7 +25,7 @@ func TestPubSubOverQUICWith0RTT(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "ready")
-	sub := startCLI(ctx, "sub", "--url", brokertest.Endpoint(t, srv, "mqtt"), "-t", "z/#", "-q", "1", "-n", "6",
+	sub := startCLI(ctx, "sub", "--url", brokertest.Endpoint(t, srv, "mqtt"), "-t", "z/#", "-q", "1", "-n", "7",
 		"--timeout", "20s", "--stats", "json", "--quiet", "--ready-file", ready)
 	waitFile(t, ready)
 
@@ -40,14 +40,18 @@ func TestPubSubOverQUICWith0RTT(t *testing.T) {
 		{"quic", false, false},
 		{"quic", true, true},
 		{"mqtts", false, true}, // TLS over TCP resumes from the same file, no early data
-		{"quic", true, true},   // --early: PUBLISH in the 0-RTT flight with CONNECT
+		{"quic", true, true},   // --early -q 0: PUBLISH in the 0-RTT flight with CONNECT
+		{"quic", true, true},   // --early -q 1: the same, its receipt on the PUBACK
 	}
 	for i, r := range runs {
 		args := []string{"pub", "--url", brokertest.Endpoint(t, srv, r.scheme), "--ca", ca, "--session-cache", cache,
 			"-t", fmt.Sprintf("z/%d", i), "--size", "32", "--stats", "json"}
-		if i == len(runs)-1 {
+		switch i {
+		case len(runs) - 2:
 			args = append(args, "--early", "-q", "0")
-		} else {
+		case len(runs) - 1:
+			args = append(args, "--early", "-q", "1")
+		default:
 			args = append(args, "-q", "1")
 		}
 		code, out, errOut := runCLI(ctx, args...)
@@ -62,7 +66,7 @@ func TestPubSubOverQUICWith0RTT(t *testing.T) {
 		if r.scheme == "quic" && st["quic"] == nil {
 			t.Fatalf("run %d: no quic stats", i)
 		}
-		if i == len(runs)-1 {
+		if i >= len(runs)-2 {
 			early, _ := st["early_sent_ns"].(float64)
 			if early == 0 || early > st["connack_ns"].(float64) {
 				t.Fatalf("--early: early_sent_ns %v, connack_ns %v", st["early_sent_ns"], st["connack_ns"])
@@ -73,8 +77,8 @@ func TestPubSubOverQUICWith0RTT(t *testing.T) {
 	if sub.code != 0 {
 		t.Fatalf("sub exit %d: %s", sub.code, sub.errb.String())
 	}
-	if st := lastJSON(t, sub.out.String()); st["received"] != 6.0 {
-		t.Fatalf("sub received %v, want 6", st["received"])
+	if st := lastJSON(t, sub.out.String()); st["received"] != 7.0 {
+		t.Fatalf("sub received %v, want 7", st["received"])
 	}
 }
 

@@ -171,11 +171,47 @@ type Will struct {
 	Retain  bool
 }
 
-// EarlyMessage is a QoS 0 message sent right behind CONNECT (Options.Early).
+// EarlyMessage is a message sent right behind CONNECT, in the same write
+// (Options.Early). Use one EarlyMessage for one Dial.
 type EarlyMessage struct {
 	Topic   string
 	Payload []byte
 	Retain  bool
+	// QoS is 0 or 1. A QoS 1 message carries a packet identifier the MQTT
+	// library never hands out first (EarlyPacketID) and its Receipt
+	// completes on the broker's PUBACK.
+	QoS byte
+
+	once     sync.Once
+	receipt  *Receipt
+	complete func(time.Time, error)
+}
+
+// EarlyPacketID is the packet identifier of a QoS 1 EarlyMessage. Both
+// MQTT libraries hand out identifiers upwards from 1, so a connection
+// would need 65534 other unacknowledged packets before the early PUBACK
+// came back to reuse it.
+const EarlyPacketID = 65535
+
+func (m *EarlyMessage) init() {
+	m.once.Do(func() { m.receipt, m.complete = NewReceipt() })
+}
+
+// Receipt returns the early message's receipt. It completes when the
+// message was accepted: at QoS 1 when the broker's PUBACK arrived, at QoS
+// 0 when it was written with CONNECT. It fails when the connection was
+// refused, lost or closed first, or when the protocol sends nothing behind
+// its connect (AMQP, CoAP). Safe to call before, during and after Dial.
+func (m *EarlyMessage) Receipt() *Receipt {
+	m.init()
+	return m.receipt
+}
+
+// Complete completes the receipt; the first call wins. For implementations
+// of Client.
+func (m *EarlyMessage) Complete(at time.Time, err error) {
+	m.init()
+	m.complete(at, err)
 }
 
 // Protocol versions accepted in Options.ProtocolVersion.
@@ -226,14 +262,18 @@ type Options struct {
 	SessionCacheFile string
 	// Will is the last-will message; nil means none.
 	Will *Will
-	// Early, if set, is a QoS 0 message sent in the same write as CONNECT,
+	// Early, if set, is a message sent in the same write as CONNECT,
 	// before the CONNACK arrives (MQTT 3.1.1 section 3.1.4 lets a client
 	// send packets right after CONNECT). Over QUIC with 0-RTT it leaves in
 	// the first flight, so it can be delivered half a round trip after the
-	// dial starts. QoS 0 only: the MQTT library does not know the message,
-	// so nothing tracks an acknowledgement; if the broker refuses the
-	// connection the message is dropped. ConnectionInfo.EarlySent tells when
-	// it was written. Default nil: paho sends nothing before CONNACK.
+	// dial starts (if the broker processes early data: docs/0rtt.md). At
+	// QoS 1 its Receipt (Early.Receipt) completes on the broker's PUBACK,
+	// which the client takes out of the stream before the MQTT library
+	// sees it; at QoS 0 it completes when written. If the broker refuses
+	// the connection the message is dropped and the receipt fails.
+	// ConnectionInfo.EarlySent tells when it was written. MQTT only: other
+	// protocols fail the receipt. Default nil: paho sends nothing before
+	// CONNACK.
 	Early *EarlyMessage
 	// QUIC tunes QUIC connections; zero values mean transport's defaults.
 	QUIC transport.QUICOptions
@@ -299,6 +339,9 @@ func (o Options) Validate() error {
 	}
 	if o.Early != nil && (o.Early.Topic == "" || strings.ContainsAny(o.Early.Topic, "+#")) {
 		errs = append(errs, fmt.Errorf("Early.Topic %q: want a topic name without wildcards", o.Early.Topic))
+	}
+	if o.Early != nil && o.Early.QoS > 1 {
+		errs = append(errs, fmt.Errorf("Early.QoS %d: want 0 or 1 (a QoS 2 exchange needs PUBREC and PUBREL from the MQTT library)", o.Early.QoS))
 	}
 	if o.Password != "" && o.Username == "" && o.ProtocolVersion != ProtocolMQTT5 {
 		errs = append(errs, errors.New("Password without Username: MQTT 3.1.1 needs a username to send a password"))
