@@ -119,7 +119,8 @@ func (s *Server) listenCoAP(front *coapfront.Front, ep endpoint.Endpoint, lopts 
 		if err != nil {
 			return nil, fmt.Errorf("coaps listener: %w", err)
 		}
-		pc, err := coapdtls.Listen(ep.Address(), coapdtls.Config{PSK: psk, TLSConfig: lopts.TLSConfig, Logger: s.log})
+		pc, err := coapdtls.Listen(ep.Address(), coapdtls.Config{PSK: psk, TLSConfig: lopts.TLSConfig, Logger: s.log,
+			Sessions: s.opts.CoAP.DTLSSessions, SessionLifetime: s.opts.CoAP.DTLSSessionLifetime})
 		if err != nil {
 			return nil, err
 		}

@@ -472,3 +472,39 @@ func TestQUIC0RTTBudget(t *testing.T) {
 		t.Fatal("0-RTT not used")
 	}
 }
+
+// TestFileSessionCacheValues: opaque values (DTLS sessions) share the file
+// with TLS tickets: they survive a new cache object on the file, are a
+// miss for Get, and nil removes them.
+func TestFileSessionCacheValues(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "c.json")
+	a, err := NewFileSessionCache(name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetValue("dtls|k", []byte("session"))
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewFileSessionCache(name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := b.Value("dtls|k"); !ok || string(v) != "session" {
+		t.Fatalf("value after reload: %q %v", v, ok)
+	}
+	if _, ok := b.Get("dtls|k"); ok {
+		t.Fatal("Get returned a TLS session for an opaque value")
+	}
+	b.SetValue("dtls|k", nil)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewFileSessionCache(name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Value("dtls|k"); ok {
+		t.Fatal("removed value still in the file")
+	}
+}

@@ -56,9 +56,13 @@ type FileSessionCache struct {
 // fileCacheEntry is one stored ticket: the ticket as sent by the server
 // and the state from tls.SessionState.Bytes (which keeps quic-go's
 // transport parameters in its Extra field).
+//
+// Value holds instead an opaque session of another kind (SetValue: DTLS
+// sessions of coaps://); such entries have no Ticket or State.
 type fileCacheEntry struct {
 	Ticket []byte    `json:"ticket"`
 	State  []byte    `json:"state"`
+	Value  []byte    `json:"value,omitempty"`
 	Saved  time.Time `json:"saved"`
 }
 
@@ -111,6 +115,9 @@ func (c *FileSessionCache) Get(key string) (*tls.ClientSessionState, bool) {
 	if !ok {
 		return nil, false
 	}
+	if e.State == nil {
+		return nil, false // a SetValue entry
+	}
 	st, err := tls.ParseSessionState(e.State)
 	if err != nil {
 		c.log.Debug("session cache entry unusable", "key", key, "err", err)
@@ -141,8 +148,34 @@ func (c *FileSessionCache) Put(key string, cs *tls.ClientSessionState) {
 		}
 		e = fileCacheEntry{Ticket: ticket, State: b, Saved: time.Now().UTC()}
 	}
+	c.store(key, e, cs == nil)
+}
+
+// Value returns the opaque session stored with SetValue under key, or a
+// miss. Callers choose keys that never collide with TLS ones (e.g. a
+// "dtls|" prefix).
+func (c *FileSessionCache) Value(key string) ([]byte, bool) {
 	c.mu.Lock()
-	if cs == nil {
+	e, ok := c.entries[key]
+	c.mu.Unlock()
+	if !ok || e.Value == nil {
+		return nil, false
+	}
+	return append([]byte(nil), e.Value...), true
+}
+
+// SetValue stores (or, with v nil, removes) an opaque session of another
+// kind than TLS tickets (the DTLS sessions of coaps://) and writes the file
+// like Put.
+func (c *FileSessionCache) SetValue(key string, v []byte) {
+	e := fileCacheEntry{Value: append([]byte(nil), v...), Saved: time.Now().UTC()}
+	c.store(key, e, v == nil)
+}
+
+// store puts e under key (or removes key) and starts the file writer.
+func (c *FileSessionCache) store(key string, e fileCacheEntry, remove bool) {
+	c.mu.Lock()
+	if remove {
 		delete(c.entries, key)
 		c.removed[key] = true
 	} else {

@@ -72,6 +72,13 @@ type Options struct {
 	// "identity:key" per line (key in plain text, or hex with a "0x"
 	// prefix); '#' starts a comment. The identity is the user of the ACL.
 	PSKFile string `yaml:"psk_file"`
+	// DTLSSessions bounds the DTLS sessions coaps:// listeners keep for
+	// resumption (abbreviated handshakes; the oldest go first). Default
+	// 10000; negative: no resumption.
+	DTLSSessions int `yaml:"dtls_sessions"`
+	// DTLSSessionLifetime is how long after its full handshake a DTLS
+	// session can be resumed. Default 24h.
+	DTLSSessionLifetime time.Duration `yaml:"dtls_session_lifetime"`
 	// Logger receives logs. nil: discard.
 	Logger *slog.Logger `yaml:"-"`
 }
@@ -119,8 +126,8 @@ func (o Options) Validate() error {
 	if o.BlockSize != 0 && szxOf(o.BlockSize) < 0 {
 		errs = append(errs, fmt.Errorf("block_size %d: want 16, 32, 64, 128, 256, 512 or 1024", o.BlockSize))
 	}
-	if o.MaxPayload < 0 || o.MaxTopics < 0 || o.ObserverCheck < 0 {
-		errs = append(errs, errors.New("max_payload, max_topics and observer_check must not be negative"))
+	if o.MaxPayload < 0 || o.MaxTopics < 0 || o.ObserverCheck < 0 || o.DTLSSessionLifetime < 0 {
+		errs = append(errs, errors.New("max_payload, max_topics, observer_check and dtls_session_lifetime must not be negative"))
 	}
 	return errors.Join(errs...)
 }

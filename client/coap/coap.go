@@ -46,7 +46,7 @@ type Client struct {
 	// stream transports (TCP, TLS, QUIC)
 	sc     net.Conn
 	wmu    sync.Mutex
-	cache  *transport.FileSessionCache
+	cache  *transport.FileSessionCache       // TLS tickets / DTLS sessions (nil: none)
 	tokens map[string]func(*message.Message) // stream only; guarded by mu
 	// pending fails the stream requests still waiting for their response
 	// when the connection ends (stream only; guarded by mu).
@@ -75,7 +75,10 @@ type subscription struct {
 
 // Dial connects to the CoAP server at ep: coap (UDP), coaps (DTLS 1.2; PSK
 // identity and key from o.Username and o.Password, else certificates),
-// coap+tcp, coaps+tcp (RFC 8323) and coap+quic (experimental). The URL's
+// coap+tcp, coaps+tcp (RFC 8323) and coap+quic (experimental). With
+// o.SessionCacheFile, coaps resumes its DTLS session (abbreviated
+// handshake), coaps+tcp its TLS session and coap+quic its QUIC session
+// (0-RTT); ConnectionInfo.TLSResumed says whether it did. The URL's
 // query may set the RFC 7252 parameters of UDP and DTLS: ack_timeout=2s,
 // ack_random_factor=1.5, max_retransmit=4, nstart=1, cocoa=1. Topics are
 // the resources /t/<topic> (the broker's direct form); ?prefix=ps/data
@@ -167,7 +170,29 @@ func (c *Client) dialDatagram(ctx context.Context, p coapmsg.Params) error {
 			}
 			cc.TLSConfig = tc
 		}
-		pc, err = coapdtls.Dial(ctx, c.ep.Address(), cc)
+		if c.o.SessionCacheFile != "" {
+			// The DTLS session (ID and master secret) is kept in the same
+			// file as TLS tickets, under its own keys: the next dial, in
+			// this process or another, resumes it.
+			c.cache, err = transport.NewFileSessionCache(c.o.SessionCacheFile, c.o.Logger)
+			if err != nil {
+				return fmt.Errorf("session cache %s: %w (check --session-cache)", c.o.SessionCacheFile, err)
+			}
+			cc.Sessions = c.cache
+		}
+		var dc *coapdtls.ClientConn
+		dc, err = coapdtls.Dial(ctx, c.ep.Address(), cc)
+		if err != nil {
+			_ = c.cache.Close()
+		} else {
+			pc = dc
+			c.info.TLSResumed = dc.Resumed()
+			if c.cache != nil {
+				// The session is stored once the handshake ends: write it
+				// now, so a process that ends without Close leaves it too.
+				c.cache.Flush()
+			}
+		}
 	} else {
 		laddr := &net.UDPAddr{}
 		if addr.IP.To4() == nil {
@@ -183,6 +208,7 @@ func (c *Client) dialDatagram(ctx context.Context, p coapmsg.Params) error {
 	c.msg, err = coapmsg.New(pc, coapmsg.Options{Params: p, Logger: c.o.Logger})
 	if err != nil {
 		_ = pc.Close()
+		_ = c.cache.Close()
 		return err
 	}
 	// A CoAP ping (empty CON) is answered with RST: proof that a CoAP
@@ -191,6 +217,7 @@ func (c *Client) dialDatagram(ctx context.Context, p coapmsg.Params) error {
 	ping := &message.Message{Type: message.Confirmable, Code: codes.Empty}
 	if err := c.msg.Send(addr, ping, func(_ *message.Message, err error) { pong <- err }); err != nil {
 		_ = c.msg.Close()
+		_ = c.cache.Close()
 		return err
 	}
 	select {
@@ -200,6 +227,7 @@ func (c *Client) dialDatagram(ctx context.Context, p coapmsg.Params) error {
 	}
 	if err != nil && !errors.Is(err, coapmsg.ErrReset) {
 		_ = c.msg.Close()
+		_ = c.cache.Close()
 		return fmt.Errorf("coap dial %s: no CoAP endpoint answered a ping: %w", c.ep, err)
 	}
 	c.info.Connack = time.Now()
@@ -787,8 +815,8 @@ func (c *Client) Close() error {
 		if c.sc != nil {
 			_ = c.writeStream(&message.Message{Code: codes.Release})
 			_ = c.sc.Close()
-			_ = c.cache.Close()
 		}
+		_ = c.cache.Close()
 		c.wg.Wait()
 	})
 	return nil

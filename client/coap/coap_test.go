@@ -338,3 +338,76 @@ func TestDTLSCertificates(t *testing.T) {
 		t.Fatalf("dial without the CA: want a certificate error, got %v", err)
 	}
 }
+
+// TestDTLSResumption: with a session file, the second coaps:// connection
+// resumes its DTLS session (ConnectionInfo.TLSResumed, handshake timings
+// set) with PSK and with certificates; the broker keeps the PSK identity
+// of the resumed session for its ACL (dev2 may read dev1/# but not write
+// it; anonymous clients are refused altogether).
+func TestDTLSResumption(t *testing.T) {
+	acl := filepath.Join(t.TempDir(), "acl")
+	if err := os.WriteFile(acl, []byte("user dev1\ntopic readwrite dev1/#\nuser dev2\ntopic read dev1/#\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startBroker(t, func(o *broker.Options) {
+		o.Auth.ACLFile = acl
+		f := false
+		o.Auth.AllowAnonymous = &f
+	})
+	ctx := context.Background()
+	for _, mode := range []struct {
+		name string
+		o    client.Options
+	}{
+		{"psk", client.Options{Username: "dev2", Password: "secret"}},
+		{"cert", client.Options{Username: "", Password: ""}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			o := mode.o
+			o.SessionCacheFile = filepath.Join(t.TempDir(), "sessions")
+			u := endpointOf(t, srv, "coaps")
+			for i := range 2 {
+				dctx, cancel := context.WithTimeout(ctx, testutil.Scale(20*time.Second))
+				o.CAFile, o.ServerName = srv.CAFile(), "127.0.0.1"
+				c, err := client.Dial(dctx, u, o)
+				cancel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				info := c.ConnectionInfo()
+				if info.TLSResumed != (i == 1) {
+					t.Fatalf("connection %d: tls_resumed %v", i+1, info.TLSResumed)
+				}
+				if !info.DialStart.Before(info.TransportReady) || info.Connack.Before(info.TransportReady) {
+					t.Fatalf("connection %d: timings dial %v, DTLS ready %v, ping answered %v", i+1, info.DialStart, info.TransportReady, info.Connack)
+				}
+				t.Logf("connection %d: resumed %v, DTLS handshake %v, first answer %v", i+1, info.TLSResumed,
+					info.TransportReady.Sub(info.DialStart), info.Connack.Sub(info.DialStart))
+				if mode.name == "psk" {
+					// Reading is allowed for dev2 (an anonymous client would be refused) ...
+					if err := c.Subscribe(ctx, "dev1/r", client.SubscribeOptions{QoS: 1}, func(client.Message) {}); err != nil {
+						t.Fatalf("connection %d: dev2 may read dev1/#: %v", i+1, err)
+					}
+					// ... writing is not.
+					r, err := c.Publish(ctx, "dev1/r", []byte("no"), client.PublishOptions{QoS: 1})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := r.Wait(ctx); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+						t.Fatalf("connection %d: dev2 may not write dev1/#: want 4.03, got %v", i+1, err)
+					}
+				} else {
+					r, err := c.Publish(ctx, "cert/r", []byte("x"), client.PublishOptions{QoS: 1})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := r.Wait(ctx); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+						// anonymous certificate clients are refused here (allow_anonymous false)
+						t.Fatalf("connection %d: anonymous certificate client: want 4.03, got %v", i+1, err)
+					}
+				}
+				_ = c.Close()
+			}
+		})
+	}
+}

@@ -9,6 +9,12 @@
 // The listener's addresses (Addr) carry the peer's PSK identity
 // (Identity()), which the broker uses as the user of its ACL.
 //
+// Session resumption (RFC 5246 section 7.3): the listener keeps a bounded,
+// expiring store of its sessions with the PSK identity of each, so a
+// resumed session keeps its ACL user; a client given a SessionCache
+// (transport.FileSessionCache, the file of --session-cache) offers its
+// stored session and ClientConn.Resumed says whether the server took it.
+//
 // Concurrency: a listener owns an accept goroutine and one reader goroutine
 // per DTLS session; Close stops and waits for them.
 package coapdtls

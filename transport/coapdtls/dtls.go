@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pion/dtls/v3"
@@ -25,6 +26,13 @@ type Config struct {
 	TLSConfig *tls.Config
 	// HandshakeTimeout bounds a handshake. Default 20s.
 	HandshakeTimeout time.Duration
+	// Sessions bounds the sessions kept for resumption (the oldest go
+	// first). Default DefaultSessions; negative: no resumption (no
+	// session IDs are issued).
+	Sessions int
+	// SessionLifetime is how long a session can be resumed after its full
+	// handshake. Default DefaultSessionLifetime.
+	SessionLifetime time.Duration
 	// Logger receives debug logs. nil: discard.
 	Logger *slog.Logger
 }
@@ -33,6 +41,14 @@ type Config struct {
 type Addr struct {
 	*net.UDPAddr
 	identity string
+}
+
+// Stats are a listener's handshake counters.
+type Stats struct {
+	Handshakes        int64 // completed handshakes, full and resumed
+	Resumed           int64 // of which resumed a session (abbreviated handshake)
+	HandshakeFailures int64 // handshakes that failed or timed out
+	Sessions          int64 // sessions currently stored for resumption
 }
 
 // Identity is the peer's PSK identity ("" for certificate sessions).
@@ -67,6 +83,9 @@ type Listener struct {
 	conn map[string]*dtls.Conn
 	wg   sync.WaitGroup
 	hs   time.Duration
+	sess *serverSessions // nil: no resumption
+
+	handshakes, resumed, failures atomic.Int64
 }
 
 // Listen starts a DTLS listener on addr (host:port).
@@ -81,7 +100,18 @@ func Listen(addr string, c Config) (*Listener, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.Sessions == 0 {
+		c.Sessions = DefaultSessions
+	}
+	if c.SessionLifetime <= 0 {
+		c.SessionLifetime = DefaultSessionLifetime
+	}
 	cfg := &dtls.Config{ExtendedMasterSecret: dtls.RequestExtendedMasterSecret}
+	var sess *serverSessions
+	if c.Sessions > 0 {
+		sess = newServerSessions(c.Sessions, c.SessionLifetime)
+		cfg.SessionStore = sess
+	}
 	if len(c.PSK) > 0 {
 		psk := c.PSK
 		cfg.PSK = func(identity []byte) ([]byte, error) {
@@ -104,7 +134,7 @@ func Listen(addr string, c Config) (*Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("coaps listen %s: %w", addr, err)
 	}
-	dl := &Listener{l: l, log: c.Logger, in: make(chan packet, 256), done: make(chan struct{}), conn: map[string]*dtls.Conn{}, hs: c.HandshakeTimeout}
+	dl := &Listener{l: l, log: c.Logger, in: make(chan packet, 256), done: make(chan struct{}), conn: map[string]*dtls.Conn{}, hs: c.HandshakeTimeout, sess: sess}
 	dl.wg.Add(1)
 	go func() {
 		defer dl.wg.Done()
@@ -154,12 +184,24 @@ func (d *Listener) serve(c *dtls.Conn) {
 	err := c.HandshakeContext(ctx)
 	cancel()
 	if err != nil {
+		d.failures.Add(1)
 		d.log.Debug("dtls handshake failed", "remote", c.RemoteAddr(), "error", err)
 		return
 	}
 	st, _ := c.ConnectionState()
+	identity := string(st.IdentityHint)
+	if d.sess != nil {
+		// A resumed handshake carries no PSK identity: the session's
+		// full handshake does.
+		var resumed bool
+		resumed, identity = d.sess.completed(st.SessionID, identity)
+		if resumed {
+			d.resumed.Add(1)
+		}
+	}
+	d.handshakes.Add(1)
 	ua, _ := c.RemoteAddr().(*net.UDPAddr)
-	from := Addr{UDPAddr: ua, identity: string(st.IdentityHint)}
+	from := Addr{UDPAddr: ua, identity: identity}
 	key := from.String()
 	d.mu.Lock()
 	if old := d.conn[key]; old != nil {
@@ -230,6 +272,15 @@ func (d *Listener) Close() error {
 	return err
 }
 
+// Stats returns the handshake counters.
+func (d *Listener) Stats() Stats {
+	st := Stats{Handshakes: d.handshakes.Load(), Resumed: d.resumed.Load(), HandshakeFailures: d.failures.Load()}
+	if d.sess != nil {
+		st.Sessions = int64(d.sess.Len())
+	}
+	return st
+}
+
 // LocalAddr is the bound UDP address.
 func (d *Listener) LocalAddr() net.Addr { return d.l.Addr() }
 
@@ -246,11 +297,15 @@ type ClientConfig struct {
 	// TLSConfig: RootCAs, ServerName, InsecureSkipVerify for certificate
 	// sessions.
 	TLSConfig *tls.Config
+	// Sessions, if set, keeps the session for resumption and offers a
+	// stored one: the handshake is then abbreviated (ClientConn.Resumed).
+	// nil: every dial does a full handshake.
+	Sessions SessionCache
 }
 
 // Dial opens a DTLS session to addr and returns it as a PacketConn whose
 // only peer is addr.
-func Dial(ctx context.Context, addr string, c ClientConfig) (net.PacketConn, error) {
+func Dial(ctx context.Context, addr string, c ClientConfig) (*ClientConn, error) {
 	ua, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("coaps dial %s: %w", addr, err)
@@ -269,6 +324,11 @@ func Dial(ctx context.Context, addr string, c ClientConfig) (net.PacketConn, err
 			cfg.InsecureSkipVerify = c.TLSConfig.InsecureSkipVerify
 		}
 	}
+	var sess *clientSessions
+	if c.Sessions != nil {
+		sess = newClientSessions(c.Sessions, c)
+		cfg.SessionStore = sess
+	}
 	conn, err := dtls.Dial("udp", ua, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("coaps dial %s: %w", addr, err)
@@ -277,17 +337,33 @@ func Dial(ctx context.Context, addr string, c ClientConfig) (net.PacketConn, err
 		_ = conn.Close()
 		return nil, fmt.Errorf("coaps handshake with %s: %w", addr, err)
 	}
-	return &clientConn{Conn: conn}, nil
+	cc := &ClientConn{Conn: conn}
+	if sess != nil {
+		st, _ := conn.ConnectionState()
+		cc.resumed = sess.resumed(st.SessionID)
+	}
+	return cc, nil
 }
 
-type clientConn struct{ *dtls.Conn }
+// ClientConn is a client's DTLS session as a net.PacketConn whose only
+// peer is the server.
+type ClientConn struct {
+	*dtls.Conn
+	resumed bool
+}
 
-func (c *clientConn) ReadFrom(b []byte) (int, net.Addr, error) {
+// Resumed reports whether the handshake resumed a stored session
+// (ClientConfig.Sessions) instead of a full handshake.
+func (c *ClientConn) Resumed() bool { return c.resumed }
+
+// ReadFrom reads the next datagram from the server.
+func (c *ClientConn) ReadFrom(b []byte) (int, net.Addr, error) {
 	n, err := c.Read(b)
 	return n, c.RemoteAddr(), err
 }
 
-func (c *clientConn) WriteTo(b []byte, _ net.Addr) (int, error) { return c.Write(b) }
+// WriteTo sends b to the server (addr is ignored).
+func (c *ClientConn) WriteTo(b []byte, _ net.Addr) (int, error) { return c.Write(b) }
 
 // LoadPSKFile reads "identity:key" lines (key in plain text, or hex after
 // "0x"); blank lines and '#' comments are skipped. An empty path gives an
