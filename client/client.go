@@ -109,8 +109,8 @@ func DialEndpoint(ctx context.Context, ep Endpoint, opts Options) (Client, error
 		return nil, fmt.Errorf("dial %s: protocol %s %w (built in: %s)", ep, ep.Protocol, ErrProtocolNotBuilt, strings.Join(Schemes(), ", "))
 	}
 	c, err := dial(ctx, ep, opts)
-	if opts.Early != nil && ep.Protocol != endpoint.ProtocolMQTT {
-		// only the MQTT implementation sends a message behind its connect
+	if opts.Early != nil && ep.Protocol != endpoint.ProtocolMQTT && ep.Protocol != endpoint.ProtocolAMQP {
+		// MQTT sends a message behind its connect, AMQP pipelines its start
 		opts.Early.Complete(time.Now(), fmt.Errorf("early publish %s: %s sends nothing behind its connect; publish after Dial", opts.Early.Topic, ep.Protocol))
 	}
 	return c, err

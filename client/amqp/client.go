@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +56,10 @@ type client struct {
 	deliveries chan delivery
 	closeOnce  sync.Once
 	closeErr   error
+
+	// earlyState receives the broker's disposition of Options.Early
+	// (unsettled only).
+	earlyState chan any
 }
 
 type delivery struct {
@@ -74,7 +79,14 @@ func randomID() string {
 
 // Dial connects to the AMQP broker at ep (amqp, amqps or amqp+quic) and
 // returns once the AMQP connection and a session are open.
-func Dial(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Client, error) {
+func Dial(ctx context.Context, ep endpoint.Endpoint, o core.Options) (cl core.Client, err error) {
+	if o.Early != nil {
+		defer func() {
+			if err != nil { // the first call wins: a receipt already failed stays so
+				o.Early.Complete(time.Now(), fmt.Errorf("early publish %s: %w", o.Early.Topic, err))
+			}
+		}()
+	}
 	o = o.WithDefaults(randomID)
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -92,14 +104,30 @@ func Dial(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Clien
 		c.credit = int32(n)
 	}
 	var sasl goamqp.SASLType
+	mech := ""
 	switch s := opts.Get("sasl"); {
 	case s == "none":
 	case s == "plain" || (s == "" && o.Username != ""):
-		sasl = goamqp.SASLTypePlain(o.Username, o.Password)
+		sasl, mech = goamqp.SASLTypePlain(o.Username, o.Password), "PLAIN"
 	case s == "anonymous" || s == "":
-		sasl = goamqp.SASLTypeAnonymous()
+		sasl, mech = goamqp.SASLTypeAnonymous(), "ANONYMOUS"
 	default:
 		return nil, fmt.Errorf("dial %s: option sasl=%q: want anonymous, plain or none", ep, s)
+	}
+	var es *earlyStart
+	if e := o.Early; e != nil {
+		if e.Retain {
+			return nil, fmt.Errorf("dial %s: early message: retain: AMQP 1.0 has no retained messages", ep)
+		}
+		if err := c.check(e.Topic, e.QoS); err != nil {
+			return nil, fmt.Errorf("dial %s: early message: %w", ep, err)
+		}
+		if len(e.Payload) > maxEarlyPayload {
+			return nil, fmt.Errorf("dial %s: early message of %d bytes: at most %d bytes ride in the pipelined start (publish it after Dial instead)", ep, len(e.Payload), maxEarlyPayload)
+		}
+		es = &earlyStart{sasl: mech, username: o.Username, password: o.Password, containerID: o.ClientID,
+			hostname: ep.Host, idleTimeout: 2 * o.KeepAlive, linkName: "iotq-early-" + randomID(),
+			address: c.address(e.Topic), tag: make([]byte, 8), payload: e.Payload, settled: e.QoS == 0}
 	}
 	start := time.Now()
 	tc, cache, err := core.DialTransport(ctx, ep, o)
@@ -107,10 +135,21 @@ func Dial(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Clien
 		return nil, err
 	}
 	c.tc, c.cache = tc, cache
-	conn, err := goamqp.NewConn(ctx, tc, &goamqp.ConnOptions{
+	var nc net.Conn = tc
+	var pc *pipeConn
+	if es != nil {
+		if pc, err = c.pipeline(tc, es); err != nil {
+			_ = tc.Close()
+			_ = cache.Close()
+			return nil, fmt.Errorf("dial %s: %w", ep, err)
+		}
+		nc = pc
+	}
+	conn, err := goamqp.NewConn(ctx, nc, &goamqp.ConnOptions{
 		ContainerID:  o.ClientID,
 		HostName:     ep.Host,
 		IdleTimeout:  2 * o.KeepAlive,
+		MaxFrameSize: maxFrameSize,
 		SASLType:     sasl,
 		WriteTimeout: o.AckTimeout,
 	})
@@ -128,15 +167,28 @@ func Dial(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Clien
 	}
 	c.conn, c.session = conn, session
 	ti := tc.Info()
+	sent := c.info.EarlySent
 	c.info = core.ConnectionInfo{
 		URL: ep.String(), Transport: string(ep.Scheme), Protocol: "amqp/1.0", ClientID: o.ClientID,
 		DialStart: start, TransportReady: ti.TransportReady, Connack: opened,
 		TLSResumed: ti.TLSResumed, Used0RTT: ti.Used0RTT, Rejected0RTT: ti.Rejected0RTT,
+		EarlySent: sent, FirstTransfer: sent,
+	}
+	if es != nil {
+		if err := c.finishEarly(ctx, pc, es); err != nil {
+			_ = conn.Close()
+			_ = cache.Close()
+			return nil, fmt.Errorf("dial %s: pipelined start: %w", ep, err)
+		}
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(2)
 	go c.dispatch()
 	go c.watch()
+	if c.earlyState != nil {
+		c.wg.Add(1)
+		go c.waitEarly()
+	}
 	return c, nil
 }
 

@@ -22,11 +22,19 @@
 //     open exchange done, LinkAttached and FirstTransfer, TLS resumption
 //     and 0-RTT from the transport.
 //
-// 0-RTT: go-amqp runs the connection start strictly in turn (protocol
-// header, SASL mechanisms/init/outcome, header, open, begin, attach), so
-// over amqp+quic with a ticket only the first protocol header rides in the
-// 0-RTT flight; the rest follows the handshake. The gateway's default
-// replay policy refuses 0-RTT for ALPN amqp anyway (docs/gateway.md).
+// Pipelined start (Options.Early, pipeline.go): the client writes the
+// protocol headers, sasl-init, open, begin, attach of a sender link and
+// the transfer of the early message in one write, without waiting for a
+// reply (AMQP 1.0 part 2 section 2.4.1 allows it), so over amqp+quic with a
+// ticket the whole start rides in the 0-RTT flight. go-amqp then runs its
+// usual start on the same connection; a wrapping conn swallows its writes
+// of what was already sent (after checking they say the same), holds back
+// a begin or attach reply until go-amqp has sent its own, and reads the
+// broker's disposition of the early transfer: with EarlyMessage.QoS 1 the
+// receipt (EarlyReceipt) completes on it. The gateway's replay policy
+// decides whether the flight is taken as 0-RTT (docs/amqp.md, 0-RTT).
+// Without Options.Early go-amqp runs the start strictly in turn and only
+// the first protocol header rides in the 0-RTT flight.
 //
 // URL options (?key=value): prefix (address prefix, e.g. /topic/),
 // credit (receiver link credit, default 100), sasl (anonymous by default,

@@ -1,0 +1,309 @@
+package amqp_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/iotq/iotq/client"
+	"github.com/iotq/iotq/gateway"
+	"github.com/iotq/iotq/internal/testutil"
+)
+
+// TestEarly: the pipelined start (Options.Early) against ActiveMQ Artemis,
+// directly over TCP and over QUIC through iotq gateway. The early
+// message's receipt completes on Artemis's accepted disposition, a
+// subscriber gets it once, and later publishes on the same connection
+// (go-amqp's own transfers, delivery ids 1, 2) are accepted too. Over
+// QUIC with a ticket and a route that accepts 0-RTT, the whole start
+// travels as 0-RTT data: a relay counts the client's 0-RTT packet bytes.
+func TestEarly(t *testing.T) {
+	art := testutil.StartArtemis(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(120*time.Second))
+	defer cancel()
+	upstream := strings.Replace(art.URL(), "amqp://", "tcp://", 1)
+
+	// run publishes early on url and checks receipt, delivery and what
+	// follows; it returns the publisher's connection info.
+	run := func(t *testing.T, url, topic string, o client.Options, qos byte, payload []byte) client.ConnectionInfo {
+		t.Helper()
+		sub := make(collector, 10)
+		s := dial(t, ctx, url, client.Options{CAFile: o.CAFile})
+		if err := s.Subscribe(ctx, topic, client.SubscribeOptions{QoS: 1}, sub.handle); err != nil {
+			t.Fatal(err)
+		}
+		o.Early = &client.EarlyMessage{Topic: topic, Payload: payload, QoS: qos}
+		pub := dial(t, ctx, url, o)
+		r := o.Early.Receipt()
+		if err := r.Wait(ctx); err != nil {
+			t.Fatalf("early receipt: %v", err)
+		}
+		info := pub.ConnectionInfo()
+		at, ok := r.Accepted()
+		if !ok || info.EarlySent.IsZero() || at.Before(info.EarlySent) || info.FirstTransfer != info.EarlySent ||
+			info.LinkAttached.Before(info.EarlySent) || info.Connack.Before(info.EarlySent) {
+			t.Fatalf("accepted %v at %v; connection info %+v", ok, at, info)
+		}
+		for i := range 2 {
+			r, err := pub.Publish(ctx, topic, []byte{byte('a' + i)}, client.PublishOptions{QoS: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Wait(ctx); err != nil {
+				t.Fatalf("publish %d after the early one: %v", i, err)
+			}
+		}
+		msgs := sub.wait(t, 3)
+		if !bytes.Equal(msgs[0].Payload, payload) || string(msgs[1].Payload) != "a" || string(msgs[2].Payload) != "b" {
+			t.Fatalf("delivered %q, %q, %q", msgs[0].Payload, msgs[1].Payload, msgs[2].Payload)
+		}
+		select {
+		case m := <-sub:
+			t.Fatalf("a fourth message: %q", m.Payload)
+		case <-time.After(200 * time.Millisecond):
+		}
+		if err := pub.Close(); err != nil {
+			t.Fatalf("close: %v", err)
+		}
+		return info
+	}
+
+	t.Run("amqp", func(t *testing.T) {
+		run(t, art.URL(), "iotq.early.tcp", client.Options{}, 1, []byte("early"))
+		run(t, art.URL()+"?sasl=none", "iotq.early.nosasl", client.Options{}, 1, []byte("early"))
+		run(t, art.URL(), "iotq.early.qos0", client.Options{}, 0, []byte("early"))
+	})
+
+	gw := func(t *testing.T, policy string) *gateway.Gateway {
+		g, err := gateway.New(gateway.Options{
+			Routes:   []gateway.Route{{Listen: "quic://127.0.0.1:0", Upstreams: []string{upstream}, ALPN: []string{"amqp"}, EarlyData: policy}},
+			StateDir: t.TempDir(), Logger: testutil.Logger(t),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = g.Close() })
+		return g
+	}
+
+	t.Run("amqp+quic 0-RTT accepted", func(t *testing.T) {
+		g := gw(t, gateway.EarlyAccept)
+		relay := newZeroRTTRelay(t, g.Endpoints()[0])
+		url := "amqp+quic://" + relay.addr()
+		o := client.Options{CAFile: g.CAFile(), SessionCacheFile: filepath.Join(t.TempDir(), "tickets")}
+		payload := bytes.Repeat([]byte("0rtt"), 750) // 3000 bytes: the flight is larger than any padding
+		first := run(t, url, "iotq.early.quic", o, 1, payload)
+		if first.Used0RTT || first.TLSResumed {
+			t.Fatalf("first connection (no ticket yet): %+v", first)
+		}
+		info := run(t, url, "iotq.early.quic", o, 1, payload)
+		if !info.Used0RTT || !info.TLSResumed || info.Rejected0RTT {
+			t.Fatalf("connection with a ticket: Used0RTT %v TLSResumed %v Rejected0RTT %v", info.Used0RTT, info.TLSResumed, info.Rejected0RTT)
+		}
+		// The publisher is the relay's fourth client (subscriber, publisher,
+		// subscriber, publisher). Its 0-RTT packets carried the whole start:
+		// headers, sasl-init, open, begin, attach and the 3000-byte transfer.
+		t.Logf("0-RTT packet bytes: first publisher %d, resumed publisher %d", relay.zeroRTTBytes(1), relay.zeroRTTBytes(3))
+		if n := relay.zeroRTTBytes(3); n < 3000+200 {
+			t.Fatalf("0-RTT bytes of the resumed publisher: %d, want the whole pipelined start (> 3200)", n)
+		}
+		if n := relay.zeroRTTBytes(1); n != 0 {
+			t.Fatalf("0-RTT bytes of the first publisher (no ticket): %d", n)
+		}
+	})
+
+	t.Run("amqp+quic 0-RTT refused by the route", func(t *testing.T) {
+		// The default policy (alpn, for mqtt only) refuses 0-RTT for
+		// amqp: the early flight is sent again after the handshake.
+		g := gw(t, "")
+		url := strings.Replace(g.Endpoints()[0], "quic://", "amqp+quic://", 1)
+		o := client.Options{CAFile: g.CAFile(), SessionCacheFile: filepath.Join(t.TempDir(), "tickets")}
+		run(t, url, "iotq.early.refused", o, 1, []byte("x"))
+		info := run(t, url, "iotq.early.refused", o, 1, []byte("y"))
+		if info.Used0RTT || !info.TLSResumed {
+			t.Fatalf("route refusing 0-RTT: Used0RTT %v TLSResumed %v", info.Used0RTT, info.TLSResumed)
+		}
+	})
+
+	t.Run("refusals", func(t *testing.T) {
+		for _, e := range []*client.EarlyMessage{{Topic: "a", QoS: 2}, {Topic: "a", Retain: true}, {Topic: "a", Payload: make([]byte, 7<<10)}} {
+			if c, err := client.Dial(ctx, art.URL(), client.Options{Early: e}); err == nil {
+				c.Close()
+				t.Errorf("early %s QoS %d retain %v %d bytes: no error", e.Topic, e.QoS, e.Retain, len(e.Payload))
+			}
+			if e.Receipt().Err() == nil {
+				t.Errorf("early %s: receipt did not fail", e.Topic)
+			}
+		}
+		if _, err := client.Dial(ctx, art.URL(), client.Options{Early: &client.EarlyMessage{Topic: "a/#"}}); err == nil {
+			t.Error("early to a wildcard: no error")
+		}
+	})
+}
+
+// zeroRTTRelay relays UDP between QUIC clients and one server on loopback
+// and counts, per client in order of arrival, the bytes of the 0-RTT
+// packets it sent (the long-header packets of type 1, RFC 9000 section
+// 17.2.3, found in coalesced datagrams). Datagrams back to the clients
+// are delayed, so the first flight surely leaves before the handshake
+// answer arrives.
+type zeroRTTRelay struct {
+	ln     *net.UDPConn
+	target *net.UDPAddr
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	flows map[string]*relayFlow
+	order []*relayFlow
+}
+
+type relayFlow struct {
+	up      *net.UDPConn
+	zeroRTT int
+}
+
+const relayDelay = 100 * time.Millisecond
+
+func newZeroRTTRelay(t *testing.T, target string) *zeroRTTRelay {
+	t.Helper()
+	ta, err := net.ResolveUDPAddr("udp", strings.TrimPrefix(target, "quic://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &zeroRTTRelay{ln: ln, target: ta, flows: map[string]*relayFlow{}}
+	r.wg.Add(1)
+	go r.loop()
+	t.Cleanup(r.close)
+	return r
+}
+
+func (r *zeroRTTRelay) addr() string { return r.ln.LocalAddr().String() }
+
+func (r *zeroRTTRelay) loop() {
+	defer r.wg.Done()
+	buf := make([]byte, 64<<10)
+	for {
+		n, from, err := r.ln.ReadFromUDP(buf)
+		if err != nil {
+			return
+		}
+		r.mu.Lock()
+		f := r.flows[from.String()]
+		if f == nil {
+			up, err := net.DialUDP("udp", nil, r.target)
+			if err != nil {
+				r.mu.Unlock()
+				continue
+			}
+			f = &relayFlow{up: up}
+			r.flows[from.String()] = f
+			r.order = append(r.order, f)
+			r.wg.Add(1)
+			go r.back(up, from)
+		}
+		f.zeroRTT += zeroRTTLen(buf[:n])
+		r.mu.Unlock()
+		_, _ = f.up.Write(buf[:n])
+	}
+}
+
+func (r *zeroRTTRelay) back(up *net.UDPConn, to *net.UDPAddr) {
+	defer r.wg.Done()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := up.Read(buf)
+		if err != nil {
+			return
+		}
+		d := append([]byte(nil), buf[:n]...)
+		r.wg.Add(1)
+		time.AfterFunc(relayDelay, func() {
+			defer r.wg.Done()
+			_, _ = r.ln.WriteToUDP(d, to)
+		})
+	}
+}
+
+// zeroRTTBytes returns the 0-RTT packet bytes (packet number, payload and
+// tag) the i-th client sent.
+func (r *zeroRTTRelay) zeroRTTBytes(i int) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i >= len(r.order) {
+		return -1
+	}
+	return r.order[i].zeroRTT
+}
+
+func (r *zeroRTTRelay) close() {
+	_ = r.ln.Close()
+	r.mu.Lock()
+	for _, f := range r.flows {
+		_ = f.up.Close()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+}
+
+// zeroRTTLen sums the Length fields of the QUIC v1 0-RTT packets in a
+// datagram; it stops at the first short-header packet (always last).
+func zeroRTTLen(d []byte) int {
+	total := 0
+	for len(d) > 7 && d[0]&0x80 != 0 {
+		typ := (d[0] >> 4) & 0x3
+		at := 5
+		for range 2 { // destination and source connection ids
+			if at >= len(d) {
+				return total
+			}
+			at += 1 + int(d[at])
+		}
+		if typ == 0 { // Initial: token
+			tl, n := varint(d[at:])
+			at += n + tl
+		}
+		if typ == 3 || at >= len(d) { // Retry has no length
+			return total
+		}
+		l, n := varint(d[at:])
+		if n == 0 {
+			return total
+		}
+		at += n
+		if typ == 1 {
+			total += l
+		}
+		if at+l > len(d) {
+			return total
+		}
+		d = d[at+l:]
+	}
+	return total
+}
+
+func varint(b []byte) (int, int) {
+	if len(b) == 0 {
+		return 0, 0
+	}
+	n := 1 << (b[0] >> 6)
+	if len(b) < n {
+		return 0, 0
+	}
+	v := int(b[0] & 0x3f)
+	for _, c := range b[1:n] {
+		v = v<<8 | int(c)
+	}
+	return v, n
+}
