@@ -228,6 +228,8 @@ func newCoAPCollector(s *Server) coapCollector {
 		"notify_failures":      prometheus.NewDesc("iotq_broker_coap_notification_failures_total", "Confirmable notifications not acknowledged (observer removed).", nil, nil),
 		"coalesced":            prometheus.NewDesc("iotq_broker_coap_coalesced_total", "Notifications replaced by a newer value before they were sent.", nil, nil),
 		"denied":               prometheus.NewDesc("iotq_broker_coap_denied_total", "CoAP requests refused by the ACL.", nil, nil),
+		"observe_refused":      prometheus.NewDesc("iotq_broker_coap_observe_refused_total", "Observe registrations answered without Observe: the topic's max-subscribers was reached.", nil, nil),
+		"expired":              prometheus.NewDesc("iotq_broker_coap_topics_expired_total", "Pub-sub topics deleted at their expiration-date.", nil, nil),
 		"message_layer_events": prometheus.NewDesc("iotq_broker_coap_message_events_total", "CoAP message-layer events on UDP and DTLS listeners (sent, received, retransmission, acknowledged, timeout, reset_received, reset_sent, duplicate, bad_datagram, bad_option, overload, stray, dedup_full).", []string{"event"}, nil),
 	}, observers: prometheus.NewDesc("iotq_broker_coap_observers", "Current CoAP observations.", nil, nil)}
 }
@@ -250,6 +252,8 @@ func (c coapCollector) Collect(ch chan<- prometheus.Metric) {
 	counter("notify_failures", st.NotifyFailures)
 	counter("coalesced", st.Coalesced)
 	counter("denied", st.Denied)
+	counter("observe_refused", st.ObserveRefused)
+	counter("expired", st.Expired)
 	m := st.Message
 	for _, e := range []struct {
 		name string

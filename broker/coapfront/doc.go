@@ -11,8 +11,12 @@
 //     topic-data resources); POST with a CBOR map of topic properties
 //     (integer keys; Content-Format Options.ContentFormat, 65000 by default
 //     until IANA assigns one) creates a topic whose topic-name is the MQTT
-//     topic.
-//   - /ps/<id>: topic configuration (GET, DELETE).
+//     topic; FETCH with a property map lists the matching topics.
+//   - /ps/<id>: topic configuration (GET, FETCH, POST, iPATCH, DELETE).
+//     The properties are enforced (props.go): expiration-date deletes the
+//     topic, max-subscribers limits Observe registrations,
+//     topic-content-format refuses other formats, observer-check sets the
+//     CON notification interval.
 //   - /ps/data/<id>: topic data. PUT publishes (2.01 Created for the first
 //     value, 2.04 Changed later), GET reads the latest value, GET with
 //     Observe subscribes (RFC 7641), DELETE clears the value (observers get

@@ -141,6 +141,10 @@ type Stats struct {
 	Coalesced      int64 // notifications replaced by a newer value before they were sent
 	Observers      int64 // current observers
 	Denied         int64 // requests refused by the ACL
+	// ObserveRefused counts Observe registrations answered without the
+	// Observe option because the topic's max-subscribers was reached.
+	ObserveRefused int64
+	Expired        int64 // topics deleted at their expiration-date
 	Message        coapmsg.Stats
 }
 
@@ -154,6 +158,7 @@ type Front struct {
 	seq    atomic.Uint32
 
 	requests, publishes, notifications, notifyFailures, coalesced, denied atomic.Int64
+	observeRefused, expired                                               atomic.Int64
 
 	mu        sync.Mutex
 	closed    bool
@@ -175,6 +180,7 @@ type psTopic struct {
 	props      map[uint64]cborValue
 	dataPath   string // "ps/data/<id>"
 	halfOrFull bool
+	timer      *time.Timer // expiration-date; guarded by Front.mu
 }
 
 type upload struct {
@@ -254,6 +260,7 @@ func (f *Front) Stats() Stats {
 	s := Stats{
 		Requests: f.requests.Load(), Publishes: f.publishes.Load(), Notifications: f.notifications.Load(),
 		NotifyFailures: f.notifyFailures.Load(), Coalesced: f.coalesced.Load(), Denied: f.denied.Load(),
+		ObserveRefused: f.observeRefused.Load(), Expired: f.expired.Load(),
 	}
 	f.mu.Lock()
 	for _, set := range f.observers {
@@ -289,6 +296,11 @@ func (f *Front) Close() error {
 		return nil
 	}
 	f.closed = true
+	for _, t := range f.topics {
+		if t.timer != nil {
+			t.timer.Stop()
+		}
+	}
 	eps := f.endpoints
 	var streams []*streamConn
 	for s := range f.streams {
@@ -410,13 +422,13 @@ func (f *Front) handleOn(sink sink, peer net.Addr, req *message.Message) *messag
 		if t == nil {
 			return resp(codes.NotFound, "no such topic")
 		}
-		return f.topicData(sink, peer, req, t.name, true)
+		return f.topicData(sink, peer, req, t.name, t)
 	case len(path) >= 2 && path[0] == "t":
 		topic := strings.Join(path[1:], "/")
 		if topic == "" || strings.ContainsAny(topic, "+#") {
 			return resp(codes.BadRequest, "want /t/<MQTT topic name> without wildcards")
 		}
-		return f.topicData(sink, peer, req, topic, false)
+		return f.topicData(sink, peer, req, topic, nil)
 	}
 	return resp(codes.NotFound, "resources: /.well-known/core, /ps (topic collection), /t/<topic> (direct)")
 }
@@ -499,10 +511,8 @@ func (f *Front) collection(peer net.Addr, req *message.Message) *message.Message
 		if strings.ContainsAny(name.s, "+#") {
 			return resp(codes.BadRequest, "topic-name is an MQTT topic name: no wildcards")
 		}
-		for k := range props {
-			if k > 8 {
-				return resp(codes.BadRequest, fmt.Sprintf("unknown topic property %d", k))
-			}
+		if err := checkProps(props, time.Now()); err != nil {
+			return resp(codes.BadRequest, err.Error())
 		}
 		if !f.allowed(peer, name.s, true) {
 			return resp(codes.Forbidden, "the ACL does not allow writing this topic")
@@ -517,6 +527,7 @@ func (f *Front) collection(peer net.Addr, req *message.Message) *message.Message
 		t.props[1] = cborValue{kind: 3, s: "/" + t.dataPath}
 		f.topics[id] = t
 		f.byName[name.s] = id
+		f.scheduleExpiryLocked(t)
 		reply := encodeCBORMap(t.props)
 		init, hasInit := props[8]
 		f.mu.Unlock()
@@ -530,11 +541,14 @@ func (f *Front) collection(peer net.Addr, req *message.Message) *message.Message
 		addString(r, message.LocationPath, id)
 		addUint(r, message.ContentFormat, uint32(f.o.ContentFormat))
 		return r
+	case codeFETCH:
+		return f.fetchCollection(peer, req)
 	}
-	return resp(codes.MethodNotAllowed, "GET or POST")
+	return resp(codes.MethodNotAllowed, "GET, POST or FETCH")
 }
 
-// topicConfig serves /ps/<id>: GET the properties, DELETE the topic.
+// topicConfig serves /ps/<id>: GET the properties, FETCH some of them,
+// POST replaces and iPATCH updates them, DELETE removes the topic.
 func (f *Front) topicConfig(peer net.Addr, req *message.Message, id string) *message.Message {
 	f.mu.Lock()
 	t := f.topics[id]
@@ -552,18 +566,33 @@ func (f *Front) topicConfig(peer net.Addr, req *message.Message, id string) *mes
 		f.mu.Unlock()
 		addUint(r, message.ContentFormat, uint32(f.o.ContentFormat))
 		return r
+	case codeFETCH:
+		if !f.allowed(peer, t.name, false) {
+			return resp(codes.Forbidden, "the ACL does not allow reading this topic")
+		}
+		return f.fetchConfig(t, req)
+	case codes.POST, codeIPATCH:
+		if !f.allowed(peer, t.name, true) {
+			return resp(codes.Forbidden, "the ACL does not allow writing this topic")
+		}
+		return f.updateConfig(t, req, req.Code == codes.POST)
 	case codes.DELETE:
 		if !f.allowed(peer, t.name, true) {
 			return resp(codes.Forbidden, "the ACL does not allow writing this topic")
 		}
 		f.mu.Lock()
-		delete(f.topics, id)
-		delete(f.byName, t.name)
+		gone := f.topics[id] != t
+		if !gone {
+			f.deleteTopicLocked(t)
+		}
 		f.mu.Unlock()
+		if gone {
+			return resp(codes.NotFound, "no such topic")
+		}
 		f.clear(t.name)
 		return resp(codes.Deleted, "")
 	}
-	return resp(codes.MethodNotAllowed, "GET or DELETE")
+	return resp(codes.MethodNotAllowed, "GET, FETCH, POST, iPATCH or DELETE")
 }
 
 // clear deletes the topic's value (an empty retained message clears the
@@ -590,12 +619,22 @@ func (f *Front) clear(topic string) {
 	f.mu.Unlock()
 }
 
-// topicData serves a topic-data resource (ps=true) or a direct /t/ path.
-func (f *Front) topicData(sink sink, peer net.Addr, req *message.Message, topic string, ps bool) *message.Message {
+// topicData serves a topic-data resource (t the topic created in /ps) or
+// a direct /t/ path (t nil).
+func (f *Front) topicData(sink sink, peer net.Addr, req *message.Message, topic string, t *psTopic) *message.Message {
+	ps := t != nil
 	switch req.Code {
 	case codes.PUT, codes.POST:
 		if !f.allowed(peer, topic, true) {
 			return resp(codes.Forbidden, "the ACL does not allow writing this topic")
+		}
+		if ps {
+			f.mu.Lock()
+			want, has := t.props[propContentFmt]
+			f.mu.Unlock()
+			if cf, ok := uintOption(req, message.ContentFormat); ok && has && uint64(cf) != want.u {
+				return resp(codes.UnsupportedMediaType, fmt.Sprintf("the topic's content format (topic-content-format) is %d", want.u))
+			}
 		}
 		payload, more, r := f.assemble(peer, req)
 		if more || r != nil {
@@ -639,8 +678,14 @@ func (f *Front) topicData(sink sink, peer net.Addr, req *message.Message, topic 
 			if !has && ps {
 				return resp(codes.NotFound, "topic has no data yet (half created): publish first")
 			}
-			seq := f.register(sink, topic, req.Token)
+			seq, ok := f.register(sink, topic, req.Token, t)
 			r := f.content(req, val)
+			if !ok {
+				// max-subscribers reached: the value without the Observe
+				// option, which tells the client it is not subscribed.
+				f.observeRefused.Add(1)
+				return r
+			}
 			addUint(r, message.Observe, seq)
 			return r
 		case isObs && obs == 1:
@@ -659,6 +704,7 @@ func (f *Front) topicData(sink sink, peer net.Addr, req *message.Message, topic 
 		f.clear(topic)
 		return resp(codes.Deleted, "")
 	}
+	// FETCH and iPATCH are not defined on topic-data (draft -21): 4.05.
 	return resp(codes.MethodNotAllowed, "PUT publishes, GET reads (Observe: subscribes), DELETE clears")
 }
 

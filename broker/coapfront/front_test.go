@@ -412,3 +412,160 @@ func TestFloodDoesNotDisturbOthers(t *testing.T) {
 		t.Fatalf("after the flood: %v", r.Code)
 	}
 }
+
+// createTopic POSTs props to /ps and returns the configuration and data
+// paths.
+func createTopic(t *testing.T, c *rawClient, props map[uint64]cborValue) (conf, data string) {
+	t.Helper()
+	create := req(codes.POST, "ps", uintOpt(message.ContentFormat, DefaultContentFormat))
+	create.Payload = encodeCBORMap(props)
+	r := c.do(create)
+	if r.Code != codes.Created {
+		t.Fatalf("create %v: %v %s", props, r.Code, r.Payload)
+	}
+	loc, _ := r.Options.LocationPath()
+	got, err := decodeCBORMap(r.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimPrefix(loc, "/"), strings.TrimPrefix(got[1].s, "/")
+}
+
+// TestMaxSubscribers: beyond the topic's max-subscribers an Observe
+// registration gets the value without the Observe option (not subscribed,
+// as the draft says); re-registering is allowed; a freed place is taken.
+func TestMaxSubscribers(t *testing.T) {
+	f, c := startFront(t, &memTopics{})
+	_, data := createTopic(t, c, map[uint64]cborValue{0: {kind: 3, s: "lim/t"}, 2: {kind: 3, s: "core.ps.data"}, 6: {kind: 0, u: 1}})
+	put := req(codes.PUT, data)
+	put.Payload = []byte("v1")
+	if r := c.do(put); r.Code != codes.Created {
+		t.Fatalf("PUT: %v", r.Code)
+	}
+	first := req(codes.GET, data, uintOpt(message.Observe, 0))
+	if r := c.do(first); r.Code != codes.Content || !r.Options.HasOption(message.Observe) {
+		t.Fatalf("first observer: %v, observe option %v", r.Code, r.Options.HasOption(message.Observe))
+	}
+	second := req(codes.GET, data, uintOpt(message.Observe, 0))
+	r := c.do(second)
+	if r.Code != codes.Content || string(r.Payload) != "v1" || r.Options.HasOption(message.Observe) {
+		t.Fatalf("second observer beyond max-subscribers 1: %v %q, observe option %v (want the value, no Observe)", r.Code, r.Payload, r.Options.HasOption(message.Observe))
+	}
+	// The direct form of the same MQTT topic is not the topic-data resource: no limit.
+	if r := c.do(req(codes.GET, "t/lim/t", uintOpt(message.Observe, 0))); !r.Options.HasOption(message.Observe) {
+		t.Fatal("direct-form observer refused")
+	}
+	again := req(codes.GET, data, uintOpt(message.Observe, 0))
+	again.Token = first.Token
+	if r := c.do(again); !r.Options.HasOption(message.Observe) {
+		t.Fatal("re-registration of the first observer refused")
+	}
+	cancel := req(codes.GET, data, uintOpt(message.Observe, 1))
+	cancel.Token = first.Token
+	c.do(cancel)
+	second.Token, second.MessageID = coapmsg.NewToken(), 0
+	if r := c.do(second); !r.Options.HasOption(message.Observe) {
+		t.Fatal("a freed place was not given to the next observer")
+	}
+	if s := f.Stats(); s.ObserveRefused != 1 || s.Observers != 2 {
+		t.Fatalf("stats %+v: want 1 refused, 2 observers", s)
+	}
+}
+
+// TestExpirationDate: a topic is deleted at its expiration-date (its
+// observer gets 4.04, its configuration is gone); an expiration-date in the
+// past and properties of the wrong type are refused with 4.00.
+func TestExpirationDate(t *testing.T) {
+	f, c := startFront(t, &memTopics{})
+	bad := map[uint64]cborValue{0: {kind: 3, s: "exp/t"}, 2: {kind: 3, s: "core.ps.data"}, 5: {kind: 6, u: uint64(time.Now().Unix() - 10)}}
+	for _, props := range []map[uint64]cborValue{
+		bad,
+		{0: {kind: 3, s: "exp/t"}, 2: {kind: 3, s: "core.ps.data"}, 6: {kind: 3, s: "ten"}},
+		{0: {kind: 3, s: "exp/t"}, 2: {kind: 3, s: "core.ps.data"}, 9: {kind: 0, u: 1}},
+	} {
+		create := req(codes.POST, "ps", uintOpt(message.ContentFormat, DefaultContentFormat))
+		create.Payload = encodeCBORMap(props)
+		if r := c.do(create); r.Code != codes.BadRequest {
+			t.Fatalf("create %v: %v %s, want 4.00", props, r.Code, r.Payload)
+		}
+	}
+	at := time.Now().Add(1500 * time.Millisecond).Unix()
+	conf, data := createTopic(t, c, map[uint64]cborValue{0: {kind: 3, s: "exp/t"}, 2: {kind: 3, s: "core.ps.data"},
+		5: {kind: 6, u: uint64(at)}, 8: {kind: 2, s: "init"}})
+	obs := req(codes.GET, data, uintOpt(message.Observe, 0))
+	notes := make(chan *message.Message, 4)
+	cancel := c.ep.HandleToken(c.peer, obs.Token, func(m *message.Message) { notes <- m })
+	defer cancel()
+	if r := c.do(obs); r.Code != codes.Content || string(r.Payload) != "init" {
+		t.Fatalf("observe: %v %q", r.Code, r.Payload)
+	}
+	<-notes // the registration response
+	select {
+	case n := <-notes:
+		if n.Code != codes.NotFound {
+			t.Fatalf("notification at expiry: %v, want 4.04", n.Code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no 4.04 within 10s of the expiration-date")
+	}
+	if time.Now().Unix() < at {
+		t.Fatal("the topic expired before its expiration-date")
+	}
+	if r := c.do(req(codes.GET, conf)); r.Code != codes.NotFound {
+		t.Fatalf("expired topic's configuration: %v", r.Code)
+	}
+	if s := f.Stats(); s.Expired != 1 || s.Observers != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestConfigFetchPatch: FETCH /ps filters topics, FETCH /ps/<id> returns
+// the named properties, iPATCH merges, POST replaces (immutable ones may
+// not change), a PUT in another content format than the topic's gets 4.15,
+// FETCH and iPATCH on topic-data get 4.05.
+func TestConfigFetchPatch(t *testing.T) {
+	_, c := startFront(t, &memTopics{})
+	conf, data := createTopic(t, c, map[uint64]cborValue{0: {kind: 3, s: "cfg/a"}, 2: {kind: 3, s: "core.ps.data"}, 3: {kind: 0, u: 60}, 4: {kind: 3, s: "temperature"}})
+	createTopic(t, c, map[uint64]cborValue{0: {kind: 3, s: "cfg/b"}, 2: {kind: 3, s: "core.ps.data"}, 4: {kind: 3, s: "humidity"}})
+	fetch := req(codeFETCH, "ps", uintOpt(message.ContentFormat, DefaultContentFormat))
+	fetch.Payload = encodeCBORMap(map[uint64]cborValue{4: {kind: 3, s: "temperature"}})
+	if r := c.do(fetch); r.Code != codes.Content || string(r.Payload) != "</"+conf+">;rt=core.ps.conf" {
+		t.Fatalf("FETCH /ps: %v %q", r.Code, r.Payload)
+	}
+	fetch = req(codeFETCH, conf, uintOpt(message.ContentFormat, 60))
+	fetch.Payload = []byte{0x82, 0x00, 0x03} // [0, 3]
+	r := c.do(fetch)
+	got, err := decodeCBORMap(r.Payload)
+	if r.Code != codes.Content || err != nil || len(got) != 2 || got[0].s != "cfg/a" || got[3].u != 60 {
+		t.Fatalf("FETCH %s: %v %v %v", conf, r.Code, got, err)
+	}
+	patch := req(codeIPATCH, conf, uintOpt(message.ContentFormat, DefaultContentFormat))
+	patch.Payload = encodeCBORMap(map[uint64]cborValue{6: {kind: 0, u: 5}})
+	r = c.do(patch)
+	got, _ = decodeCBORMap(r.Payload)
+	if r.Code != codes.Changed || got[6].u != 5 || got[4].s != "temperature" {
+		t.Fatalf("iPATCH: %v %v", r.Code, got)
+	}
+	patch = req(codeIPATCH, conf, uintOpt(message.ContentFormat, DefaultContentFormat))
+	patch.Payload = encodeCBORMap(map[uint64]cborValue{0: {kind: 3, s: "cfg/other"}})
+	if r = c.do(patch); r.Code != codes.BadRequest {
+		t.Fatalf("iPATCH of topic-name: %v, want 4.00", r.Code)
+	}
+	post := req(codes.POST, conf, uintOpt(message.ContentFormat, DefaultContentFormat))
+	post.Payload = encodeCBORMap(map[uint64]cborValue{0: {kind: 3, s: "cfg/a"}, 3: {kind: 0, u: 0}})
+	r = c.do(post)
+	got, _ = decodeCBORMap(r.Payload)
+	if _, kept := got[4]; r.Code != codes.Changed || kept || got[3].u != 0 || got[2].s != "core.ps.data" {
+		t.Fatalf("POST (replace): %v %v", r.Code, got)
+	}
+	put := req(codes.PUT, data, uintOpt(message.ContentFormat, 50))
+	put.Payload = []byte(`{"t":1}`)
+	if r = c.do(put); r.Code != codes.UnsupportedMediaType {
+		t.Fatalf("PUT in format 50 to a topic of format 0: %v, want 4.15", r.Code)
+	}
+	for _, code := range []codes.Code{codeFETCH, codeIPATCH} {
+		if r = c.do(req(code, data)); r.Code != codes.MethodNotAllowed {
+			t.Fatalf("%v on topic-data: %v, want 4.05", code, r.Code)
+		}
+	}
+}

@@ -52,7 +52,9 @@ type observer struct {
 	busy    bool             // a CON notification is outstanding
 	pending *message.Message // newest value waiting for it (older ones coalesced)
 	lastCON time.Time
-	mids    [8]uint16 // recent NON notification message IDs (RST matching)
+	check   time.Duration // longest time between two CON notifications
+	via     *psTopic      // the topic-data resource registered on (nil: direct form)
+	mids    [8]uint16     // recent NON notification message IDs (RST matching)
 	nmid    int
 	gone    atomic.Bool
 }
@@ -60,23 +62,38 @@ type observer struct {
 func obsKey(s sink, token message.Token) string { return s.key() + "|" + string(token) }
 
 // register adds (or replaces) the observation of sink+token on topic and
-// returns the Observe sequence number for the registration response.
-func (f *Front) register(s sink, topic string, token message.Token) uint32 {
+// returns the Observe sequence number for the registration response. via
+// is the topic-data resource registered on (nil: the direct form); ok is
+// false when its max-subscribers observers are there already (a
+// re-registration of one of them is not refused).
+func (f *Front) register(s sink, topic string, token message.Token, via *psTopic) (seq uint32, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	k := obsKey(s, token)
 	if old := f.byKey[k]; old != nil {
 		f.removeLocked(old)
 	}
+	maxSubs, check := f.limitsLocked(via)
 	set := f.observers[topic]
+	if maxSubs >= 0 {
+		n := 0
+		for o := range set {
+			if o.via == via {
+				n++
+			}
+		}
+		if n >= maxSubs {
+			return 0, false
+		}
+	}
 	if set == nil {
 		set = map[*observer]struct{}{}
 		f.observers[topic] = set
 	}
-	o := &observer{sink: s, token: token, topic: topic, lastCON: time.Now(), key: k}
+	o := &observer{sink: s, token: token, topic: topic, lastCON: time.Now(), key: k, check: check, via: via}
 	set[o] = struct{}{}
 	f.byKey[k] = o
-	return f.nextSeq()
+	return f.nextSeq(), true
 }
 
 func (f *Front) nextSeq() uint32 { return f.seq.Add(1) & 0xffffff }
@@ -174,7 +191,7 @@ func (o *observer) transmit(f *Front, m *message.Message) {
 		con = o.sink.confirmable()
 	}
 	o.mu.Lock()
-	if !con && time.Since(o.lastCON) >= f.o.ObserverCheck {
+	if !con && time.Since(o.lastCON) >= o.check {
 		con = true
 	}
 	if con {
