@@ -67,7 +67,9 @@ func TestGatewayCommand(t *testing.T) {
 
 // TestAMQPPubSubThroughGateway: `iotq sub` and `iotq pub` with amqp+quic://
 // URLs, through `iotq gateway` to an embedded ActiveMQ Artemis, with the
-// same flags and records as MQTT.
+// same flags and records as MQTT; --early with a ticket pipelines the AMQP
+// start into the 0-RTT flight (the route accepts 0-RTT) and its message is
+// acknowledged like the others.
 func TestAMQPPubSubThroughGateway(t *testing.T) {
 	art := testutil.StartArtemis(t, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -77,7 +79,7 @@ func TestAMQPPubSubThroughGateway(t *testing.T) {
 	up := strings.Replace(art.URL(), "amqp://", "tcp://", 1)
 	gctx, stop := context.WithCancel(ctx)
 	defer stop()
-	gw := startCLI(gctx, "gateway", "--route", "quic://127.0.0.1:0?alpn=amqp="+up, "--state-dir", filepath.Join(dir, "state"), "--ready-file", gready)
+	gw := startCLI(gctx, "gateway", "--route", "quic://127.0.0.1:0?alpn=amqp&early_data=accept="+up, "--state-dir", filepath.Join(dir, "state"), "--ready-file", gready)
 	waitFile(t, gready)
 	var rf struct {
 		Listeners []string `json:"listeners"`
@@ -90,7 +92,7 @@ func TestAMQPPubSubThroughGateway(t *testing.T) {
 	url := strings.Replace(rf.Listeners[0], "quic://", "amqp+quic://", 1)
 	sready := filepath.Join(dir, "sub.ready")
 	records := filepath.Join(dir, "sub.csv")
-	sub := startCLI(ctx, "sub", "--url", url, "--ca", rf.CAFile, "-t", "lab.e8", "-n", "5", "--timeout", "30s",
+	sub := startCLI(ctx, "sub", "--url", url, "--ca", rf.CAFile, "-t", "lab.e8", "-n", "9", "--timeout", "30s",
 		"--stats", "json", "--quiet", "--ready-file", sready, "--records", records)
 	waitFile(t, sready)
 	code, out, errs := runCLI(ctx, "pub", "--url", url, "--ca", rf.CAFile, "-t", "lab.e8", "--size", "64", "-n", "5", "-q", "1", "--stats", "json")
@@ -100,15 +102,26 @@ func TestAMQPPubSubThroughGateway(t *testing.T) {
 	if st := lastJSON(t, out); st["acked"] != float64(5) || st["protocol"] != "amqp/1.0" {
 		t.Fatalf("pub stats %v", st)
 	}
+	tickets := filepath.Join(dir, "tickets")
+	for i, want0RTT := range []bool{false, true} {
+		code, out, errs := runCLI(ctx, "pub", "--url", url, "--ca", rf.CAFile, "--session-cache", tickets, "--early",
+			"-t", "lab.e8", "--size", "64", "-n", "2", "-q", "1", "--stats", "json")
+		if code != 0 {
+			t.Fatalf("pub --early %d: exit %d\n%s%s", i, code, out, errs)
+		}
+		if st := lastJSON(t, out); st["acked"] != float64(2) || st["used_0rtt"] != want0RTT || st["early_sent_ns"] == nil {
+			t.Fatalf("pub --early %d: stats %v", i, st)
+		}
+	}
 	sub.wait(t)
 	if sub.code != 0 {
 		t.Fatalf("sub: exit %d: %s", sub.code, sub.errb.String())
 	}
-	if st := lastJSON(t, sub.out.String()); st["received"] != float64(5) || st["measured"] != float64(5) {
+	if st := lastJSON(t, sub.out.String()); st["received"] != float64(9) || st["measured"] != float64(9) {
 		t.Fatalf("sub stats %v", st)
 	}
-	if rows := readCSV(t, records); len(rows) != 6 {
-		t.Fatalf("records: %d rows, want header + 5", len(rows))
+	if rows := readCSV(t, records); len(rows) != 10 {
+		t.Fatalf("records: %d rows, want header + 9", len(rows))
 	}
 	stop()
 	gw.wait(t)

@@ -54,7 +54,12 @@ iotq broker --quic-0rtt=accept; the default hold processes it once the
 handshake completed, docs/0rtt.md); without --early the MQTT library waits
 for CONNACK before the first PUBLISH. At QoS 1 its receipt completes on the
 broker's PUBACK, as every other message's. Its send time is taken before the
-dial, and early_sent_ns in --stats tells when it was written.
+dial, and early_sent_ns in --stats tells when it was written. For AMQP
+(amqp://, amqps://, amqp+quic://) --early pipelines the whole start: protocol
+header, SASL, open, begin, attach and the message's transfer leave in one
+write without waiting for the broker (over amqp+quic with a ticket: in the
+0-RTT flight, if the gateway route accepts 0-RTT for amqp); at QoS 1 its
+receipt completes on the broker's accepted disposition (docs/amqp.md).
 
 --timeout bounds the connection attempt and the final wait for receipts
 (default 30s). --protocol defaults to 3 (MQTT 3.1.1), which every broker
