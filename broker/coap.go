@@ -160,7 +160,7 @@ func (s *Server) listenCoAP(front *coapfront.Front, ep endpoint.Endpoint, lopts 
 					}
 					continue
 				}
-				front.ServeStream(c) // runs on a goroutine of the front
+				front.ServeStreamOn(c, string(ep.Scheme)) // runs on a goroutine of the front
 			}
 		}()
 	}
@@ -213,25 +213,32 @@ func (l *coapListener) Close() error {
 }
 
 // coapCollector exports the CoAP front's counters on /metrics
-// (iotq_broker_coap_*), read at scrape time.
+// (iotq_broker_coap_*), read at scrape time. Requests, publishes,
+// notifications and notification failures carry a transport label (the
+// listener's URL scheme), the message-layer events one of coap (UDP) and
+// coaps (DTLS).
 type coapCollector struct {
 	s         *Server
 	counters  map[string]*prometheus.Desc
 	observers *prometheus.Desc
+	sessions  *prometheus.Desc
 }
 
 func newCoAPCollector(s *Server) coapCollector {
+	tr := []string{"transport"}
 	return coapCollector{s: s, counters: map[string]*prometheus.Desc{
-		"requests":             prometheus.NewDesc("iotq_broker_coap_requests_total", "CoAP requests handled.", nil, nil),
-		"publishes":            prometheus.NewDesc("iotq_broker_coap_publishes_total", "CoAP PUTs published into the topic space.", nil, nil),
-		"notifications":        prometheus.NewDesc("iotq_broker_coap_notifications_total", "CoAP notifications sent.", nil, nil),
-		"notify_failures":      prometheus.NewDesc("iotq_broker_coap_notification_failures_total", "Confirmable notifications not acknowledged (observer removed).", nil, nil),
+		"requests":             prometheus.NewDesc("iotq_broker_coap_requests_total", "CoAP requests handled, by transport (listener URL scheme).", tr, nil),
+		"publishes":            prometheus.NewDesc("iotq_broker_coap_publishes_total", "CoAP PUTs published into the topic space, by transport.", tr, nil),
+		"notifications":        prometheus.NewDesc("iotq_broker_coap_notifications_total", "CoAP notifications sent, by transport.", tr, nil),
+		"notify_failures":      prometheus.NewDesc("iotq_broker_coap_notification_failures_total", "Confirmable notifications not acknowledged (observer removed), by transport.", tr, nil),
 		"coalesced":            prometheus.NewDesc("iotq_broker_coap_coalesced_total", "Notifications replaced by a newer value before they were sent.", nil, nil),
 		"denied":               prometheus.NewDesc("iotq_broker_coap_denied_total", "CoAP requests refused by the ACL.", nil, nil),
 		"observe_refused":      prometheus.NewDesc("iotq_broker_coap_observe_refused_total", "Observe registrations answered without Observe: the topic's max-subscribers was reached.", nil, nil),
 		"expired":              prometheus.NewDesc("iotq_broker_coap_topics_expired_total", "Pub-sub topics deleted at their expiration-date.", nil, nil),
-		"message_layer_events": prometheus.NewDesc("iotq_broker_coap_message_events_total", "CoAP message-layer events on UDP and DTLS listeners (sent, received, retransmission, acknowledged, timeout, reset_received, reset_sent, duplicate, bad_datagram, bad_option, overload, stray, dedup_full).", []string{"event"}, nil),
-	}, observers: prometheus.NewDesc("iotq_broker_coap_observers", "Current CoAP observations.", nil, nil)}
+		"message_layer_events": prometheus.NewDesc("iotq_broker_coap_message_events_total", "CoAP message-layer events on UDP (transport coap) and DTLS (coaps) listeners (sent, received, retransmission, acknowledged, timeout, reset_received, reset_sent, duplicate, bad_datagram, bad_option, overload, stray, dedup_full).", []string{"event", "transport"}, nil),
+		"dtls_handshakes":      prometheus.NewDesc("iotq_broker_coap_dtls_handshakes_total", "DTLS handshakes of coaps listeners: full, resumed (abbreviated, from a stored session) and failed.", []string{"kind"}, nil),
+	}, observers: prometheus.NewDesc("iotq_broker_coap_observers", "Current CoAP observations.", nil, nil),
+		sessions: prometheus.NewDesc("iotq_broker_coap_dtls_sessions", "DTLS sessions stored for resumption.", nil, nil)}
 }
 
 func (c coapCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -239,6 +246,7 @@ func (c coapCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	ch <- c.observers
+	ch <- c.sessions
 }
 
 func (c coapCollector) Collect(ch chan<- prometheus.Metric) {
@@ -246,23 +254,32 @@ func (c coapCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(name string, v int64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(c.counters[name], prometheus.CounterValue, float64(v), labels...)
 	}
-	counter("requests", st.Requests)
-	counter("publishes", st.Publishes)
-	counter("notifications", st.Notifications)
-	counter("notify_failures", st.NotifyFailures)
+	for scheme, t := range st.ByTransport {
+		counter("requests", t.Requests, scheme)
+		counter("publishes", t.Publishes, scheme)
+		counter("notifications", t.Notifications, scheme)
+		counter("notify_failures", t.NotifyFailures, scheme)
+	}
 	counter("coalesced", st.Coalesced)
 	counter("denied", st.Denied)
 	counter("observe_refused", st.ObserveRefused)
 	counter("expired", st.Expired)
-	m := st.Message
-	for _, e := range []struct {
-		name string
-		v    int64
-	}{{"sent", m.Sent}, {"received", m.Received}, {"retransmission", m.Retransmissions}, {"acknowledged", m.Acknowledged},
-		{"timeout", m.Timeouts}, {"reset_received", m.ResetsReceived}, {"reset_sent", m.ResetsSent}, {"duplicate", m.Duplicates},
-		{"bad_datagram", m.BadDatagrams}, {"bad_option", m.BadOptions}, {"overload", m.Overload}, {"stray", m.Stray},
-		{"dedup_full", m.DedupFull}} {
-		counter("message_layer_events", e.v, e.name)
+	for scheme, m := range st.MessageByTransport {
+		for _, e := range []struct {
+			name string
+			v    int64
+		}{{"sent", m.Sent}, {"received", m.Received}, {"retransmission", m.Retransmissions}, {"acknowledged", m.Acknowledged},
+			{"timeout", m.Timeouts}, {"reset_received", m.ResetsReceived}, {"reset_sent", m.ResetsSent}, {"duplicate", m.Duplicates},
+			{"bad_datagram", m.BadDatagrams}, {"bad_option", m.BadOptions}, {"overload", m.Overload}, {"stray", m.Stray},
+			{"dedup_full", m.DedupFull}} {
+			counter("message_layer_events", e.v, e.name, scheme)
+		}
+	}
+	if _, ok := st.MessageByTransport["coaps"]; ok {
+		counter("dtls_handshakes", st.DTLS.Handshakes-st.DTLS.Resumed, "full")
+		counter("dtls_handshakes", st.DTLS.Resumed, "resumed")
+		counter("dtls_handshakes", st.DTLS.HandshakeFailures, "failed")
+		ch <- prometheus.MustNewConstMetric(c.sessions, prometheus.GaugeValue, float64(st.DTLS.Sessions))
 	}
 	ch <- prometheus.MustNewConstMetric(c.observers, prometheus.GaugeValue, float64(st.Observers))
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/plgd-dev/go-coap/v3/message"
 	"github.com/plgd-dev/go-coap/v3/message/codes"
 
+	"github.com/iotq/iotq/transport/coapdtls"
 	"github.com/iotq/iotq/transport/coapmsg"
 )
 
@@ -146,6 +147,33 @@ type Stats struct {
 	ObserveRefused int64
 	Expired        int64 // topics deleted at their expiration-date
 	Message        coapmsg.Stats
+	// ByTransport splits requests, publishes, notifications and
+	// notification failures by the listener's URL scheme (coap, coaps,
+	// coap+tcp, coaps+tcp, coap+quic); only schemes with a listener appear.
+	ByTransport map[string]TransportStats
+	// MessageByTransport splits the message-layer counters: "coap" (UDP)
+	// and "coaps" (DTLS).
+	MessageByTransport map[string]coapmsg.Stats
+	// DTLS sums the handshake counters of the coaps listeners (full and
+	// resumed handshakes, failures, stored sessions).
+	DTLS coapdtls.Stats
+}
+
+// TransportStats are the counters of one transport.
+type TransportStats struct {
+	Requests, Publishes, Notifications, NotifyFailures int64
+}
+
+// transportCounters are the live counters behind TransportStats.
+type transportCounters struct {
+	requests, publishes, notifications, notifyFailures atomic.Int64
+}
+
+// datagramEndpoint is one UDP or DTLS listener.
+type datagramEndpoint struct {
+	ep     *coapmsg.Endpoint
+	scheme string
+	dtls   *coapdtls.Listener // nil for UDP
 }
 
 // Front serves CoAP on the broker's topic space. Create it with New, add
@@ -168,8 +196,9 @@ type Front struct {
 	topics    map[string]*psTopic               // pub-sub topics by id
 	byName    map[string]string                 // topic-name -> id
 	blocks    map[string]*upload                // block-wise uploads by peer|path
-	endpoints []*coapmsg.Endpoint
+	endpoints []datagramEndpoint
 	streams   map[*streamConn]struct{}
+	byScheme  map[string]*transportCounters // listener URL scheme -> counters
 	wg        sync.WaitGroup
 }
 
@@ -205,6 +234,7 @@ func New(t Topics, o Options) (*Front, error) {
 		byName:    map[string]string{},
 		blocks:    map[string]*upload{},
 		streams:   map[*streamConn]struct{}{},
+		byScheme:  map[string]*transportCounters{},
 	}
 	cancel, err := t.Subscribe("#", f.onMessage)
 	if err != nil {
@@ -228,21 +258,39 @@ func (f *Front) ListenUDP(addr string) (net.Addr, error) {
 	return pc.LocalAddr(), nil
 }
 
-// Serve serves CoAP over a datagram socket (UDP, or a DTLS adaptor from
-// package transport/coapdtls), which the front owns from now on.
+// countersLocked returns the counters of scheme. Called with f.mu held.
+func (f *Front) countersLocked(scheme string) *transportCounters {
+	tc := f.byScheme[scheme]
+	if tc == nil {
+		tc = &transportCounters{}
+		f.byScheme[scheme] = tc
+	}
+	return tc
+}
+
+// Serve serves CoAP over a datagram socket (UDP, or a DTLS listener of
+// package transport/coapdtls), which the front owns from now on. Its
+// counters go under "coap" (UDP) or "coaps" (DTLS).
 func (f *Front) Serve(pc net.PacketConn) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
 		return net.ErrClosed
 	}
+	de := datagramEndpoint{scheme: "coap"}
+	if l, ok := pc.(*coapdtls.Listener); ok {
+		de.scheme, de.dtls = "coaps", l
+	}
+	tc := f.countersLocked(de.scheme)
 	// The handler may run before New returns: it waits for ep.
 	var ep *coapmsg.Endpoint
 	ready := make(chan struct{})
 	get := func() *coapmsg.Endpoint { <-ready; return ep }
 	ep, err := coapmsg.New(pc, coapmsg.Options{
-		Params:  f.o.Params,
-		Handler: func(peer net.Addr, req *message.Message) *message.Message { return f.handle(get(), peer, req) },
+		Params: f.o.Params,
+		Handler: func(peer net.Addr, req *message.Message) *message.Message {
+			return f.handleOn(&udpSink{f: f, ep: get(), peer: peer, con: req.Type == message.Confirmable, tc: tc}, peer, req)
+		},
 		Logger:  f.log,
 		OnReset: func(peer net.Addr, mid uint16) { f.onReset(peer, mid) },
 	})
@@ -250,7 +298,8 @@ func (f *Front) Serve(pc net.PacketConn) error {
 	if err != nil {
 		return fmt.Errorf("coap: %w", err)
 	}
-	f.endpoints = append(f.endpoints, ep)
+	de.ep = ep
+	f.endpoints = append(f.endpoints, de)
 	return nil
 }
 
@@ -266,25 +315,44 @@ func (f *Front) Stats() Stats {
 	for _, set := range f.observers {
 		s.Observers += int64(len(set))
 	}
-	eps := append([]*coapmsg.Endpoint(nil), f.endpoints...)
+	eps := append([]datagramEndpoint(nil), f.endpoints...)
+	s.ByTransport = map[string]TransportStats{}
+	for scheme, tc := range f.byScheme {
+		s.ByTransport[scheme] = TransportStats{Requests: tc.requests.Load(), Publishes: tc.publishes.Load(),
+			Notifications: tc.notifications.Load(), NotifyFailures: tc.notifyFailures.Load()}
+	}
 	f.mu.Unlock()
-	for _, ep := range eps {
-		m := ep.Stats()
-		s.Message.Sent += m.Sent
-		s.Message.Received += m.Received
-		s.Message.Retransmissions += m.Retransmissions
-		s.Message.Acknowledged += m.Acknowledged
-		s.Message.Timeouts += m.Timeouts
-		s.Message.ResetsReceived += m.ResetsReceived
-		s.Message.ResetsSent += m.ResetsSent
-		s.Message.Duplicates += m.Duplicates
-		s.Message.BadDatagrams += m.BadDatagrams
-		s.Message.BadOptions += m.BadOptions
-		s.Message.Overload += m.Overload
-		s.Message.Stray += m.Stray
-		s.Message.DedupFull += m.DedupFull
+	s.MessageByTransport = map[string]coapmsg.Stats{}
+	for _, de := range eps {
+		m := de.ep.Stats()
+		s.Message = addMessageStats(s.Message, m)
+		s.MessageByTransport[de.scheme] = addMessageStats(s.MessageByTransport[de.scheme], m)
+		if de.dtls != nil {
+			d := de.dtls.Stats()
+			s.DTLS.Handshakes += d.Handshakes
+			s.DTLS.Resumed += d.Resumed
+			s.DTLS.HandshakeFailures += d.HandshakeFailures
+			s.DTLS.Sessions += d.Sessions
+		}
 	}
 	return s
+}
+
+func addMessageStats(a, m coapmsg.Stats) coapmsg.Stats {
+	a.Sent += m.Sent
+	a.Received += m.Received
+	a.Retransmissions += m.Retransmissions
+	a.Acknowledged += m.Acknowledged
+	a.Timeouts += m.Timeouts
+	a.ResetsReceived += m.ResetsReceived
+	a.ResetsSent += m.ResetsSent
+	a.Duplicates += m.Duplicates
+	a.BadDatagrams += m.BadDatagrams
+	a.BadOptions += m.BadOptions
+	a.Overload += m.Overload
+	a.Stray += m.Stray
+	a.DedupFull += m.DedupFull
+	return a
 }
 
 // Close stops every listener and stream and the topic-space subscription.
@@ -309,8 +377,8 @@ func (f *Front) Close() error {
 	f.mu.Unlock()
 	f.cancel()
 	var errs []error
-	for _, ep := range eps {
-		errs = append(errs, ep.Close())
+	for _, de := range eps {
+		errs = append(errs, de.ep.Close())
 	}
 	for _, s := range streams {
 		_ = s.c.Close()
@@ -396,14 +464,11 @@ func addString(m *message.Message, id message.OptionID, s string) {
 	m.Options = m.Options.Add(message.Option{ID: id, Value: []byte(s)})
 }
 
-// handle serves one request. ep is the message-layer endpoint for UDP/DTLS
-// (nil on reliable transports, where notifications go through the stream).
-func (f *Front) handle(ep *coapmsg.Endpoint, peer net.Addr, req *message.Message) *message.Message {
-	return f.handleOn(&udpSink{f: f, ep: ep, peer: peer, con: req.Type == message.Confirmable}, peer, req)
-}
-
+// handleOn serves one request arriving through sink (a UDP/DTLS peer of a
+// message-layer endpoint, or a stream).
 func (f *Front) handleOn(sink sink, peer net.Addr, req *message.Message) *message.Message {
 	f.requests.Add(1)
+	sink.counters().requests.Add(1)
 	path := pathOf(req)
 	switch {
 	case len(path) == 2 && path[0] == ".well-known" && path[1] == "core":
@@ -653,6 +718,7 @@ func (f *Front) topicData(sink sink, peer net.Addr, req *message.Message, topic 
 			return resp(codes.ServiceUnavailable, "publish failed: "+err.Error())
 		}
 		f.publishes.Add(1)
+		sink.counters().publishes.Add(1)
 		code := codes.Changed
 		if !had {
 			code = codes.Created

@@ -22,6 +22,8 @@ type sink interface {
 	send(m *message.Message, confirmable bool, done func(error)) (mid uint16, err error)
 	// confirmable reports whether the registration asked for reliability.
 	confirmable() bool
+	// counters are the counters of the sink's transport.
+	counters() *transportCounters
 }
 
 type udpSink struct {
@@ -29,10 +31,12 @@ type udpSink struct {
 	ep   *coapmsg.Endpoint
 	peer net.Addr
 	con  bool
+	tc   *transportCounters
 }
 
-func (u *udpSink) key() string       { return "udp|" + u.peer.String() }
-func (u *udpSink) confirmable() bool { return u.con }
+func (u *udpSink) key() string                  { return "udp|" + u.peer.String() }
+func (u *udpSink) counters() *transportCounters { return u.tc }
+func (u *udpSink) confirmable() bool            { return u.con }
 func (u *udpSink) send(m *message.Message, con bool, done func(error)) (uint16, error) {
 	m.Type = message.NonConfirmable
 	if con {
@@ -200,12 +204,14 @@ func (o *observer) transmit(f *Front, m *message.Message) {
 	}
 	o.mu.Unlock()
 	f.notifications.Add(1)
+	o.sink.counters().notifications.Add(1)
 	mid, err := o.sink.send(m, con, func(err error) {
 		if !con {
 			return
 		}
 		if err != nil {
 			f.notifyFailures.Add(1)
+			o.sink.counters().notifyFailures.Add(1)
 			f.mu.Lock()
 			f.removeLocked(o)
 			f.mu.Unlock()

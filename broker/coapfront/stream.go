@@ -19,10 +19,12 @@ type streamConn struct {
 	c    net.Conn
 	wmu  sync.Mutex
 	name string
+	tc   *transportCounters
 }
 
-func (s *streamConn) key() string       { return s.name }
-func (s *streamConn) confirmable() bool { return false }
+func (s *streamConn) key() string                  { return s.name }
+func (s *streamConn) counters() *transportCounters { return s.tc }
+func (s *streamConn) confirmable() bool            { return false }
 func (s *streamConn) send(m *message.Message, _ bool, done func(error)) (uint16, error) {
 	err := s.write(m)
 	if done != nil {
@@ -52,15 +54,20 @@ type streamPeer struct{ net.Addr }
 // ServeStream starts one RFC 8323 session on c (the front owns c) on a
 // goroutine of the front and returns at once; Close ends it. Each side's
 // first message is a CSM (7.01); Ping is answered with Pong; Release and
-// Abort end the session.
-func (f *Front) ServeStream(c net.Conn) {
+// Abort end the session. Its counters go under "coap+tcp"; ServeStreamOn
+// names the listener's scheme.
+func (f *Front) ServeStream(c net.Conn) { f.ServeStreamOn(c, "coap+tcp") }
+
+// ServeStreamOn is ServeStream with the URL scheme of the listener
+// (coap+tcp, coaps+tcp, coap+quic) that the per-transport counters use.
+func (f *Front) ServeStreamOn(c net.Conn, scheme string) {
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
 		_ = c.Close()
 		return
 	}
-	s := &streamConn{f: f, c: c, name: fmt.Sprintf("stream|%p", c)}
+	s := &streamConn{f: f, c: c, name: fmt.Sprintf("stream|%p", c), tc: f.countersLocked(scheme)}
 	f.streams[s] = struct{}{}
 	f.wg.Add(1)
 	f.mu.Unlock()

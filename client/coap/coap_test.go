@@ -135,11 +135,20 @@ func TestPubSubEveryTransport(t *testing.T) {
 		if t.Failed() {
 			return
 		}
-		if n := metric(t, srv, "iotq_broker_coap_publishes_total"); n != 15 {
-			t.Errorf("iotq_broker_coap_publishes_total %g, want 15", n)
+		// Three publications on each CoAP transport, counted apart.
+		for _, scheme := range []string{"coap", "coaps", "coap+tcp", "coaps+tcp", "coap+quic"} {
+			name := `iotq_broker_coap_publishes_total{transport="` + scheme + `"}`
+			if n := metric(t, srv, name); n != 3 {
+				t.Errorf("%s %g, want 3", name, n)
+			}
 		}
-		if n := metric(t, srv, `iotq_broker_coap_message_events_total{event="acknowledged"}`); n < 1 {
-			t.Errorf("no acknowledged CON message counted")
+		for _, scheme := range []string{"coap", "coaps"} {
+			if n := metric(t, srv, `iotq_broker_coap_message_events_total{event="acknowledged",transport="`+scheme+`"}`); n < 1 {
+				t.Errorf("no acknowledged CON message counted on %s", scheme)
+			}
+		}
+		if n := metric(t, srv, `iotq_broker_coap_dtls_handshakes_total{kind="full"}`); n < 1 {
+			t.Errorf("no full DTLS handshake counted")
 		}
 	}()
 	fromCoAP := make(inbox, 16)
@@ -409,5 +418,8 @@ func TestDTLSResumption(t *testing.T) {
 				_ = c.Close()
 			}
 		})
+	}
+	if n := metric(t, srv, `iotq_broker_coap_dtls_handshakes_total{kind="resumed"}`); n != 2 {
+		t.Errorf("broker counted %g resumed DTLS handshakes, want 2 (one per mode)", n)
 	}
 }
