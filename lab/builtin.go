@@ -56,6 +56,15 @@ func builtin() map[string][]Spec {
 			ScaleSmoke: {Repetitions: 3},
 		},
 	}
+	// smokeEarly: pattern B whose resumed publisher puts its first QoS 1
+	// PUBLISH right behind CONNECT (QUIC: in the 0-RTT flight), under the
+	// broker's default 0-RTT policy (hold: processed once the handshake
+	// completed) and under accept (processed at once).
+	smokeEarly := smokeResume
+	smokeEarly.Description = "wifi at 0 % loss, pattern B with the first PUBLISH written with CONNECT (reconnect-early; QUIC: in the 0-RTT flight), broker 0-RTT policy hold and accept"
+	smokeEarly.Losses = []Percent{0}
+	smokeEarly.Patterns = []string{PatternReconnectEarly}
+	smokeEarly.QUIC0RTT = []string{EarlyHold, EarlyAccept}
 	// E1-E3 reproduce a testbed that shaped the publishing device's egress
 	// with traffic control: the return path was clean. That is their
 	// reference; "-both" variants impair both directions.
@@ -141,6 +150,13 @@ func builtin() map[string][]Spec {
 		ScaleSmoke:   {Repetitions: 2},
 		ScaleReduced: {Repetitions: 10},
 	}
+	// e5early: E5 whose resumed publisher writes its first PUBLISH with
+	// CONNECT (QUIC: in the 0-RTT flight), under the broker's default 0-RTT
+	// policy and under the one that processes it at once.
+	e5early := e5
+	e5early.Description = "E5 with the resumed publisher's first PUBLISH written with CONNECT (reconnect-early; QUIC: in the 0-RTT flight), broker 0-RTT policy hold (default: processed once the handshake completed) and accept (processed at once)"
+	e5early.Patterns = []string{PatternReconnectEarly}
+	e5early.QUIC0RTT = []string{EarlyHold, EarlyAccept}
 	e6 := Spec{
 		Experiment:   "E6",
 		Description:  "N publishers on a shared wifi medium with link-layer retries; wired broker-subscriber link, RTT 25 ms; patterns A and B",
@@ -219,7 +235,7 @@ func builtin() map[string][]Spec {
 		return s
 	}
 	return map[string][]Spec{
-		"smoke":    {smoke, smokeResume},
+		"smoke":    {smoke, smokeResume, smokeEarly},
 		"e1":       {e1},
 		"e2":       {e2},
 		"e3":       {e3a, e3b},
@@ -230,7 +246,7 @@ func builtin() map[string][]Spec {
 		"e3b-both": {both(e3b)},
 		"e4":       {copyE4(), e4b},
 		"e4b":      {e4b},
-		"e5":       {e5},
+		"e5":       {e5, e5early},
 		"e6":       {e6},
 		"e7":       {e7, e7s},
 		"e7s":      {e7s},

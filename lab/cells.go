@@ -27,7 +27,7 @@ func estimate(c Cell) time.Duration {
 		per += time.Duration(c.Messages) * c.Interval()
 	case PatternStopAndWait:
 		per += time.Duration(c.Messages) * (rtt + 2*time.Millisecond)
-	case PatternReconnect:
+	case PatternReconnect, PatternReconnectEarly:
 		per += 8 * rtt
 	case PatternBatch, PatternBatchResume, PatternBatchEcho:
 		per += 10*rtt + time.Duration(c.Messages)*2*time.Millisecond
@@ -90,7 +90,8 @@ func Cells(specs []Spec) ([]Cell, error) {
 									for _, q := range s.QoS {
 										for _, size := range s.PayloadSizes {
 											for _, iv := range s.Intervals {
-												for _, tr := range s.Transports {
+												for _, cell := range withPolicies(s, s.Transports) {
+													tr := cell.transport
 													c := Cell{
 														Experiment: s.Experiment, Profile: prof, LossPct: float64(loss),
 														Transport: tr, QoS: q, Size: size, Pattern: pat,
@@ -98,9 +99,9 @@ func Cells(specs []Spec) ([]Cell, error) {
 														Kind: s.Topology.Kind, Publishers: n, Retries: r,
 														DelayConvention: s.Delay, PubLink: pubLink, SubLink: subLink,
 														TCPCongestion: s.TCPCongestion, GraceNs: int64(s.Grace),
-														Protocol: ProtocolOf(tr),
+														Protocol: ProtocolOf(tr), QUIC0RTT: cell.policy,
 													}
-													if pat == PatternReconnect {
+													if records.IsReconnectPattern(pat) {
 														c.Messages = 1
 													}
 													c.ID = cellID(c, len(s.Topology.SubLinks) > 0)
@@ -125,6 +126,27 @@ func Cells(specs []Spec) ([]Cell, error) {
 	return cells, nil
 }
 
+// transportPolicy is a transport and, for MQTT over QUIC, the broker's
+// QUIC 0-RTT policy of one cell.
+type transportPolicy struct{ transport, policy string }
+
+// withPolicies expands the transports by the spec's QUIC 0-RTT policies:
+// every policy for MQTT over QUIC (in the order listed, right after each
+// other), none for the other transports.
+func withPolicies(s Spec, transports []string) []transportPolicy {
+	var out []transportPolicy
+	for _, tr := range transports {
+		if tr != TransportQUIC {
+			out = append(out, transportPolicy{tr, ""})
+			continue
+		}
+		for _, p := range s.QUIC0RTT {
+			out = append(out, transportPolicy{tr, p})
+		}
+	}
+	return out
+}
+
 // cellID names a cell; it is stable for a given spec and scale and safe as
 // a directory name.
 func cellID(c Cell, namedSub bool) string {
@@ -145,6 +167,11 @@ func cellID(c Cell, namedSub bool) string {
 		parts = append(parts, "every"+c.Interval().String())
 	}
 	parts = append(parts, c.Transport)
+	if c.QUIC0RTT != "" && c.QUIC0RTT != records.EarlyHold {
+		// the broker's default keeps the ids cells had before the policy
+		// was a setting
+		parts = append(parts, "0rtt-"+c.QUIC0RTT)
+	}
 	id := strings.Join(parts, "_")
 	return strings.Map(func(r rune) rune {
 		switch {

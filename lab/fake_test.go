@@ -60,6 +60,8 @@ func fakeMain(args []string) int {
 	fs.Bool("closed-loop", false, "")
 	fs.Duration("connect-timeout", 0, "")
 	fs.Bool("quiet", false, "")
+	fs.String("quic-0rtt", "", "")
+	fs.Bool("early", false, "")
 	if err := fs.Parse(args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -213,6 +213,9 @@ func (cr *cellRun) startMQTTBroker(ctx context.Context) (*child, error) {
 		ports[scheme] = port
 		args = append(args, "--listen", fmt.Sprintf("%s://%s:%d", scheme, host, port))
 	}
+	if cr.c.QUIC0RTT != "" {
+		args = append(args, "--quic-0rtt="+cr.c.QUIC0RTT)
+	}
 	args = append(args,
 		"--state-dir", filepath.Join(cr.dir, "broker-state"),
 		"--ready-file", ready,
@@ -334,7 +337,7 @@ func (cr *cellRun) runRep(ctx context.Context, rep int) error {
 	switch cr.c.Pattern {
 	case PatternStopAndWait:
 		return cr.repStopAndWait(ctx, rep, repDir, base)
-	case PatternReconnect:
+	case PatternReconnect, PatternReconnectEarly:
 		return cr.repReconnect(ctx, rep, repDir, base)
 	case PatternBatch, PatternBatchResume, PatternBatchEcho, PatternClosedLoop:
 		return cr.repBatch(ctx, rep, repDir, base)
@@ -541,8 +544,14 @@ func (cr *cellRun) repReconnect(ctx context.Context, rep int, repDir, base strin
 	}
 	var runErr error
 	for _, pr := range runs {
+		extra := []string{"--session-cache", cache}
+		if cr.c.Pattern == PatternReconnectEarly && pr.role == records.RolePubResume {
+			// the resumed start: its PUBLISH rides with CONNECT (QUIC:
+			// in the 0-RTT flight), its receipt is the PUBACK
+			extra = append(extra, "--early")
+		}
 		p, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, pr.role, repDir, pr.base,
-			cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), pr.topic, filepath.Join(repDir, pr.file), 1, 0, "--session-cache", cache), spawnOpts{})
+			cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), pr.topic, filepath.Join(repDir, pr.file), 1, 0, extra...), spawnOpts{})
 		if err != nil {
 			runErr = err
 			break
@@ -793,7 +802,7 @@ func (cr *cellRun) connRow(rep int, role, node string, cs records.ConnectionStat
 	// the lab's transport name (mqtts, quic), as in messages.csv
 	return cr.w.connections.Write(records.Connection{Cell: cr.c.ID, Rep: rep, Role: role, Node: node, Transport: cr.c.Transport,
 		DialStartNs: cs.DialStartNs, TransportReadyNs: cs.TransportReadyNs, ConnackNs: cs.ConnackNs,
-		FirstDeliveryNs: firstDelivery, Resumed: cs.TLSResumed, Used0RTT: cs.Used0RTT})
+		FirstDeliveryNs: firstDelivery, Resumed: cs.TLSResumed, Used0RTT: cs.Used0RTT, EarlySentNs: cs.EarlySentNs})
 }
 
 func (cr *cellRun) cpuRow(rep int, c *child) {

@@ -99,10 +99,21 @@ const (
 	PatternPeriodic    = records.PatternPeriodic
 	PatternStopAndWait = records.PatternStopAndWait
 	PatternReconnect   = records.PatternReconnect
-	PatternBatch       = records.PatternBatch       // E8: a batch on a fresh connection per repetition
-	PatternBatchResume = records.PatternBatchResume // E8: the same, resuming (TLS resumption, QUIC 0-RTT)
-	PatternBatchEcho   = records.PatternBatchEcho   // E8: a fresh batch whose receiver echoes each message back
-	PatternClosedLoop  = records.PatternClosedLoop  // E7: next message once the previous one's receipt completed
+	// PatternReconnectEarly is pattern B whose resumed publisher writes its
+	// first QoS 1 PUBLISH with CONNECT (`iotq pub --early`; QUIC: in the
+	// 0-RTT flight), its receipt completing on the PUBACK.
+	PatternReconnectEarly = records.PatternReconnectEarly
+	PatternBatch          = records.PatternBatch       // E8: a batch on a fresh connection per repetition
+	PatternBatchResume    = records.PatternBatchResume // E8: the same, resuming (TLS resumption, QUIC 0-RTT)
+	PatternBatchEcho      = records.PatternBatchEcho   // E8: a fresh batch whose receiver echoes each message back
+	PatternClosedLoop     = records.PatternClosedLoop  // E7: next message once the previous one's receipt completed
+)
+
+// The broker's QUIC 0-RTT policies (Spec.QUIC0RTT, docs/0rtt.md).
+const (
+	EarlyAccept = records.EarlyAccept // early data processed as it arrives
+	EarlyHold   = records.EarlyHold   // processed once the handshake completed (the broker's default)
+	EarlyRefuse = records.EarlyRefuse // 0-RTT refused
 )
 
 // Scales.
@@ -139,10 +150,15 @@ type Spec struct {
 	QoS []int `yaml:"qos"`
 	// PayloadSizes in bytes (at least the measurement header). Default [100].
 	PayloadSizes []int `yaml:"payload_sizes"`
-	// Patterns: periodic, stop-and-wait, reconnect, batch, batch-resume,
-	// batch-echo, closed-loop.
+	// Patterns: periodic, stop-and-wait, reconnect, reconnect-early, batch,
+	// batch-resume, batch-echo, closed-loop.
 	// Default [periodic].
 	Patterns []string `yaml:"patterns"`
+	// QUIC0RTT sweeps the broker's QUIC 0-RTT policy (accept, hold,
+	// refuse: `iotq broker --quic-0rtt`, docs/0rtt.md) over the cells of
+	// MQTT over QUIC; other transports run one cell each, without it.
+	// Default [hold], the broker's default.
+	QUIC0RTT []string `yaml:"quic_0rtt,omitempty,flow"`
 	// Intervals between publishes (periodic pattern; background publishers
 	// of a shared medium). Default [1s].
 	Intervals []Duration `yaml:"intervals"`
@@ -296,6 +312,9 @@ func (s Spec) withDefaults() Spec {
 	if len(s.Intervals) == 0 {
 		s.Intervals = []Duration{Duration(time.Second)}
 	}
+	if len(s.QUIC0RTT) == 0 {
+		s.QUIC0RTT = []string{records.EarlyHold}
+	}
 	if s.Messages == 0 {
 		s.Messages = 100
 	}
@@ -434,7 +453,7 @@ func (s Spec) Validate() error {
 					break
 				}
 			}
-			if slices.Contains(d.Patterns, PatternReconnect) {
+			if slices.Contains(d.Patterns, PatternReconnect) || slices.Contains(d.Patterns, PatternReconnectEarly) {
 				bad(fmt.Sprintf("transports[%d]", i), "%s with pattern reconnect: its subscriber needs a wildcard, which AMQP addresses have not; use batch-resume", t)
 			}
 			if d.Topology.Kind == KindSharedMedium {
@@ -449,6 +468,9 @@ func (s Spec) Validate() error {
 			}
 			if slices.Contains(d.Patterns, PatternBatchEcho) {
 				bad(fmt.Sprintf("transports[%d]", i), "%s with pattern batch-echo is not built (the echo would be observed over CoAP)", t)
+			}
+			if slices.Contains(d.Patterns, PatternReconnectEarly) {
+				bad(fmt.Sprintf("transports[%d]", i), "%s with pattern reconnect-early: CoAP sends nothing behind a connect; use reconnect", t)
 			}
 			if !slices.Contains(labTransports()[endpoint.ProtocolCoAP], endpoint.Scheme(t)) {
 				bad(fmt.Sprintf("transports[%d]", i), "%q: the lab has no broker for it yet; want one of %s", t, strings.Join(LabTransports(), ", "))
@@ -473,6 +495,13 @@ func (s Spec) Validate() error {
 	for i, p := range d.Patterns {
 		switch p {
 		case PatternBatch, PatternBatchResume, PatternBatchEcho, PatternClosedLoop:
+		case PatternReconnectEarly:
+			for _, q := range d.QoS {
+				if q != 1 {
+					bad(fmt.Sprintf("patterns[%d]", i), "%s with QoS %d: the message written with CONNECT is QoS 1 (its receipt is the PUBACK); set qos: [1]", p, q)
+					break
+				}
+			}
 		case PatternPeriodic, PatternStopAndWait, PatternReconnect:
 			if p != PatternPeriodic && len(d.QoS) > 0 {
 				for _, q := range d.QoS {
@@ -483,10 +512,18 @@ func (s Spec) Validate() error {
 				}
 			}
 		default:
-			bad(fmt.Sprintf("patterns[%d]", i), "%q: want periodic, stop-and-wait, reconnect, batch, batch-resume, batch-echo or closed-loop", p)
+			bad(fmt.Sprintf("patterns[%d]", i), "%q: want periodic, stop-and-wait, reconnect, reconnect-early, batch, batch-resume, batch-echo or closed-loop", p)
 		}
 	}
 	dupCheck(d.Patterns, "patterns", bad)
+	for i, p := range d.QUIC0RTT {
+		switch p {
+		case records.EarlyAccept, records.EarlyHold, records.EarlyRefuse:
+		default:
+			bad(fmt.Sprintf("quic_0rtt[%d]", i), "%q: want accept, hold or refuse (the broker's QUIC 0-RTT policy, docs/0rtt.md)", p)
+		}
+	}
+	dupCheck(d.QUIC0RTT, "quic_0rtt", bad)
 	for i, iv := range d.Intervals {
 		if iv <= 0 {
 			bad(fmt.Sprintf("intervals[%d]", i), "must be positive, for example 1s or 10ms")

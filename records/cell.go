@@ -90,6 +90,10 @@ type Cell struct {
 	// ProtocolAMQP, ProtocolCoAP); empty in cells written before version 2,
 	// which were all MQTT (see ProtocolName).
 	Protocol string `json:"protocol,omitempty"`
+	// QUIC0RTT (version 3) is the broker's QUIC 0-RTT policy in MQTT over
+	// QUIC cells (Early*: accept, hold, refuse; docs/0rtt.md); empty for
+	// other transports and in older cells (whose brokers ran hold).
+	QUIC0RTT string `json:"quic_0rtt,omitempty"`
 }
 
 // ProtocolName is the cell's protocol, ProtocolMQTT for cells written
@@ -156,6 +160,11 @@ const (
 	PatternPeriodic    = "periodic"      // publish every interval
 	PatternStopAndWait = "stop-and-wait" // pattern A: message i+1 only after the subscriber got i
 	PatternReconnect   = "reconnect"     // pattern B: connect, publish, exit; reconnect with resumption, publish
+	// PatternReconnectEarly (version 3) is pattern B whose resumed
+	// publisher writes its first PUBLISH (QoS 1) in the same write as
+	// CONNECT: over QUIC in the 0-RTT flight, over TCP+TLS right after the
+	// TLS handshake, without waiting for CONNACK.
+	PatternReconnectEarly = "reconnect-early"
 	// PatternBatch: per repetition a fresh connection sends Messages
 	// back to back (E8); PatternBatchResume: the same, resuming the
 	// previous repetition's TLS session or QUIC 0-RTT ticket.
@@ -195,6 +204,21 @@ const (
 	DelayOneWay = "one-way" // a profile's delay figure is one-way
 	DelayRTT    = "rtt"     // it is a round trip: each direction gets half
 )
+
+// Broker QUIC 0-RTT policies (Cell.QUIC0RTT, `iotq broker --quic-0rtt`):
+// what the broker does with data that rides behind CONNECT in the 0-RTT
+// flight.
+const (
+	EarlyAccept = "accept" // processed as it arrives
+	EarlyHold   = "hold"   // processed once the handshake completed (the broker's default)
+	EarlyRefuse = "refuse" // 0-RTT refused: everything after the handshake
+)
+
+// IsReconnectPattern reports whether p is pattern B (a resumed start):
+// reconnect or reconnect-early.
+func IsReconnectPattern(p string) bool {
+	return p == PatternReconnect || p == PatternReconnectEarly
+}
 
 // IsPublisherRole reports whether role is a publishing process's.
 func IsPublisherRole(role string) bool {

@@ -4,9 +4,11 @@ package records
 // manifest.json records it as records_version. A manifest without it was
 // written before the contracts had a home (version 0); its files have the
 // same columns (docs/records.md). Version 2 appended protocol to cells.csv
-// and accepted_ns to messages.csv; readers read by column name, so older
-// files read with those empty.
-const Version = 2
+// and accepted_ns to messages.csv; version 3 added pattern
+// reconnect-early, quic_0rtt to cells.csv and early_sent_ns to
+// connections.csv. Readers read by column name, so older files read with
+// those empty.
+const Version = 3
 
 // Files of a results directory DIR (docs/records.md). Per-cell record files
 // in DIR/cells/CELL/ have the same header as their aggregate in DIR.

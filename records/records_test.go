@@ -62,6 +62,9 @@ func TestVersion0Headers(t *testing.T) {
 	// version 2: accepted_ns appended to messages, protocol after transport in cells
 	want["messages"] += ",accepted_ns,echo_ns"
 	want["cells"] = strings.Replace(want["cells"], ",transport,", ",transport,protocol,", 1)
+	// version 3: the broker's QUIC 0-RTT policy and the early message's send time appended
+	want["cells"] = strings.Replace(want["cells"], ",protocol,", ",protocol,quic_0rtt,", 1)
+	want["connections"] += ",early_sent_ns"
 	for k, w := range want {
 		if g := strings.Join(got[k], ","); g != w {
 			t.Errorf("%s header\n got %s\nwant %s", k, g, w)

@@ -89,6 +89,9 @@ type Connection struct {
 	FirstDeliveryNs  int64  `csv:"first_delivery_ns,omitzero"`
 	Resumed          bool   `csv:"resumed"`
 	Used0RTT         bool   `csv:"used_0rtt"`
+	// EarlySentNs (version 3) is when a message written with CONNECT
+	// (pattern reconnect-early, `iotq pub --early`) left; empty otherwise.
+	EarlySentNs int64 `csv:"early_sent_ns,omitzero"`
 }
 
 // LinkCount is one row of links.csv: the emulator's counters of one link
@@ -141,7 +144,10 @@ type CellRow struct {
 	LossPct    float64 `csv:"loss_pct"`
 	Transport  string  `csv:"transport"`
 	// Protocol (version 2): empty in older files, read it with ProtocolOr.
-	Protocol        string `csv:"protocol"`
+	Protocol string `csv:"protocol"`
+	// QUIC0RTT (version 3): the broker's QUIC 0-RTT policy in MQTT over
+	// QUIC cells (Cell.QUIC0RTT); empty otherwise and in older files.
+	QUIC0RTT        string `csv:"quic_0rtt"`
 	QoS             int    `csv:"qos"`
 	Pattern         string `csv:"pattern"`
 	Size            int    `csv:"size"`
@@ -180,5 +186,5 @@ func (d Done) Row() CellRow {
 		PubDelayNs: c.PubLink.DelayNs, SubLink: c.SubLink.Name, SubRateBps: c.SubLink.RateBps,
 		SubDelayNs: c.SubLink.DelayNs, PathDelayNs: int64(c.PathDelay()), TCPCongestion: c.TCPCongestion,
 		Seed: c.Seed, Published: d.Published, Delivered: d.Delivered, RepsOK: d.RepsOK, Status: d.Status,
-		Error: d.Error, StartNs: d.StartNs, EndNs: d.EndNs, Protocol: c.ProtocolName()}
+		Error: d.Error, StartNs: d.StartNs, EndNs: d.EndNs, Protocol: c.ProtocolName(), QUIC0RTT: c.QUIC0RTT}
 }

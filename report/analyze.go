@@ -25,7 +25,7 @@ func kindOf(p string) string {
 	switch p {
 	case records.PatternStopAndWait:
 		return KindA
-	case records.PatternReconnect:
+	case records.PatternReconnect, records.PatternReconnectEarly:
 		return KindB
 	}
 	return KindPeriodic
@@ -63,6 +63,7 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 		set(&c.Pattern, r.Pattern)
 		set(&c.delayConvention, r.DelayConvention)
 		set(&c.protocol, r.Protocol)
+		set(&c.QUIC0RTT, r.QUIC0RTT)
 		c.LossPct, c.QoS, c.IntervalNs = r.LossPct, r.QoS, r.IntervalNs
 		if r.Size > 0 {
 			c.Size = r.Size
@@ -237,11 +238,17 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 			comp = append(comp, c.completion[rep])
 		}
 		c.CompletionS = stats.Summarize(comp)
-		c.DelayBoundMs, c.StartupBoundMs = nan(), nan()
+		c.DelayBoundMs, c.StartupBoundMs, c.StartupBoundRTTs, c.StartupRatio = nan(), nan(), nan(), nan()
 		if c.Link.Source != "" {
 			c.DelayBoundMs = delayBound(c.Link, c.Size)
 			if c.Kind == KindB {
-				c.StartupBoundMs = startupBound(c.Link, c.Transport, c.ZeroRTT > 0)
+				if records.ProtocolOr(c.protocol) == records.ProtocolMQTT {
+					c.StartupBoundRTTs = startupRTTsMQTT(c.Transport, c.Pattern, c.QUIC0RTT, c.ZeroRTT > 0)
+					c.StartupBoundMs = startupBoundMQTT(c.Link, c.Size, c.StartupBoundRTTs)
+				} else {
+					c.StartupBoundMs = startupBound(c.Link, c.Transport, c.ZeroRTT > 0)
+				}
+				c.StartupRatio = ratio(c.StartupMs.Median, c.StartupBoundMs)
 			}
 		}
 		for _, w := range c.windows {
@@ -282,7 +289,7 @@ func newCell(dir, id string) *CellResult {
 	c.Experiment, c.Profile, c.LossPct, c.Transport, c.QoS = p.Experiment, p.Profile, p.LossPct, p.Transport, p.QoS
 	c.Pattern, c.Size, c.IntervalNs, c.Publishers, c.Retries = p.Pattern, p.Size, p.IntervalNs, p.Publishers, p.Retries
 	c.delayConvention, c.Status, c.Error = p.DelayConvention, d.Status, d.Error
-	c.protocol = p.Protocol
+	c.protocol, c.QUIC0RTT = p.Protocol, p.QUIC0RTT
 	c.Link = Link{PubDelayNs: p.PubLink.DelayNs, PubRateBps: float64(p.PubLink.RateBps),
 		SubDelayNs: p.SubLink.DelayNs, SubRateBps: float64(p.SubLink.RateBps), PubDirection: p.PubLink.Direction,
 		Source: path.Join(records.DirCells, id, records.FileDone)}
@@ -433,6 +440,60 @@ func startupBound(l Link, transport string, zeroRTT bool) float64 {
 		}
 	}
 	return (rtts*float64(l.pubRTTNs()) + float64(l.pubUpNs()+l.SubDelayNs)) / 1e6
+}
+
+// startupRTTsMQTT is the number of round trips of the publisher's link
+// that a resumed MQTT start needs before its first PUBLISH can be
+// processed by the broker (experiments.md, "Start-up latency and its
+// bound"):
+//
+//   - TCP+TLS 1.3 (no early data): TCP handshake 1 + TLS handshake 1, then
+//     CONNECT rides with the client's Finished; the library waits for
+//     CONNACK (+1) before it publishes: 3. With the PUBLISH written behind
+//     CONNECT (reconnect-early): 2.
+//   - QUIC with 0-RTT: CONNECT in the first flight, CONNACK after 1, the
+//     PUBLISH after it: 1. With the PUBLISH in the 0-RTT flight: 0 when the
+//     broker accepts early data, 1 when it holds it until the handshake
+//     completed (the client's Finished arrives one round trip after its
+//     first flight).
+//   - QUIC without 0-RTT (refused, no ticket): handshake 1, then as with
+//     0-RTT: 2, or 1 with the PUBLISH behind CONNECT.
+func startupRTTsMQTT(transport, pattern, policy string, zeroRTT bool) float64 {
+	early := pattern == records.PatternReconnectEarly
+	switch {
+	case !isQUIC(transport):
+		if early {
+			return 2
+		}
+		return 3
+	case !zeroRTT:
+		if early {
+			return 1
+		}
+		return 2
+	case !early:
+		return 1
+	case policy == records.EarlyAccept:
+		return 0
+	}
+	return 1 // hold (the default) or an older cell without the column
+}
+
+// startupBoundMQTT is the bound of a resumed MQTT start in ms: rtts round
+// trips of the publisher's link, then the message's own one-way bound
+// (delayBound: both links' propagation and the payload's serialization).
+// The handshake packets' serialization is left out, so the bound stays a
+// bound.
+func startupBoundMQTT(l Link, size int, rtts float64) float64 {
+	return rtts*float64(l.pubRTTNs())/1e6 + delayBound(l, size)
+}
+
+// ratio is a/b, NaN when either is not a positive finite number.
+func ratio(a, b float64) float64 {
+	if !finite(a) || !finite(b) || a <= 0 || b <= 0 {
+		return nan()
+	}
+	return a / b
 }
 
 // pubUpNs is the publisher link's delay towards the broker: none when only

@@ -132,7 +132,7 @@ func drawFigures(ctx context.Context, s *Summary, dir string) ([]Figure, error) 
 	for _, prof := range profiles(s.Cells) {
 		for _, kind := range []string{KindPeriodic, KindA, KindB} {
 			all := selectCells(s.Cells, prof, kind)
-			groups, labels := splitVariants(all)
+			groups, labels := splitVariants(all, kind == KindB)
 			if kind == KindPeriodic && len(groups) > 1 && len(losses(all)) == 1 {
 				// a sweep over sizes or intervals at one loss rate (E3a):
 				// compare the variants side by side instead of lines over loss
@@ -192,20 +192,30 @@ func profiles(cs []*CellResult) []string {
 	return out
 }
 
-// splitVariants groups cells by experiment and variant, in order of
-// appearance; labels name each group.
-func splitVariants(cs []*CellResult) ([][]*CellResult, []string) {
+// splitVariants groups cells by experiment and variant (and, with
+// byPattern, pattern: reconnect and reconnect-early get figures of their
+// own), in order of appearance; labels name each group.
+func splitVariants(cs []*CellResult, byPattern bool) ([][]*CellResult, []string) {
 	var groups [][]*CellResult
 	var labels []string
 	idx := map[string]int{}
+	patterns := map[string]bool{}
+	for _, c := range cs {
+		patterns[c.Pattern] = true
+	}
 	for _, c := range cs {
 		k := c.Experiment + "|" + c.variant()
+		label := c.variantLabel()
+		if byPattern && len(patterns) > 1 {
+			k += "|" + c.Pattern
+			label = strings.TrimPrefix(label+", "+c.Pattern, ", ")
+		}
 		i, ok := idx[k]
 		if !ok {
 			i = len(groups)
 			idx[k] = i
 			groups = append(groups, nil)
-			labels = append(labels, c.variantLabel())
+			labels = append(labels, label)
 		}
 		groups[i] = append(groups[i], c)
 	}
@@ -633,7 +643,11 @@ func startupFigures(cs []*CellResult, fname, prof string, save func(*plot.Plot, 
 		if len(c.startup) == 0 {
 			continue
 		}
-		groups = append(groups, boxGroup{label: loss(c.LossPct) + "%", transport: c.Transport,
+		series := c.Transport
+		if c.QUIC0RTT != "" && c.QUIC0RTT != records.EarlyHold {
+			series += ", broker 0-RTT " + c.QUIC0RTT // a box of its own, beside hold's
+		}
+		groups = append(groups, boxGroup{label: loss(c.LossPct) + "%", transport: series,
 			box: stats.BoxPercentile(c.startup, 5, 95), bound: c.StartupBoundMs})
 	}
 	if len(groups) == 0 {
@@ -644,7 +658,7 @@ func startupFigures(cs []*CellResult, fname, prof string, save func(*plot.Plot, 
 		return err
 	}
 	return save(p, Figure{Name: "startup-box-" + slug(fname), Title: "Startup latency, " + prof,
-		Caption: "Second connection's dial start to delivery at the subscriber. Box: quartiles and median; whiskers: 5th and 95th percentiles; points: values outside; triangles: lower bound (handshake RTTs + one-way path delay). " + clippedNote})
+		Caption: "Second connection's dial start to delivery at the subscriber. Box: quartiles and median; whiskers: 5th and 95th percentiles; points: values outside; triangles: physical lower bound (round trips the protocol needs before the PUBLISH x the publisher link's RTT + the message's one-way bound). " + clippedNote})
 }
 
 // boxGroup is one box of a box plot: a category label and a transport.
@@ -934,7 +948,7 @@ func variantFigures(cs []*CellResult, prof string, save func(*plot.Plot, Figure)
 		{"pps-variants", "Packets per second by variant", "packets per second (both directions)",
 			"IP packets per second on the publisher's link, both directions.", func(c *CellResult) float64 { return c.PacketsPerSecond }},
 	}
-	groups, labels := splitVariants(keep)
+	groups, labels := splitVariants(keep, false)
 	trs := transports(keep)
 	for _, m := range metrics {
 		p := newPlot(fmt.Sprintf("%s: %s (QoS %d, loss %s%%)", m.title, prof, q0, loss(keep[0].LossPct)), "variant", m.ylabel)

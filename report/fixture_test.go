@@ -218,21 +218,20 @@ func writeFixture(t testing.TB, dir string) *fixture {
 				recv0 := start + c.pubDelay + c.subDelay + ser + 1_000_000
 				msgF.row(c.id, rep, "mqtt", c.transport, c.qos, 0, c.size, start, recv0, recv0-start, "pub", "lab/"+c.id+"/1")
 				addPkt(start, c.size+60, true)
-				// second connection: dial, resumption (0-RTT for QUIC)
+				// second connection: dial, resumption (0-RTT for QUIC);
+				// the PUBLISH leaves once CONNACK is in: TCP+TLS after
+				// 3 round trips (TCP, TLS, CONNECT), QUIC 0-RTT after 1
 				dial2 := recv0 + 500_000_000
-				hs2 := int64(2)
+				hs2 := int64(3)
 				if quic {
-					hs2 = 0
+					hs2 = 1
 				}
-				connF.row(c.id, rep, "pub-resume", "pub", c.transport, dial2, dial2+hs2*2*c.pubDelay, dial2+(hs2+1)*2*c.pubDelay, 0, true, quic)
+				connF.row(c.id, rep, "pub-resume", "pub", c.transport, dial2, dial2+(hs2-1)*2*c.pubDelay, dial2+hs2*2*c.pubDelay, 0, true, quic)
 				lat := hs2*2*c.pubDelay + c.pubDelay + c.subDelay + int64(rep+1)*1_000_000
 				if c.loss > 0 && rep == 2 {
 					lat += 200_000_000 // one handshake packet lost
 				}
 				send2 := dial2 + hs2*2*c.pubDelay
-				if quic {
-					send2 = dial2 + 100_000 // published with the 0-RTT CONNECT
-				}
 				msgF.row(c.id, rep, "mqtt", c.transport, c.qos, 1, c.size, send2, dial2+lat, dial2+lat-send2, "pub", "lab/"+c.id+"/2")
 				fx.startup[c.id] = append(fx.startup[c.id], float64(lat)/1e6)
 				addPkt(dial2, 300, true)

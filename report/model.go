@@ -9,7 +9,7 @@ import (
 const (
 	KindPeriodic = "periodic"
 	KindA        = "A" // stop-and-wait
-	KindB        = "B" // reconnect
+	KindB        = "B" // reconnect, reconnect-early
 )
 
 // Link holds the parameters of the publisher's and the subscriber's link
@@ -54,8 +54,18 @@ type CellResult struct {
 
 	StartupMs      stats.Summary `json:"startup_ms"`
 	StartupBoundMs float64       `json:"startup_bound_ms"`
-	Resumed        int           `json:"resumed"`
-	ZeroRTT        int           `json:"used_0rtt"`
+	// StartupBoundRTTs is how many round trips of the publisher's link the
+	// start-up bound holds before the message can leave the publisher
+	// (startupBoundMQTT); NaN where the bound is the transport's only.
+	StartupBoundRTTs float64 `json:"startup_bound_rtts"`
+	// StartupRatio is the median start-up latency divided by its bound
+	// (1 = as fast as the protocol allows on this link).
+	StartupRatio float64 `json:"startup_ratio"`
+	Resumed      int     `json:"resumed"`
+	ZeroRTT      int     `json:"used_0rtt"`
+	// QUIC0RTT is the broker's QUIC 0-RTT policy of an MQTT over QUIC cell
+	// (cells.csv quic_0rtt; records version 3), empty otherwise.
+	QUIC0RTT string `json:"quic_0rtt,omitempty"`
 
 	CompletionS stats.Summary `json:"completion_s"`
 	// Incomplete counts pattern-A repetitions left out of CompletionS

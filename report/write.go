@@ -60,15 +60,20 @@ func tables(s *Summary) []tab {
 
 	st := tab{id: "startup", title: "Startup latency (pattern B)",
 		intro: "From the dial start of the publisher's second connection to the subscriber's receipt of the message " +
-			"sent on it, in ms, one value per repetition. bound = handshake round trips + one-way path delay.",
-		head: []string{"cell", "profile", "loss %", "transport", "n", "resumed", "0-RTT", "mean", "median", "p5", "p95", "RSD %", "bound"}}
+			"sent on it, in ms, one value per repetition. Pattern reconnect-early writes that PUBLISH with CONNECT " +
+			"(QUIC: in the 0-RTT flight); broker 0-RTT = the broker's policy for it (hold: processed once the handshake " +
+			"completed; accept: at once). bound = RTTs x the publisher link's round trip + the message's one-way bound " +
+			"(propagation + serialization); RTTs = round trips the protocol needs before the broker can process the " +
+			"PUBLISH; ratio = median / bound.",
+		head: []string{"cell", "profile", "loss %", "transport", "pattern", "broker 0-RTT", "n", "resumed", "0-RTT", "mean", "median", "p5", "p95", "RSD %", "bound", "RTTs", "ratio"}}
 	for _, c := range s.Cells {
 		if c.Kind != KindB {
 			continue
 		}
-		st.rows = append(st.rows, []string{c.Cell, c.Profile, loss(c.LossPct), c.Transport, strconv.Itoa(c.StartupMs.N),
+		st.rows = append(st.rows, []string{c.Cell, c.Profile, loss(c.LossPct), c.Transport, c.Pattern, c.QUIC0RTT, strconv.Itoa(c.StartupMs.N),
 			strconv.Itoa(c.Resumed), strconv.Itoa(c.ZeroRTT), fmtF(c.StartupMs.Mean, 3), fmtF(c.StartupMs.Median, 3),
-			fmtF(c.StartupMs.P5, 3), fmtF(c.StartupMs.P95, 3), pct(c.StartupMs.RSD, 2), fmtF(c.StartupBoundMs, 3)})
+			fmtF(c.StartupMs.P5, 3), fmtF(c.StartupMs.P95, 3), pct(c.StartupMs.RSD, 2), fmtF(c.StartupBoundMs, 3),
+			fmtF(c.StartupBoundRTTs, 0), fmtF(c.StartupRatio, 2)})
 	}
 	out = append(out, st)
 
@@ -152,22 +157,29 @@ func tables(s *Summary) []tab {
 func comparison(s *Summary) tab {
 	t := tab{id: "comparison", title: "TCP+TLS vs QUIC",
 		intro: "One row per configuration (the other tables have the details). Delay and startup latency in ms " +
-			"(mean delay, median startup), completion time T in s (mean over complete repetitions).",
+			"(mean delay, median startup), completion time T in s (mean over complete repetitions); startup/bound = " +
+			"median startup latency divided by its physical bound (1 = as fast as the protocol allows on the link). " +
+			"A QUIC cell whose broker ran another 0-RTT policy than hold gets a row of its own, next to the same TCP cell.",
 		head: []string{"experiment", "profile", "loss %", "QoS", "pattern", "variant", "TCP", "QUIC",
 			"delay TCP", "delay QUIC", "RSD % TCP", "RSD % QUIC", "delivery TCP", "delivery QUIC",
-			"startup TCP", "startup QUIC", "T TCP", "T QUIC"}}
+			"startup TCP", "startup QUIC", "startup/bound TCP", "startup/bound QUIC", "T TCP", "T QUIC"}}
 	type pair struct {
 		tcp, quic *CellResult
 		key       *CellResult
+		base      string // the key without the QUIC 0-RTT policy
 	}
 	var order []string
 	pairs := map[string]*pair{}
 	for _, c := range s.Cells {
 		// one protocol per pair: TCP and QUIC of the same protocol
-		k := fmt.Sprintf("%s|%s|%g|%d|%s|%s|%s", c.Experiment, c.Profile, c.LossPct, c.QoS, c.Pattern, c.variant(), records.ProtocolOr(c.protocol))
+		base := fmt.Sprintf("%s|%s|%g|%d|%s|%s|%s", c.Experiment, c.Profile, c.LossPct, c.QoS, c.Pattern, c.variant(), records.ProtocolOr(c.protocol))
+		k := base
+		if isQUIC(c.Transport) && c.QUIC0RTT != "" && c.QUIC0RTT != records.EarlyHold {
+			k += "|0rtt-" + c.QUIC0RTT
+		}
 		p := pairs[k]
 		if p == nil {
-			p = &pair{key: c}
+			p = &pair{key: c, base: base}
 			pairs[k] = p
 			order = append(order, k)
 		}
@@ -187,14 +199,24 @@ func comparison(s *Summary) tab {
 	}
 	for _, k := range order {
 		p := pairs[k]
+		if p.tcp == nil && k != p.base {
+			if b := pairs[p.base]; b != nil {
+				p.tcp = b.tcp // the TCP cell runs no QUIC policy: it stands next to each
+			}
+		}
 		c := p.key
-		row := []string{c.Experiment, c.Profile, loss(c.LossPct), strconv.Itoa(c.QoS), c.Pattern, c.variantLabel(),
+		label := c.variantLabel()
+		if q := p.quic; q != nil && q.QUIC0RTT != "" && (q.QUIC0RTT != records.EarlyHold || q.Pattern == records.PatternReconnectEarly) {
+			label = strings.TrimPrefix(label+", broker 0-RTT "+q.QUIC0RTT, ", ")
+		}
+		row := []string{c.Experiment, c.Profile, loss(c.LossPct), strconv.Itoa(c.QoS), c.Pattern, label,
 			get(p.tcp, func(c *CellResult) string { return c.Transport }), get(p.quic, func(c *CellResult) string { return c.Transport })}
 		for _, f := range []func(*CellResult) string{
 			func(c *CellResult) string { return fmtF(c.DelayMs.Mean, 3) },
 			func(c *CellResult) string { return pct(c.DelayMs.RSD, 2) },
 			func(c *CellResult) string { return fmtF(c.DeliveryRatio, 4) },
 			func(c *CellResult) string { return fmtF(c.StartupMs.Median, 3) },
+			func(c *CellResult) string { return fmtF(c.StartupRatio, 2) },
 			func(c *CellResult) string { return fmtF(c.CompletionS.Mean, 3) },
 		} {
 			row = append(row, get(p.tcp, f), get(p.quic, f))
@@ -214,7 +236,7 @@ var methods = []string{
 	"Completion time T (pattern A, stop-and-wait): first publish to last receipt of a repetition (completions.csv; else derived from messages.csv). Completion ratio xi = T_QUIC / T_TCP, per repetition (paired by repetition number) and of the means, with a percentile bootstrap confidence interval (2000 resamples and seed 1 unless set otherwise; math/rand/v2 PCG).",
 	"Startup latency (pattern B): from the start of the second connection attempt at the publisher (dial_start_ns of its second connection in connections.csv) until the subscriber receives the first message sent on or after it (messages.csv). Whether TLS resumption or QUIC 0-RTT really happened is counted per cell.",
 	"Bytes (packets) on the wire: every IP packet of the publisher's link in both directions, from the emulator's counters (links.csv), including handshakes, acknowledgements and retransmissions. Packets per second divide by the cell's window (sum over repetitions of the publisher's first dial start, else its first send, to the last receipt); bytes per delivered message divide by the distinct messages received.",
-	"Physical lower bound of a message: propagation delay of the publisher and subscriber links plus serialization of the payload at each link's rate (protocol headers left out). Of a connection: the transport's handshake round trips on the publisher link (TCP+TLS 1.3: 2 RTT before application data; QUIC: 1 RTT; 0-RTT: 0) plus the one-way path delay to the subscriber (half a round trip).",
+	"Physical lower bound of a message: propagation delay of the publisher and subscriber links plus serialization of the payload at each link's rate (protocol headers left out). Of an MQTT start-up (pattern B): the round trips of the publisher link the protocol needs before the broker can process the first PUBLISH, times that link's round trip, plus the message's bound. TCP+TLS 1.3: TCP 1 + TLS 1 + CONNECT/CONNACK 1 = 3 (2 with the PUBLISH written behind CONNECT, reconnect-early); QUIC with 0-RTT: CONNACK 1 (0 with the PUBLISH in the 0-RTT flight and a broker that accepts it, 1 when it holds it until the handshake completed); QUIC without 0-RTT: one more. Ratio = median start-up latency / bound. Of an AMQP start (E8): the transport's handshake round trips only (TCP+TLS 1.3: 2; QUIC: 1; 0-RTT: 0) plus the one-way path delay.",
 	"Energy: radio energy from a per-technology power-state model (Huang et al., MobiSys 2012): promotion from idle, active power beta + alpha_up x uplink Mbit/s + alpha_down x downlink Mbit/s in 100 ms bins with packets, tail after the last packet, idle afterwards; driven by the publisher link's packet capture (cells/CELL/pub.pcap; the first packet's source is taken as the publisher) or, without one, by the totals of links.csv with the radio active for the whole window (an upper estimate). Processor energy = CPU time of the publisher process (cpu.csv) x active power. An external power log, when given, is integrated (trapezoid rule) over each repetition's window.",
 }
 
@@ -280,7 +302,7 @@ func tablesCSV(s *Summary) ([]byte, error) {
 	head := []string{"cell", "experiment", "profile", "loss_pct", "transport", "qos", "pattern", "size", "interval_ns", "publishers", "retries", "status",
 		"published", "received", "delivery_ratio",
 		"delay_n", "delay_mean_ms", "delay_median_ms", "delay_p5_ms", "delay_p25_ms", "delay_p75_ms", "delay_p95_ms", "delay_sd_ms", "delay_rsd", "delay_bound_ms",
-		"startup_n", "startup_mean_ms", "startup_median_ms", "startup_p5_ms", "startup_p95_ms", "startup_rsd", "startup_bound_ms", "resumed", "used_0rtt",
+		"startup_n", "startup_mean_ms", "startup_median_ms", "startup_p5_ms", "startup_p95_ms", "startup_rsd", "startup_bound_ms", "startup_bound_rtts", "startup_ratio", "resumed", "used_0rtt", "quic_0rtt",
 		"completion_n", "completion_incomplete", "completion_mean_s", "completion_median_s", "completion_p5_s", "completion_p95_s", "completion_rsd",
 		"packets", "bytes", "drops", "window_s", "packets_per_s", "bytes_per_delivered_msg",
 		"energy_technology", "radio_j", "cpu_s", "cpu_j", "energy_total_j", "energy_per_msg_j", "energy_mean_w", "measured_j", "radio_source"}
@@ -295,7 +317,7 @@ func tablesCSV(s *Summary) ([]byte, error) {
 			strconv.Itoa(c.DelayMs.N), g(c.DelayMs.Mean), g(c.DelayMs.Median), g(c.DelayMs.P5), g(c.DelayMs.P25), g(c.DelayMs.P75),
 			g(c.DelayMs.P95), g(c.DelayMs.SD), g(c.DelayMs.RSD), g(c.DelayBoundMs),
 			strconv.Itoa(c.StartupMs.N), g(c.StartupMs.Mean), g(c.StartupMs.Median), g(c.StartupMs.P5), g(c.StartupMs.P95),
-			g(c.StartupMs.RSD), g(c.StartupBoundMs), strconv.Itoa(c.Resumed), strconv.Itoa(c.ZeroRTT),
+			g(c.StartupMs.RSD), g(c.StartupBoundMs), g(c.StartupBoundRTTs), g(c.StartupRatio), strconv.Itoa(c.Resumed), strconv.Itoa(c.ZeroRTT), c.QUIC0RTT,
 			strconv.Itoa(c.CompletionS.N), strconv.Itoa(c.Incomplete), g(c.CompletionS.Mean), g(c.CompletionS.Median), g(c.CompletionS.P5), g(c.CompletionS.P95), g(c.CompletionS.RSD),
 		}
 		if c.hasLinks {
