@@ -14,6 +14,7 @@ import (
 
 	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/transport"
+	"github.com/iotq/iotq/transport/endpoint"
 )
 
 // Gateway forwards QUIC connections to TCP upstreams. Safe for concurrent
@@ -229,8 +230,13 @@ func (g *Gateway) acceptLoop(rt *route) {
 			_ = c.Close()
 			continue
 		}
-		if rt.r.EarlyData == EarlyHold && qc.Info().NegotiatedProto == transport.ALPN {
-			qc = transport.HoldAfterFirst(qc, transport.MQTTFirstPacket, nil)
+		if rt.r.EarlyData == EarlyHold {
+			switch qc.Info().NegotiatedProto {
+			case transport.ALPN:
+				qc = transport.HoldAfterFirst(qc, transport.MQTTFirstPacket, nil)
+			case endpoint.ALPNAMQP:
+				qc = transport.HoldAfterFirst(qc, amqpBeforeTransfer, nil)
+			}
 		}
 		pc := &proxyConn{g: g, rt: rt, qc: qc}
 		g.mu.Lock()

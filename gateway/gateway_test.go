@@ -380,17 +380,25 @@ func TestReplayPolicy(t *testing.T) {
 	}
 }
 
-// TestReplayPolicyHold: with early_data hold, a resumed mqtt connection
-// still uses 0-RTT and everything it sent (a first MQTT packet and bytes
-// behind it, the latter forwarded once the handshake completed) reaches the
-// upstream; amqp has no known first packet and is refused 0-RTT. The
-// replayed-flight behaviour of the same wrapper: broker TestQUIC0RTTReplay.
+// TestReplayPolicyHold: with early_data hold, resumed mqtt and amqp
+// connections still use 0-RTT and everything they sent (for mqtt a first
+// MQTT packet, for amqp a start up to the first transfer frame, and bytes
+// behind them, the latter forwarded once the handshake completed) reaches
+// the upstream; another ALPN is refused 0-RTT. The replayed-flight
+// behaviour of the same wrapper: broker TestQUIC0RTTReplay, and
+// client/amqp TestEarlyReplay through this gateway to Artemis.
 func TestReplayPolicyHold(t *testing.T) {
 	up := startTCP(t, echoID("u"))
-	g := startGateway(t, "", Route{Upstreams: []string{up.url()}, ALPN: []string{"mqtt", "amqp"}, EarlyData: EarlyHold})
-	caches := map[string]tls.ClientSessionCache{"mqtt": tls.NewLRUClientSessionCache(8), "amqp": tls.NewLRUClientSessionCache(8)}
-	flight := []byte("\x10\x03abc" + "after the first packet")
+	g := startGateway(t, "", Route{Upstreams: []string{up.url()}, ALPN: []string{"mqtt", "amqp", "other"}, EarlyData: EarlyHold})
+	caches := map[string]tls.ClientSessionCache{"mqtt": tls.NewLRUClientSessionCache(8), "amqp": tls.NewLRUClientSessionCache(8),
+		"other": tls.NewLRUClientSessionCache(8)}
+	flights := map[string][]byte{
+		"mqtt":  []byte("\x10\x03abc" + "after the first packet"),
+		"amqp":  append(append([]byte("AMQP\x00\x01\x00\x00"), amqpFrame(0, 0x12, []byte("attach"))...), amqpFrame(0, 0x14, []byte("transfer"))...),
+		"other": []byte("anything"),
+	}
 	info := func(alpn string) transport.Info {
+		flight := flights[alpn]
 		c, err := dialALPN(t, g, alpn, caches[alpn])
 		if err != nil {
 			t.Fatal(err)
@@ -406,13 +414,16 @@ func TestReplayPolicyHold(t *testing.T) {
 		}
 		return c.Info()
 	}
-	info("mqtt")
-	info("amqp")
-	if i := info("mqtt"); !i.Used0RTT {
-		t.Fatalf("mqtt under hold did not use 0-RTT: %+v", i)
+	for _, alpn := range []string{"mqtt", "amqp", "other"} {
+		info(alpn)
 	}
-	if i := info("amqp"); i.Used0RTT || !i.Rejected0RTT {
-		t.Fatalf("amqp under hold: want 0-RTT rejected: %+v", i)
+	for _, alpn := range []string{"mqtt", "amqp"} {
+		if i := info(alpn); !i.Used0RTT {
+			t.Fatalf("%s under hold did not use 0-RTT: %+v", alpn, i)
+		}
+	}
+	if i := info("other"); i.Used0RTT || !i.Rejected0RTT {
+		t.Fatalf("another ALPN under hold: want 0-RTT rejected: %+v", i)
 	}
 }
 

@@ -80,10 +80,11 @@ type Route struct {
 	// when the chosen one does not answer.
 	Balance string `yaml:"balance"`
 	// EarlyData is the 0-RTT replay policy: accept, refuse, alpn (accept
-	// only when the negotiated ALPN is in EarlyDataALPN) or hold (mqtt:
-	// 0-RTT accepted, but only the first MQTT packet is forwarded before
-	// the handshake completes, so a replayed PUBLISH never reaches the
-	// upstream; other ALPNs: refused). Default alpn.
+	// only when the negotiated ALPN is in EarlyDataALPN) or hold (0-RTT
+	// accepted, but for mqtt only the first MQTT packet, for amqp only
+	// what comes before the first transfer frame is forwarded before the
+	// handshake completes, so a replayed PUBLISH or transfer never reaches
+	// the upstream; other ALPNs: refused). Default alpn.
 	EarlyData string `yaml:"early_data"`
 	// EarlyDataALPN lists the ALPNs whose replay risk is acceptable for
 	// policy alpn. Default [mqtt] (docs/gateway.md says why MQTT and not

@@ -13,6 +13,7 @@ import (
 
 	"github.com/iotq/iotq/internal/certs"
 	"github.com/iotq/iotq/transport"
+	"github.com/iotq/iotq/transport/endpoint"
 )
 
 // route is one Route at run time.
@@ -85,8 +86,8 @@ func (rt *route) earlyAllowed(alpn string) bool {
 		return true
 	case EarlyALPN:
 		return slices.Contains(rt.r.EarlyDataALPN, alpn)
-	case EarlyHold:
-		return alpn == transport.ALPN // the one protocol whose first packet we can find
+	case EarlyHold: // the protocols whose first message we can find
+		return alpn == transport.ALPN || alpn == endpoint.ALPNAMQP
 	}
 	return false
 }

@@ -3,6 +3,7 @@ package amqp_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"path/filepath"
 	"strings"
@@ -168,6 +169,7 @@ type zeroRTTRelay struct {
 type relayFlow struct {
 	up      *net.UDPConn
 	zeroRTT int
+	sent    [][]byte // the client's datagrams, in order
 }
 
 const relayDelay = 100 * time.Millisecond
@@ -214,6 +216,7 @@ func (r *zeroRTTRelay) loop() {
 			go r.back(up, from)
 		}
 		f.zeroRTT += zeroRTTLen(buf[:n])
+		f.sent = append(f.sent, append([]byte(nil), buf[:n]...))
 		r.mu.Unlock()
 		_, _ = f.up.Write(buf[:n])
 	}
@@ -245,6 +248,16 @@ func (r *zeroRTTRelay) zeroRTTBytes(i int) int {
 		return -1
 	}
 	return r.order[i].zeroRTT
+}
+
+// datagrams returns a copy of what the i-th client sent.
+func (r *zeroRTTRelay) datagrams(i int) [][]byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i >= len(r.order) {
+		return nil
+	}
+	return append([][]byte(nil), r.order[i].sent...)
 }
 
 func (r *zeroRTTRelay) close() {
@@ -306,4 +319,110 @@ func varint(b []byte) (int, int) {
 		v = v<<8 | int(c)
 	}
 	return v, n
+}
+
+// TestEarlyReplay: an on-path attacker replays the recorded datagrams of a
+// resumed publisher's pipelined start (0-RTT) to the gateway, from another
+// port, after the real connection ended. Route policy accept: Artemis
+// delivers the early message a second time (the replay risk docs/amqp.md
+// describes). Policy hold: the gateway forwards the replayed start only up
+// to the transfer (the handshake never completes), so the message arrives
+// once.
+func TestEarlyReplay(t *testing.T) {
+	art := testutil.StartArtemis(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(120*time.Second))
+	defer cancel()
+	upstream := strings.Replace(art.URL(), "amqp://", "tcp://", 1)
+	for policy, copies := range map[string]int{gateway.EarlyAccept: 2, gateway.EarlyHold: 1} {
+		t.Run(policy, func(t *testing.T) {
+			g, err := gateway.New(gateway.Options{
+				Routes:   []gateway.Route{{Listen: "quic://127.0.0.1:0", Upstreams: []string{upstream}, ALPN: []string{"amqp"}, EarlyData: policy}},
+				StateDir: t.TempDir(), Logger: testutil.Logger(t), HandshakeTimeout: 2 * time.Second,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			topic := "iotq.replay." + policy
+			sub := make(collector, 10)
+			s := dial(t, ctx, art.URL(), client.Options{})
+			if err := s.Subscribe(ctx, topic, client.SubscribeOptions{QoS: 1}, sub.handle); err != nil {
+				t.Fatal(err)
+			}
+			relay := newZeroRTTRelay(t, g.Endpoints()[0])
+			url := "amqp+quic://" + relay.addr()
+			o := client.Options{CAFile: g.CAFile(), SessionCacheFile: filepath.Join(t.TempDir(), "tickets")}
+			warm := dial(t, ctx, url, o)
+			if err := warm.Close(); err != nil {
+				t.Fatal(err)
+			}
+			o.Early = &client.EarlyMessage{Topic: topic, Payload: []byte("once"), QoS: 1}
+			pub := dial(t, ctx, url, o)
+			if err := o.Early.Receipt().Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if !pub.ConnectionInfo().Used0RTT {
+				t.Fatal("the publisher did not use 0-RTT")
+			}
+			if err := pub.Close(); err != nil {
+				t.Fatal(err)
+			}
+			sub.wait(t, 1)
+			// quic-go drops packets for a closed connection's ids for about
+			// three probe timeouts; a replay after that is a new connection.
+			time.Sleep(4 * time.Second)
+			replay(t, g.Endpoints()[0], relay.datagrams(1))
+			got := 1
+			deadline := time.After(testutil.Scale(5 * time.Second))
+		wait:
+			for got < 2 {
+				select {
+				case m := <-sub:
+					if string(m.Payload) != "once" {
+						t.Fatalf("unexpected message %q", m.Payload)
+					}
+					got++
+				case <-deadline:
+					break wait
+				}
+			}
+			if got != copies {
+				t.Fatalf("policy %s: the early message arrived %d times after a replay, want %d", policy, got, copies)
+			}
+		})
+	}
+}
+
+// replay sends recorded datagrams to target from a new port; the socket
+// stays open (answers are dropped) until the test ends.
+func replay(t *testing.T, target string, dgrams [][]byte) {
+	t.Helper()
+	ta, err := net.ResolveUDPAddr("udp", strings.TrimPrefix(target, "quic://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialUDP("udp", nil, ta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 64<<10)
+		for {
+			if _, err := c.Read(buf); err != nil && errors.Is(err, net.ErrClosed) {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { _ = c.Close(); <-done })
+	for _, d := range dgrams {
+		if _, err := c.Write(d); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
