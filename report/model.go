@@ -149,6 +149,9 @@ type Summary struct {
 	Percentiles string             `json:"percentile_method"`
 	// Batch holds the cells of the batch patterns (E8).
 	Batch []*BatchResult `json:"batch,omitempty"`
+	// Experiments is the per-experiment table: TCP+TLS and QUIC side by
+	// side (delay, RSD, start-up latency and its ratio to the bound, xi).
+	Experiments []*ExperimentSummary `json:"experiments"`
 }
 
 // Figure is one drawn figure; its files are figures/NAME.png and

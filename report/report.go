@@ -137,6 +137,7 @@ func Generate(ctx context.Context, opts Options) (*Summary, error) {
 		CPUWatts:     cpu,
 		Percentiles:  "linear interpolation between closest ranks (Hyndman-Fan type 7)",
 		Batch:        batchResults(ds, cells),
+		Experiments:  experimentSummaries(cells, xi),
 	}
 	if opts.PowerLog != "" {
 		s.PowerLog = filepath.Base(opts.PowerLog)

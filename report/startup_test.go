@@ -127,13 +127,27 @@ func TestStartupRatioInReport(t *testing.T) {
 				got.StartupRatio, got.QUIC0RTT, c.wantRTTs, c.wantBound, want, c.policy)
 		}
 	}
+	glance := map[string]*ExperimentSummary{}
+	for _, e := range sum.Experiments {
+		glance[e.Start] = e
+	}
+	if e := glance["reconnect-early, broker 0-RTT accept"]; e == nil || e.QUIC.Cells != 1 || math.Abs(e.QUIC.StartupRatio-1.1) > 1e-9 ||
+		e.TCP.Cells != 1 || math.Abs(e.TCP.StartupRatio-1.1) > 1e-9 {
+		t.Errorf("per-experiment row of the accept start: %+v", e)
+	}
+	if e := glance[""]; e == nil || e.TCP.Cells != 1 || e.QUIC.Cells != 1 || math.Abs(e.QUIC.StartupRatio-1.1) > 1e-9 || math.Abs(e.TCP.StartupMs-2200) > 1e-9 {
+		t.Errorf("per-experiment main row: %+v", e)
+	}
 	js, _ := os.ReadFile(filepath.Join(dir, "report", "summary.json"))
 	csv, _ := os.ReadFile(filepath.Join(dir, "report", "tables.csv"))
 	md, _ := os.ReadFile(filepath.Join(dir, "report", "report.md"))
 	for name, want := range map[string][]string{
-		"summary.json": {`"startup_ratio": 1.1`, `"startup_bound_rtts": 0`, `"quic_0rtt": "accept"`},
+		"summary.json": {`"startup_ratio": 1.1`, `"startup_bound_rtts": 0`, `"quic_0rtt": "accept"`, `"start": "reconnect-early, broker 0-RTT accept"`},
 		"tables.csv":   {"startup_ratio", ",300.000000,0.000000,1.100000,1,1,accept,"},
-		"report.md":    {"| E5_x_reconnect-early_quic_0rtt-accept | x | 0 | quic | reconnect-early | accept | 1 | 1 | 1 | 330.000 | 330.000 |", "| 300.000 | 0 | 1.10 |", "broker 0-RTT accept | mqtts | quic |"},
+		"report.md": {"| E5_x_reconnect-early_quic_0rtt-accept | x | 0 | quic | reconnect-early | accept | 1 | 1 | 1 | 330.000 | 330.000 |", "| 300.000 | 0 | 1.10 |", "broker 0-RTT accept | mqtts | quic |",
+			// per experiment: the accept start beside the TCP cell of reconnect-early
+			"| E5 | mqtt | reconnect-early, broker 0-RTT accept | mqtts | quic | 1 | 1 |",
+			"| E5 | mqtt | reconnect-early | mqtts | quic | 1 | 1 |"},
 	} {
 		text := map[string][]byte{"summary.json": js, "tables.csv": csv, "report.md": md}[name]
 		for _, w := range want {

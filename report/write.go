@@ -41,7 +41,7 @@ type tab struct {
 }
 
 func tables(s *Summary) []tab {
-	out := []tab{comparison(s)}
+	out := []tab{glanceTable(s), comparison(s)}
 	delay := tab{id: "delay", title: "One-way delay and delivery per cell",
 		intro: "Delays in ms over the distinct messages received (all repetitions). bound = physical lower bound " +
 			"(propagation + serialization). Percentiles by linear interpolation (type 7).",
