@@ -11,6 +11,7 @@ import (
 	"github.com/iotq/iotq/broker/coapfront"
 	"github.com/iotq/iotq/transport"
 	"github.com/iotq/iotq/transport/coapdtls"
+	"github.com/iotq/iotq/transport/coapmsg"
 	"github.com/iotq/iotq/transport/endpoint"
 )
 
@@ -159,6 +160,12 @@ func (s *Server) listenCoAP(front *coapfront.Front, ep endpoint.Endpoint, lopts 
 						return
 					}
 					continue
+				}
+				if qc, ok := c.(transport.QUICConn); ok && s.opts.QUIC.EarlyData == EarlyHold {
+					// hold (docs/0rtt.md): the CSM of a 0-RTT flight is
+					// answered at once, requests behind it wait for the
+					// handshake, so a replayed flight publishes nothing.
+					c = transport.HoldAfterFirst(qc, coapmsg.StreamFirstMessage, s.met.earlyDropped.Inc)
 				}
 				front.ServeStreamOn(c, string(ep.Scheme)) // runs on a goroutine of the front
 			}

@@ -77,3 +77,43 @@ func EncodeStream(m *message.Message) ([]byte, error) {
 // UnknownCritical reports whether opts hold a critical (odd) option that is
 // not known (RFC 7252 section 5.4.1).
 func UnknownCritical(opts message.Options) bool { return unknownCritical(opts) }
+
+// StreamFirstMessage tells where the first RFC 8323 message of a stream
+// ends (the CSM; a transport.FirstMessageFunc for transport.HoldAfterFirst,
+// so a coap+quic listener can process the CSM of a 0-RTT flight at once and
+// hold what follows until the handshake completes). Given the first bytes
+// of the stream it returns the message's total length, or how many more
+// bytes it needs to tell. An invalid token length returns len(prefix): the
+// reader rejects it.
+func StreamFirstMessage(prefix []byte) (total, more int) {
+	if len(prefix) < 1 {
+		return 0, 1
+	}
+	lenNib, tkl := int(prefix[0]>>4), int(prefix[0]&0x0f)
+	if tkl > 8 {
+		return len(prefix), 0
+	}
+	extLen := 0
+	switch lenNib {
+	case 13:
+		extLen = 1
+	case 14:
+		extLen = 2
+	case 15:
+		extLen = 4
+	}
+	if len(prefix) < 1+extLen {
+		return 0, 1 + extLen - len(prefix)
+	}
+	ext := prefix[1 : 1+extLen]
+	n := lenNib
+	switch lenNib {
+	case 13:
+		n = 13 + int(ext[0])
+	case 14:
+		n = 269 + int(binary.BigEndian.Uint16(ext))
+	case 15:
+		n = 65805 + int(binary.BigEndian.Uint32(ext))
+	}
+	return 1 + extLen + 1 + tkl + n, 0
+}
