@@ -194,6 +194,9 @@ func (n *Network) teardown() error {
 			if err := e.pcap.Close(); err != nil {
 				errs = append(errs, err)
 			}
+			if d := e.pcap.Dropped(); d > 0 {
+				errs = append(errs, fmt.Errorf("capture of %s: %d of %d packets left out: the disk did not keep up", e.ifname, d, d+e.pcap.Packets()))
+			}
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
