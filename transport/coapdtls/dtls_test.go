@@ -329,3 +329,46 @@ func TestServerSessionsBoundAndExpiry(t *testing.T) {
 		t.Fatal("a truncated stored session decoded")
 	}
 }
+
+// TestResumptionFallback: a client offering a session the server no longer
+// has (evicted: the store keeps one) gets a full handshake with the right
+// identity, stores the new session and resumes that one next time.
+func TestResumptionFallback(t *testing.T) {
+	psk := map[string][]byte{"dev1": []byte("secret1"), "dev2": []byte("secret2")}
+	l, err := Listen("127.0.0.1:0", Config{PSK: psk, HandshakeTimeout: 5 * time.Second, Sessions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	cache := &MemorySessionCache{}
+	dial := func(id string) bool {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := Dial(ctx, l.LocalAddr().String(), ClientConfig{Identity: id, Key: psk[id], Sessions: cache})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.WriteTo([]byte("x"), nil); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 16)
+		_, from, err := l.ReadFrom(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := from.(Addr).Identity(); got != id {
+			t.Fatalf("server sees identity %q, want %q (resumed %v)", got, id, c.Resumed())
+		}
+		return c.Resumed()
+	}
+	for i, step := range []struct {
+		id      string
+		resumed bool
+	}{{"dev1", false}, {"dev2", false}, {"dev1", false}, {"dev1", true}} {
+		if got := dial(step.id); got != step.resumed {
+			t.Fatalf("step %d (%s): resumed %v, want %v", i, step.id, got, step.resumed)
+		}
+	}
+}
