@@ -104,6 +104,11 @@ func TestCoAPRetransmissionThroughLink(t *testing.T) {
 		t.Fatalf("handler ran %d times, %d duplicates; want 1 and %d", len(handled), srv.Stats().Duplicates, p.MaxRetransmit)
 	}
 	const late = 400 * time.Millisecond // timer and emulator lateness on a loaded host
+	// Gaps are measured at the server: a datagram the emulator forwarded
+	// late shortens the gap after it (seen: 794.9 ms for 800 ms on a host
+	// running lab campaigns). A linear schedule (go-coap: 200, 200, 200 ms
+	// here) stays far below the doubled bounds even so.
+	const early = 50 * time.Millisecond
 	lo, hi := p.AckTimeout, time.Duration(float64(p.AckTimeout)*p.AckRandomFactor)
 	// The first arrival is one link delay after the send.
 	if offs[0] < 20*time.Millisecond {
@@ -112,7 +117,7 @@ func TestCoAPRetransmissionThroughLink(t *testing.T) {
 	for k := 1; k < len(at); k++ {
 		g := at[k].Sub(at[k-1])
 		f := time.Duration(1 << (k - 1))
-		if g < f*lo-5*time.Millisecond || g > f*hi+late {
+		if g < f*lo-early || g > f*hi+late {
 			t.Errorf("gap %d is %s, want within [%s, %s] (+ lateness)", k, g, f*lo, f*hi)
 		}
 	}
