@@ -33,6 +33,9 @@ type engine interface {
 	// subscriptions returns the number of subscriptions of the connected
 	// client id (0 if it is not connected).
 	subscriptions(clientID string) int
+	// queuedBytes returns the payload and topic bytes held for delivery by
+	// all sessions, and by the largest one (limits.max_queued_bytes).
+	queuedBytes() (sum, largest int64)
 }
 
 // engineConfig is what every engine needs.
@@ -77,7 +80,12 @@ const (
 	dropExpired      = "expired"              // QoS 1/2 message expired before delivery
 	dropSlowConsumer = "slow_consumer"        // subscriber disconnected by the slow-consumer policy
 	dropInflightFull = "inflight_full"        // QoS 1/2 not delivered: the subscriber's session holds max_inflight messages
+	dropQueuedBytes  = "queued_bytes"         // not delivered: the subscriber's session holds limits.max_queued_bytes
 )
+
+// dropReasons lists every drop reason: the metrics export each one, so a
+// reason that never happened reads 0 rather than missing.
+var dropReasons = []string{dropQueueFull, dropPacketIDs, dropExpired, dropSlowConsumer, dropInflightFull, dropQueuedBytes}
 
 // Refusal kinds used in metrics.
 const (

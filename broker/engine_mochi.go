@@ -56,6 +56,7 @@ func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
 	if caps.MaximumClientSubscriptions == 0 {
 		caps.MaximumClientSubscriptions = DefaultMaxSubscriptions
 	}
+	caps.MaximumClientQueuedBytes = max(0, int64(cfg.limits.MaxQueuedBytes))
 	srv := mqtt.New(&mqtt.Options{
 		Capabilities:             caps,
 		ClientNetWriteBufferSize: cfg.flow.WriteBuffer,
@@ -77,6 +78,8 @@ func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
 	srv.Options.InflightFull = func(cl *mqtt.Client, pk packets.Packet) {
 		e.flow.drop(dropInflightFull, cl.ID, pk.TopicName, pk.FixedHeader.Qos)
 	}
+	srv.Options.OutboundFull = e.flow.outboundFull
+	srv.Options.QueuedBytesFull = e.flow.queuedBytesFull
 	if err := srv.AddHook(e.flow, nil); err != nil {
 		return nil, fmt.Errorf("broker: add flow hook: %w", err)
 	}
@@ -210,6 +213,17 @@ func (e *mochiEngine) stats() engineStats {
 		messagesDropped:  atomic.LoadInt64(&i.MessagesDropped),
 		inflightDropped:  atomic.LoadInt64(&i.InflightDropped),
 	}
+}
+
+// queuedBytes returns the bytes held for delivery by all sessions
+// (connected and offline) and by the largest one.
+func (e *mochiEngine) queuedBytes() (sum, largest int64) {
+	for _, cl := range e.srv.Clients.GetAll() {
+		b := cl.QueuedBytes()
+		sum += b
+		largest = max(largest, b)
+	}
+	return sum, largest
 }
 
 func (e *mochiEngine) subscriptions(id string) int {

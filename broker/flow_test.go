@@ -283,7 +283,7 @@ func TestStuckQoS1SubscriberHoldsPublisherOnlyMaxStall(t *testing.T) {
 	const writeTimeout = time.Minute
 	srv := brokertest.Start(t, broker.Options{Flow: broker.FlowOptions{
 		QueueLength: 64, MaxStall: 200 * time.Millisecond, WriteBuffer: 512, WriteTimeout: writeTimeout,
-	}})
+	}, Metrics: "127.0.0.1:0"})
 	u := brokertest.Endpoint(t, srv, "mqtt")
 	c, err := net.Dial("tcp", strings.TrimPrefix(u, "mqtt://"))
 	if err != nil {
@@ -306,14 +306,17 @@ func TestStuckQoS1SubscriberHoldsPublisherOnlyMaxStall(t *testing.T) {
 	limit := min(testutil.Scale(20*time.Second), writeTimeout/2)
 	// Publish until the policy cuts the subscriber off (kernel buffers
 	// take megabytes before the writer blocks).
+	var longest time.Duration
 	for i := 0; srv.Subscriptions("stuck") > 0; i++ {
 		if i == 20000 {
 			t.Fatalf("stuck subscriber still connected after %d messages", i)
 		}
+		sent := time.Now()
 		tok := pub.Publish("q1", 1, false, fmt.Sprintf("%05d%s", i, payload))
 		if !tok.WaitTimeout(limit) || tok.Error() != nil {
 			t.Fatalf("publish %d not acknowledged within %v (%v since start): the publisher is held by the stuck subscriber; err %v", i, limit, time.Since(start), tok.Error())
 		}
+		longest = max(longest, time.Since(sent))
 	}
 	testutil.Eventually(t, 10*time.Second, func() error {
 		if srv.Subscriptions("stuck") > 0 {
@@ -321,4 +324,12 @@ func TestStuckQoS1SubscriberHoldsPublisherOnlyMaxStall(t *testing.T) {
 		}
 		return nil
 	})
+	// The stall is counted: stalls_total and the disconnection.
+	m := metricsText(t, srv)
+	stalls := metricValue(m, "iotq_broker_stalls_total")
+	cut := metricValue(m, `iotq_broker_messages_dropped_total{qos="1",reason="slow_consumer"}`)
+	t.Logf("longest publish held %v (max_stall 200ms); stalls_total %v, slow_consumer disconnections %v", longest.Round(time.Millisecond), stalls, cut)
+	if stalls < 1 || cut < 1 {
+		t.Fatalf("the stall was not counted: stalls_total %v, messages_dropped_total{reason=\"slow_consumer\",qos=\"1\"} %v", stalls, cut)
+	}
 }

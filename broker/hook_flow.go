@@ -20,19 +20,32 @@ import (
 // subscriber's writes (one syscall per packet or per 2 KiB buffer) overruns
 // the subscriber's queue in bursts and steady state alike.
 //
-// The fix here: a scanner samples every subscriber's queue depth
-// (Client.OutboundLen, a patch of our mochi fork) every scanInterval (only
-// while messages flow). When any queue is more than a quarter full it raises
-// a pressure flag; then, and only then, the publisher's goroutine checks the
-// subscribers of each message in OnPublish and waits (bounded by MaxStall)
-// until their queues drain below half. The wait is woken by the
-// subscriber's writer (OnPacketSent) or its disconnection, not by polling.
-// Waiting on the publisher's read goroutine stops reading its socket: TCP
-// (or QUIC flow control) pushes back on the publishing client instead of the
-// broker dropping. A subscriber that stays full for MaxStall is marked
-// stalled (no more waiting for it until it drains) and, under PolicyDrop,
-// loses QoS 0 messages (counted by reason) or, for QoS 1/2 or
-// PolicyDisconnect, is disconnected so its session keeps the messages.
+// The fix here, in two layers:
+//   - Soft: a scanner samples every subscriber's queue depth and queued
+//     bytes every scanInterval (only while messages flow). When any queue
+//     is more than a quarter full it raises a pressure flag; then, and only
+//     then, the publisher's goroutine checks the subscribers of each message
+//     in OnPublish and waits while a queue is at least half full (or holds
+//     half of limits.max_queued_bytes).
+//   - Hard: when a message does not fit a queue (or the queued-bytes limit)
+//     the engine asks this hook (Options.OutboundFull and QueuedBytesFull,
+//     fork patches 9 and 10) and the publisher waits for room right there.
+//     A burst that fills a queue between two samples is held back, not
+//     dropped.
+//
+// Every wait is woken by the subscriber's progress (its writer finished a
+// packet, it acknowledged a QoS 1/2 message, or it disconnected), never by
+// polling. Waiting on the publisher's read goroutine stops reading its
+// socket: TCP (or QUIC flow control) pushes back on the publishing client
+// instead of the broker dropping. A subscriber is judged stalled by lack of
+// progress, never by queue depth: a wait gives up when the subscriber made
+// no progress for MaxStall (a subscriber that keeps making progress paces
+// its publishers; that is backpressure). A stalled subscriber is marked
+// (no more waiting for it until it drains) and, under PolicyDrop, loses
+// QoS 0 messages (counted by reason) or, for QoS 1/2 or PolicyDisconnect,
+// is disconnected so its session keeps the messages. A message that would
+// take a session past max_queued_bytes while its client is offline or
+// stalled is not delivered to it (counted as queued_bytes).
 
 const (
 	idleScanInterval = 100 * time.Millisecond
@@ -47,8 +60,9 @@ var errSlowConsumer = errors.New("slow consumer: outbound queue full")
 type clientFlow struct {
 	cl      *mqtt.Client
 	stalled atomic.Bool
-	// progress is notified whenever the client's writer finished a packet
-	// or the client disconnected: waiting publishers re-check.
+	// progress is notified whenever the client's writer finished a packet,
+	// the client acknowledged a QoS 1/2 message or it disconnected:
+	// waiting publishers re-check.
 	progress signal
 }
 
@@ -57,8 +71,9 @@ type flowHook struct {
 	e        *mochiEngine
 	obs      observer
 	capacity int
-	high     int // wait while queue length >= high
-	low      int // a stalled client recovers below low
+	high     int   // wait while queue length >= high
+	low      int   // a stalled client recovers below low
+	maxBytes int64 // limits.max_queued_bytes; 0: no limit
 
 	mu      sync.RWMutex
 	clients map[*mqtt.Client]*clientFlow
@@ -80,6 +95,7 @@ func newFlowHook(e *mochiEngine) *flowHook {
 		capacity: c,
 		high:     max(1, c/2),
 		low:      max(1, c/4),
+		maxBytes: max(0, int64(e.cfg.limits.MaxQueuedBytes)),
 		clients:  map[*mqtt.Client]*clientFlow{},
 		dropLog:  newRateLimitedLog(e.log, time.Second),
 		slowLog:  newRateLimitedLog(e.log, time.Second),
@@ -96,6 +112,7 @@ func (h *flowHook) Provides(b byte) bool {
 		mqtt.OnPublished,
 		mqtt.OnPublishDropped,
 		mqtt.OnPacketSent,
+		mqtt.OnQosComplete,
 		mqtt.OnQosDropped,
 		mqtt.OnPacketIDExhausted,
 	}, b) >= 0
@@ -135,6 +152,14 @@ func (h *flowHook) OnPacketSent(cl *mqtt.Client, pk packets.Packet, b []byte) {
 	if pk.FixedHeader.Type == packets.Publish {
 		h.obs.messageOut(pk.FixedHeader.Qos, len(b))
 	}
+	if f := h.flowOf(cl); f != nil {
+		f.progress.notify()
+	}
+}
+
+// OnQosComplete runs when the client acknowledged a QoS 1/2 message (its
+// session holds fewer bytes): progress.
+func (h *flowHook) OnQosComplete(cl *mqtt.Client, pk packets.Packet) {
 	if f := h.flowOf(cl); f != nil {
 		f.progress.notify()
 	}
@@ -239,50 +264,101 @@ func (h *flowHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 	return pk, nil
 }
 
-// waitFor holds the caller while sc's queue is at least half full, for at
-// most MaxStall, then applies the slow-consumer policy. sc's writer wakes
-// it after every packet it writes.
+// congested reports whether sc should hold its publishers back: its queue
+// is at least half full, it holds at least half of max_queued_bytes, or (for
+// QoS 1/2) its writer is blocked: a blocked writer cannot take more.
+func (h *flowHook) congested(sc *mqtt.Client, qos byte) bool {
+	return sc.OutboundLen() >= h.high ||
+		(h.maxBytes > 0 && sc.QueuedBytes() >= h.maxBytes/2) ||
+		(qos > 0 && blockedWriter(sc))
+}
+
+// waitFor holds the caller while sc is congested and making progress, then
+// applies the slow-consumer policy if sc stalled.
 func (h *flowHook) waitFor(sc *mqtt.Client, qos byte) {
 	f := h.flowOf(sc)
-	if f == nil {
+	if f == nil || !h.congested(sc, qos) {
 		return
 	}
-	// A blocked writer cannot take more: treat it as congestion, so the
-	// publisher waits here (bounded) rather than filling the queue.
-	congested := func() bool {
-		return sc.OutboundLen() >= h.high || (qos > 0 && blockedWriter(sc))
-	}
-	if !congested() {
-		return
-	}
-	if f.stalled.Load() {
+	if f.stalled.Load() || !h.awaitProgress(f, func() bool { return !h.congested(sc, qos) }) {
 		if qos > 0 || h.e.cfg.flow.SlowConsumer == PolicyDisconnect {
 			h.disconnectSlow(sc, qos)
 		}
-		return
 	}
-	deadline := time.NewTimer(h.e.cfg.flow.MaxStall)
-	defer deadline.Stop()
-	// Every way out of congestion is an event: the writer finished a
-	// packet (the queue shrank, or a blocked write completed) or the
-	// client disconnected.
+}
+
+// awaitProgress waits until ok() holds or the client disconnected (true),
+// or until the client made no progress for MaxStall (false: the client is
+// marked stalled, counted and logged). Every progress event re-arms the
+// MaxStall timer: a subscriber is stalled when it stops making progress,
+// not when its queue is momentarily full.
+func (h *flowHook) awaitProgress(f *clientFlow, ok func() bool) bool {
+	maxStall := h.e.cfg.flow.MaxStall
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		woken := f.progress.wait()
-		if !congested() || sc.Closed() {
-			return
+		if ok() || f.cl.Closed() {
+			return true
+		}
+		if timer == nil {
+			timer = time.NewTimer(maxStall)
 		}
 		select {
 		case <-woken:
-		case <-deadline.C:
+			timer.Reset(maxStall)
+		case <-timer.C:
 			f.stalled.Store(true)
 			h.obs.stalled()
-			h.slowLog.warn("slow consumer: queue full for max_stall", "client", sc.ID, "queue", sc.OutboundLen(), "max_stall", h.e.cfg.flow.MaxStall)
-			if qos > 0 || h.e.cfg.flow.SlowConsumer == PolicyDisconnect {
-				h.disconnectSlow(sc, qos)
-			}
-			return
+			h.slowLog.warn("slow consumer: no progress for max_stall", "client", f.cl.ID, "queue", f.cl.OutboundLen(), "queued_bytes", f.cl.QueuedBytes(), "max_stall", maxStall)
+			return false
 		}
 	}
+}
+
+// outboundFull is the engine's Options.OutboundFull: pk does not fit cl's
+// queue. The publisher waits for room while cl makes progress; true: try
+// again (room, or cl was disconnected and its session keeps a QoS 1/2
+// message); false: drop (QoS 0 under PolicyDrop, counted by
+// OnPublishDropped).
+func (h *flowHook) outboundFull(cl *mqtt.Client, pk packets.Packet) bool {
+	h.pressure.Store(true)
+	f := h.flowOf(cl)
+	if f == nil || h.e.cfg.flow.NoBackpressure {
+		return cl.Closed()
+	}
+	qos := pk.FixedHeader.Qos
+	if !f.stalled.Load() && h.awaitProgress(f, func() bool { return cl.OutboundLen() < h.capacity }) {
+		return true
+	}
+	if qos > 0 || h.e.cfg.flow.SlowConsumer == PolicyDisconnect {
+		h.disconnectSlow(cl, qos)
+		return true
+	}
+	return false
+}
+
+// queuedBytesFull is the engine's Options.QueuedBytesFull: pk would take
+// cl's session past max_queued_bytes. A connected client that makes
+// progress holds the publisher until pk fits (true); for an offline or
+// stalled client pk is not delivered to it, counted as queued_bytes
+// (false). Messages already queued are never removed.
+func (h *flowHook) queuedBytesFull(cl *mqtt.Client, pk packets.Packet) bool {
+	h.pressure.Store(true)
+	qos := pk.FixedHeader.Qos
+	if f := h.flowOf(cl); f != nil && !cl.Closed() && !f.stalled.Load() && !h.e.cfg.flow.NoBackpressure {
+		size := int64(len(pk.Payload) + len(pk.TopicName))
+		fits := func() bool { q := cl.QueuedBytes(); return q == 0 || q+size <= h.maxBytes }
+		if h.awaitProgress(f, fits) && !cl.Closed() {
+			return true
+		}
+	}
+	h.drop(dropQueuedBytes, cl.ID, pk.TopicName, qos)
+	return false
 }
 
 func (h *flowHook) disconnectSlow(sc *mqtt.Client, qos byte) {
@@ -347,10 +423,14 @@ func (h *flowHook) scanOnce() {
 	h.mu.RLock()
 	for cl, f := range h.clients {
 		l := cl.OutboundLen()
-		if l >= h.high/2 || blockedWriter(cl) {
+		var b int64
+		if h.maxBytes > 0 {
+			b = cl.QueuedBytes()
+		}
+		if l >= h.high/2 || b >= h.maxBytes/4 && h.maxBytes > 0 || blockedWriter(cl) {
 			pressure = true
 		}
-		if l < h.low && f.stalled.Load() {
+		if l < h.low && b < h.maxBytes/4+1 && f.stalled.Load() {
 			f.stalled.Store(false)
 		}
 		if mc, ok := cl.Net.Conn.(*meteredConn); ok && mc.writeBlockedFor(now) > h.e.cfg.flow.WriteTimeout {

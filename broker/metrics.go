@@ -62,7 +62,7 @@ func newMetrics() *metrics {
 	}
 	m.msgBytesOut = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "messages_sent_bytes_total", Help: "Bytes of PUBLISH packets written to clients."})
 	m.droppedVec = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "messages_dropped_total", Help: "Messages the broker did not deliver, by reason and QoS."}, []string{"reason", "qos"})
-	for _, r := range []string{dropQueueFull, dropPacketIDs, dropExpired, dropSlowConsumer, dropInflightFull} {
+	for _, r := range dropReasons {
 		for _, q := range []string{"0", "1", "2"} {
 			m.droppedVec.WithLabelValues(r, q) // export zeros: absence is not "no drops"
 		}
@@ -222,6 +222,7 @@ var (
 	descSubs     = prometheus.NewDesc("iotq_broker_subscriptions", "Active subscriptions.", nil, nil)
 	descRetained = prometheus.NewDesc("iotq_broker_retained_messages", "Retained messages stored.", nil, nil)
 	descInflight = prometheus.NewDesc("iotq_broker_inflight_messages", "QoS 1/2 messages in flight or queued for offline sessions.", nil, nil)
+	descQueued   = prometheus.NewDesc("iotq_broker_queued_bytes", "Payload and topic bytes held for delivery by sessions (connected and offline): stat=sum over all, stat=max of the largest (limits.max_queued_bytes).", []string{"stat"}, nil)
 	descInflDrop = prometheus.NewDesc("iotq_broker_inflight_dropped_total", "QoS 1/2 messages not stored because a client's in-flight store was full.", nil, nil)
 	descQUICRTT  = prometheus.NewDesc("iotq_broker_quic_smoothed_rtt_seconds", "Smoothed RTT over open QUIC connections (stat=mean or max).", []string{"stat"}, nil)
 	descQUICLost = prometheus.NewDesc("iotq_broker_quic_open_packets_lost", "Packets lost so far on open QUIC connections.", nil, nil)
@@ -229,7 +230,7 @@ var (
 )
 
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descClients, descSubs, descRetained, descInflight, descInflDrop, descQUICRTT, descQUICLost, descQUICOpen} {
+	for _, d := range []*prometheus.Desc{descClients, descSubs, descRetained, descInflight, descQueued, descInflDrop, descQUICRTT, descQUICLost, descQUICOpen} {
 		ch <- d
 	}
 }
@@ -242,6 +243,9 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descRetained, prometheus.GaugeValue, float64(st.retained))
 		ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(st.inflight))
 		ch <- prometheus.MustNewConstMetric(descInflDrop, prometheus.CounterValue, float64(st.inflightDropped))
+		sum, largest := r.e.queuedBytes()
+		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(sum), "sum")
+		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(largest), "max")
 	}
 	c.m.mu.Lock()
 	conns := make([]*meteredConn, 0, len(c.m.quicConns))

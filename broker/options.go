@@ -173,6 +173,17 @@ type LimitsOptions struct {
 	// in iotq_broker_refused_total{kind="subscription_limit"}. Default
 	// 1000.
 	MaxSubscriptions int `yaml:"max_subscriptions"`
+	// MaxQueuedBytes bounds the payload and topic bytes one client's session
+	// holds for delivery: QoS 1/2 messages not yet acknowledged (sent or
+	// waiting; for an offline session everything queued for it) plus QoS 0
+	// messages waiting in its outbound queue. A publisher is held back
+	// (at most max_stall without progress) while a connected subscriber
+	// drains; a message for an offline or stalled session that would take
+	// it past the limit is not delivered to it and is counted in
+	// iotq_broker_messages_dropped_total{reason="queued_bytes"}. A message
+	// larger than the limit still fits an empty session. Default 16 MiB;
+	// -1: no limit.
+	MaxQueuedBytes int `yaml:"max_queued_bytes"`
 }
 
 // LogOptions select the log output of the iotq command.
@@ -197,6 +208,7 @@ const (
 	DefaultWriteTimeout     = 30 * time.Second
 	DefaultMaxClientIDLen   = 256
 	DefaultMaxSubscriptions = 1000
+	DefaultMaxQueuedBytes   = 16 << 20
 )
 
 // DefaultStateDir is the state directory used for generated TLS material
@@ -273,6 +285,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.Limits.MaxSubscriptions == 0 {
 		o.Limits.MaxSubscriptions = DefaultMaxSubscriptions
+	}
+	if o.Limits.MaxQueuedBytes == 0 {
+		o.Limits.MaxQueuedBytes = DefaultMaxQueuedBytes
 	}
 	if o.Limits.MaxClientIDLength == 0 {
 		o.Limits.MaxClientIDLength = DefaultMaxClientIDLen
@@ -372,6 +387,9 @@ func (o Options) Validate() error {
 	}
 	if o.Limits.MaxSubscriptions < 0 {
 		add("limits.max_subscriptions", "must not be negative (0 for the default %d), got %d", DefaultMaxSubscriptions, o.Limits.MaxSubscriptions)
+	}
+	if o.Limits.MaxQueuedBytes < -1 {
+		add("limits.max_queued_bytes", "want a number of bytes (0 for the default %d, -1 for no limit), got %d", DefaultMaxQueuedBytes, o.Limits.MaxQueuedBytes)
 	}
 	if o.Limits.MaxClientIDLength < 0 || o.Limits.MaxClientIDLength > 65535 {
 		add("limits.max_client_id_length", "want 1 to 65535 bytes (0 for the default %d), got %d", DefaultMaxClientIDLen, o.Limits.MaxClientIDLength)

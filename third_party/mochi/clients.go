@@ -156,6 +156,7 @@ type ClientState struct {
 	open            context.Context      // indicate that the client is open for packet exchange
 	cancelOpen      context.CancelFunc   // cancel function for open context
 	outboundQty     int32                // number of messages currently in the outbound queue
+	outboundBytes   atomic.Int64         // payload and topic bytes of QoS 0 messages in the outbound queue [iotq patch 10]
 	Keepalive       uint16               // the number of seconds the connection can wait
 	ServerKeepalive bool                 // keepalive was set by the server
 }
@@ -197,6 +198,14 @@ func (cl *Client) OutboundLen() int {
 	return len(cl.State.outbound)
 }
 
+// QueuedBytes returns the payload and topic bytes the client's session
+// holds for delivery: QoS 1/2 messages not yet acknowledged (sent or not;
+// for an offline session, everything queued for it) and QoS 0 messages
+// waiting in the outbound queue. [iotq patch 10]
+func (cl *Client) QueuedBytes() int64 {
+	return cl.State.Inflight.Bytes() + cl.State.outboundBytes.Load()
+}
+
 // QueuePacket puts pk on the client's outbound queue, behind the packets
 // already there, without blocking; if the queue is full it writes pk from a
 // goroutine of its own. It reports false if the client is closed.
@@ -224,6 +233,9 @@ func (cl *Client) WriteLoop() {
 				cl.ops.log.Debug("failed publishing packet", "error", err, "client", cl.ID, "packet", pk)
 			}
 			atomic.AddInt32(&cl.State.outboundQty, -1)
+			if pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos == 0 {
+				cl.State.outboundBytes.Add(-packetBytes(pk)) // [iotq patch 10]
+			}
 		case <-cl.State.open.Done():
 			return
 		}

@@ -20,6 +20,21 @@ type Inflight struct {
 	sendQuota           int32                     // remaining outbound qos quota for flow control
 	maximumReceiveQuota int32                     // maximum allowed receive quota
 	maximumSendQuota    int32                     // maximum allowed send quota
+	bytes               int64                     // payload and topic bytes of the packets held [iotq patch 10]
+}
+
+// packetBytes is what a held packet counts against a client's queued-bytes
+// limit: its payload and topic name. [iotq patch 10]
+func packetBytes(pk *packets.Packet) int64 {
+	return int64(len(pk.Payload) + len(pk.TopicName))
+}
+
+// Bytes returns the payload and topic bytes of the packets held (QoS 1/2
+// messages sent and not yet acknowledged, or queued). [iotq patch 10]
+func (i *Inflight) Bytes() int64 {
+	i.RLock()
+	defer i.RUnlock()
+	return i.bytes
 }
 
 // NewInflights returns a new instance of an Inflight packets map.
@@ -34,8 +49,12 @@ func (i *Inflight) Set(m packets.Packet) bool {
 	i.Lock()
 	defer i.Unlock()
 
-	_, ok := i.internal[m.PacketID]
+	old, ok := i.internal[m.PacketID]
+	if ok {
+		i.bytes -= packetBytes(&old) // [iotq patch 10]
+	}
 	i.internal[m.PacketID] = m
+	i.bytes += packetBytes(&m)
 	return !ok
 }
 
@@ -67,6 +86,7 @@ func (i *Inflight) Clone() *Inflight {
 	for k, v := range i.internal {
 		c.internal[k] = v
 	}
+	c.bytes = i.bytes // [iotq patch 10]
 	return c
 }
 
@@ -109,7 +129,10 @@ func (i *Inflight) Delete(id uint16) bool {
 	i.Lock()
 	defer i.Unlock()
 
-	_, ok := i.internal[id]
+	old, ok := i.internal[id]
+	if ok {
+		i.bytes -= packetBytes(&old) // [iotq patch 10]
+	}
 	delete(i.internal, id)
 
 	return ok

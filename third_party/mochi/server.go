@@ -66,6 +66,12 @@ type Capabilities struct {
 	// new filter beyond it is refused with 0x97 quota exceeded (0x80 in
 	// MQTT 3.1.1). 0: no limit. [iotq patch 3]
 	MaximumClientSubscriptions int `yaml:"maximum_client_subscriptions" json:"maximum_client_subscriptions"`
+	// MaximumClientQueuedBytes bounds the payload and topic bytes one
+	// client's session holds for delivery (Client.QueuedBytes): a message
+	// that would take it past the limit is not delivered to that client
+	// (Options.QueuedBytesFull is told), unless the session holds nothing.
+	// 0: no limit. [iotq patch 10]
+	MaximumClientQueuedBytes int64 `yaml:"maximum_client_queued_bytes" json:"maximum_client_queued_bytes"`
 }
 
 // NewDefaultServerCapabilities defines the default features and capabilities provided by the server.
@@ -113,6 +119,21 @@ type Options struct {
 	// Capabilities.MaximumInflight messages (Info.InflightDropped counts
 	// these). [iotq patch 5]
 	InflightFull func(cl *Client, pk packets.Packet) `yaml:"-" json:"-"`
+
+	// QueuedBytesFull, if set, is called on the publisher's goroutine when
+	// pk would take cl's session past Capabilities.MaximumClientQueuedBytes.
+	// It may wait (for the client to drain); if it returns true the limit
+	// is checked again, otherwise pk is not delivered to cl. [iotq patch 10]
+	QueuedBytesFull func(cl *Client, pk packets.Packet) bool `yaml:"-" json:"-"`
+
+	// OutboundFull, if set, is called on the publisher's goroutine when
+	// pk does not fit cl's outbound queue. It may wait (for room, or for a
+	// bound of its choosing); if it returns true the queue is tried again
+	// (a closed client keeps a QoS 1/2 pk in its session), otherwise pk is
+	// dropped as upstream does (OnPublishDropped). Upstream
+	// drops at once, so a burst faster than the subscriber's writer loses
+	// messages although the subscriber reads at full speed. [iotq patch 9]
+	OutboundFull func(cl *Client, pk packets.Packet) bool `yaml:"-" json:"-"`
 
 	// Listeners specifies any listeners which should be dynamically added on serve. Used when setting listeners by config.
 	Listeners []listeners.Config `yaml:"listeners" json:"listeners"`
@@ -1167,6 +1188,17 @@ func (s *Server) publishToClient(cl *Client, sub packets.Subscription, pk packet
 		}
 	}
 
+	if max := s.Options.Capabilities.MaximumClientQueuedBytes; max > 0 { // [iotq patch 10]
+		for {
+			if q := cl.QueuedBytes(); q == 0 || q+packetBytes(&out) <= max {
+				break
+			}
+			if s.Options.QueuedBytesFull == nil || !s.Options.QueuedBytesFull(cl, out) {
+				return out, packets.ErrQuotaExceeded
+			}
+		}
+	}
+
 	if out.FixedHeader.Qos > 0 {
 		if cl.State.Inflight.Len() >= int(s.Options.Capabilities.MaximumInflight) {
 			// add hook?
@@ -1216,24 +1248,34 @@ func (s *Server) publishToClient(cl *Client, sub packets.Subscription, pk packet
 		}
 	}
 
-	if cl.Net.Conn == nil || cl.Closed() {
-		return out, packets.CodeDisconnect
-	}
-
-	select {
-	case cl.State.outbound <- &out:
-		atomic.AddInt32(&cl.State.outboundQty, 1)
-	default:
-		atomic.AddInt64(&s.Info.MessagesDropped, 1)
-		cl.ops.hooks.OnPublishDropped(cl, pk)
-		if out.FixedHeader.Qos > 0 {
-			cl.State.Inflight.Delete(out.PacketID) // packet was dropped due to irregular circumstances, so rollback inflight.
-			cl.State.Inflight.IncreaseSendQuota()
+	for {
+		if cl.Net.Conn == nil || cl.Closed() {
+			return out, packets.CodeDisconnect
 		}
-		return out, packets.ErrPendingClientWritesExceeded
+		var qos0Bytes int64 // counted before the writer can take it [iotq patch 10]
+		if out.FixedHeader.Qos == 0 {
+			qos0Bytes = packetBytes(&out)
+		}
+		cl.State.outboundBytes.Add(qos0Bytes)
+		select {
+		case cl.State.outbound <- &out:
+			atomic.AddInt32(&cl.State.outboundQty, 1)
+			return out, nil
+		default:
+			cl.State.outboundBytes.Add(-qos0Bytes)
+		}
+		if s.Options.OutboundFull == nil || !s.Options.OutboundFull(cl, out) { // [iotq patch 9]
+			break
+		}
 	}
 
-	return out, nil
+	atomic.AddInt64(&s.Info.MessagesDropped, 1)
+	cl.ops.hooks.OnPublishDropped(cl, pk)
+	if out.FixedHeader.Qos > 0 {
+		cl.State.Inflight.Delete(out.PacketID) // packet was dropped due to irregular circumstances, so rollback inflight.
+		cl.State.Inflight.IncreaseSendQuota()
+	}
+	return out, packets.ErrPendingClientWritesExceeded
 }
 
 func (s *Server) publishRetainedToClient(cl *Client, sub packets.Subscription, existed bool) {
