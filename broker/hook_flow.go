@@ -255,7 +255,9 @@ func (h *flowHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 	subs := h.e.srv.Topics.Subscribers(pk.TopicName)
 	for id, sub := range subs.Subscriptions {
 		sc, ok := h.e.srv.Clients.Get(id)
-		if !ok || sc.Closed() {
+		// A client subscribed to its own messages is not waited for: its
+		// acknowledgements come in on the goroutine that would wait.
+		if !ok || sc.Closed() || sc == cl {
 			continue
 		}
 		qos := min(pk.FixedHeader.Qos, sub.Qos)
@@ -350,7 +352,12 @@ func (h *flowHook) outboundFull(cl *mqtt.Client, pk packets.Packet) bool {
 func (h *flowHook) queuedBytesFull(cl *mqtt.Client, pk packets.Packet) bool {
 	h.pressure.Store(true)
 	qos := pk.FixedHeader.Qos
-	if f := h.flowOf(cl); f != nil && !cl.Closed() && !f.stalled.Load() && !h.e.cfg.flow.NoBackpressure {
+	if qos == 0 && cl.Closed() {
+		return false // QoS 0 is never queued for an offline session: nothing to count
+	}
+	// A client subscribed to its own messages is not waited for: its
+	// acknowledgements come in on the goroutine that would wait.
+	if f := h.flowOf(cl); f != nil && !cl.Closed() && !f.stalled.Load() && !h.e.cfg.flow.NoBackpressure && pk.Origin != cl.ID {
 		size := int64(len(pk.Payload) + len(pk.TopicName))
 		fits := func() bool { q := cl.QueuedBytes(); return q == 0 || q+size <= h.maxBytes }
 		if h.awaitProgress(f, fits) && !cl.Closed() {
