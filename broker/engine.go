@@ -96,9 +96,10 @@ const (
 	refuseSessionOwner  = "connect_session_owner" // client identifier owned by another user
 	refuseSubscriptions = "subscription_limit"    // limits.max_subscriptions reached
 	refuseSubscribeACL  = "subscription_acl"      // subscription refused by the ACL
+	refusePublishACL    = "publish_acl"           // PUBLISH to a topic the ACL does not let the client write
 )
 
-var refusalKinds = []string{refuseClientID, refuseKeepAlive, refuseCredentials, refuseWill, refuseSessionOwner, refuseSubscriptions, refuseSubscribeACL}
+var refusalKinds = []string{refuseClientID, refuseKeepAlive, refuseCredentials, refuseWill, refuseSessionOwner, refuseSubscriptions, refuseSubscribeACL, refusePublishACL}
 
 // engineStats is a snapshot of engine counters.
 type engineStats struct {

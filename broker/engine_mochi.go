@@ -67,7 +67,7 @@ func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
 	})
 	e := &mochiEngine{srv: srv, cfg: cfg, log: cfg.logger, stop: make(chan struct{}), active: map[net.Conn]struct{}{}}
 
-	ah := &authHook{a: cfg.auth, srv: srv, maxIDLen: cfg.limits.MaxClientIDLength, maxKeep: uint16(cfg.limits.MaxKeepAlive / time.Second), maxSubs: caps.MaximumClientSubscriptions, obs: cfg.obs, log: newRateLimitedLog(cfg.logger, time.Second)}
+	ah := &authHook{a: cfg.auth, srv: srv, maxIDLen: cfg.limits.MaxClientIDLength, maxKeep: uint16(cfg.limits.MaxKeepAlive / time.Second), maxSubs: caps.MaximumClientSubscriptions, obs: cfg.obs, log: newRateLimitedLog(cfg.logger, time.Second), pubLog: newRateLimitedLog(cfg.logger, time.Second)}
 	if ah.maxIDLen == 0 {
 		ah.maxIDLen = DefaultMaxClientIDLen
 	}

@@ -41,6 +41,7 @@ type authHook struct {
 	maxSubs  int    // subscriptions per client
 	obs      observer
 	log      *rateLimitedLog
+	pubLog   *rateLimitedLog // refused publishes (per message)
 }
 
 func (h *authHook) ID() string { return "iotq-auth" }
@@ -155,5 +156,13 @@ func (h *authHook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 		}
 	}
 	u := cl.Properties.Username
-	return h.a.authorize(string(u), len(u) == 0, topic, write)
+	ok := h.a.authorize(string(u), len(u) == 0, topic, write)
+	if !ok && write {
+		// Only PUBLISH packets are checked for writing here (the Will is
+		// checked at CONNECT): a refused publish, dropped (QoS 0) or
+		// answered "not authorized".
+		h.obs.refused(refusePublishACL)
+		h.pubLog.warn("publish refused by the ACL", "client", cl.ID, "user", string(u), "topic", topic)
+	}
+	return ok
 }

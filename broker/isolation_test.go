@@ -423,3 +423,47 @@ func TestInflightFullDropsAreCounted(t *testing.T) {
 		return nil
 	})
 }
+
+// TestPublishACLRefusalsCounted: PUBLISH packets to a topic the ACL does
+// not let the client write are not delivered and are counted in
+// refused_total{kind="publish_acl"} (the drop of a refused QoS 0 message is
+// otherwise silent).
+func TestPublishACLRefusalsCounted(t *testing.T) {
+	srv := brokertest.Start(t, broker.Options{Auth: isolationAuth(t), Metrics: "127.0.0.1:0"})
+	u := brokertest.Endpoint(t, srv, "mqtt")
+	box := newInbox()
+	bob := v3Try(t, srv, u, "bob-sub", "bob", "builder", nil)
+	if bob.err != nil {
+		t.Fatal(bob.err)
+	}
+	defer bob.c.Disconnect(100)
+	wait(t, bob.c.Subscribe("home/bob/#", 0, box.v3Handler()), "subscribe")
+	alice := v3Try(t, srv, u, "alice-pub", "alice", "wonder", nil)
+	if alice.err != nil {
+		t.Fatal(alice.err)
+	}
+	defer alice.c.Disconnect(100)
+	for range 3 {
+		wait(t, alice.c.Publish("home/bob/inbox", 0, false, "not yours"), "publish")
+	}
+	// bob's own message, published after alice's: once it arrived, the
+	// broker has processed alice's (if they had been delivered, they would
+	// be in the inbox: the test fails below).
+	wait(t, alice.c.Publish("home/alice/x", 0, false, "own"), "publish own")
+	bobPub := v3Try(t, srv, u, "bob-pub", "bob", "builder", nil)
+	if bobPub.err != nil {
+		t.Fatal(bobPub.err)
+	}
+	defer bobPub.c.Disconnect(100)
+	wait(t, bobPub.c.Publish("home/bob/inbox", 1, false, "mine"), "publish")
+	got := box.waitN(t, 1, 10*time.Second)
+	if len(got) != 1 || got[0].payload != "mine" {
+		t.Fatalf("bob received %v, want only his own message", got)
+	}
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if v := metricValue(metricsText(t, srv), `iotq_broker_refused_total{kind="publish_acl"}`); v != 3 {
+			return notYet(`refused_total{kind="publish_acl"} = %v, want 3`, v)
+		}
+		return nil
+	})
+}

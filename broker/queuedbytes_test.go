@@ -74,7 +74,14 @@ func TestQueuedBytesLimitOfflineSession(t *testing.T) {
 	const n = 20000 // 20 MB
 	for _, limit := range []int{256 << 10, -1} {
 		t.Run(fmt.Sprintf("max_queued_bytes=%d", limit), func(t *testing.T) {
-			srv := brokertest.Start(t, broker.Options{Limits: broker.LimitsOptions{MaxQueuedBytes: limit}, Metrics: "127.0.0.1:0"})
+			// A long max_stall: the online subscriber must never be judged
+			// stalled on a loaded machine; the offline session does not
+			// depend on it.
+			srv := brokertest.Start(t, broker.Options{
+				Flow:    broker.FlowOptions{MaxStall: testutil.Scale(10 * time.Second)},
+				Limits:  broker.LimitsOptions{MaxQueuedBytes: limit},
+				Metrics: "127.0.0.1:0",
+			})
 			u := brokertest.Endpoint(t, srv, "mqtt")
 			off := v3Client(t, srv, u, "offline", func(o *pahov3.ClientOptions) { o.SetCleanSession(false) })
 			wait(t, off.Subscribe(qbTopic, 1, nil), "subscribe")
@@ -141,9 +148,11 @@ func TestQueuedBytesLimitOfflineSession(t *testing.T) {
 // for at most max_stall without progress, then its messages are dropped and
 // counted (QoS 0) or it is disconnected and its offline session is capped
 // (QoS 1); a healthy subscriber of the same topic receives everything.
+// (max_stall is short here; the healthy subscriber is not cut off by it
+// because it keeps making progress.)
 func TestQueuedBytesLimitStuckSubscriber(t *testing.T) {
 	const limit = 256 << 10
-	const n = 5000 // 5 MB
+	const n = 10000 // 10 MB: more than the stuck client's queue and socket buffers hold
 	for _, qos := range []byte{0, 1} {
 		t.Run(fmt.Sprintf("QoS %d", qos), func(t *testing.T) {
 			srv := brokertest.Start(t, broker.Options{
