@@ -18,6 +18,15 @@
 // A confirmable publication that exhausts its retransmissions fails with
 // coapmsg.ErrTimeout.
 //
+// Resumption: with Options.SessionCacheFile a coaps client keeps its DTLS
+// session (ID and master secret, in the same file as TLS/QUIC tickets) and
+// resumes it on the next dial, in this process or another (abbreviated
+// handshake: one round trip instead of three); coaps+tcp resumes TLS and
+// coap+quic resumes QUIC with 0-RTT. ConnectionInfo.TLSResumed tells
+// whether the server took the session; TransportReady is the end of the
+// DTLS/TLS/QUIC handshake, Connack the answer to the first CoAP ping (UDP,
+// DTLS) or the server's CSM (streams).
+//
 // Concurrency: a Client is safe for concurrent use; handlers run one at a
 // time on a goroutine the client owns; Close stops every goroutine.
 package coap
