@@ -154,7 +154,7 @@ func builtin() map[string][]Spec {
 	// CONNECT (QUIC: in the 0-RTT flight), under the broker's default 0-RTT
 	// policy and under the one that processes it at once.
 	e5early := e5
-	e5early.Description = "E5 with the resumed publisher's first PUBLISH written with CONNECT (reconnect-early; QUIC: in the 0-RTT flight), broker 0-RTT policy hold (default: processed once the handshake completed) and accept (processed at once)"
+	e5early.Description = "reconnect-early: the resumed publisher's first PUBLISH written with CONNECT (QUIC: in the 0-RTT flight), broker 0-RTT policy hold (default: processed once the handshake completed) and accept (processed at once)"
 	e5early.Patterns = []string{PatternReconnectEarly}
 	e5early.QUIC0RTT = []string{EarlyHold, EarlyAccept}
 	e6 := Spec{
