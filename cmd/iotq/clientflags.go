@@ -35,7 +35,7 @@ type clientFlags struct {
 }
 
 func (f *clientFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.url, "url", "mqtt://127.0.0.1:1883", "broker `URL`: mqtt://, mqtts://, ws://, wss://, quic://, coap://, coaps://, coap+tcp://, coaps+tcp:// or coap+quic://HOST[:PORT] (README: URLs)")
+	fs.StringVar(&f.url, "url", "mqtt://127.0.0.1:1883", "broker `URL`: mqtt://, mqtts://, ws://, wss://, quic://, coap://, coaps://, coap+tcp://, coaps+tcp://, coap+quic://, amqp://, amqps:// or amqp+quic://HOST[:PORT] (README: URLs)")
 	fs.StringVar(&f.clientID, "client-id", "", "MQTT client `ID` (default iotq- plus 12 random hex digits)")
 	fs.StringVar(&f.username, "username", "", "user `name` for the broker")
 	fs.StringVar(&f.password, "password", "", "`password` for the broker")

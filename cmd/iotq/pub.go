@@ -22,7 +22,9 @@ func (a *app) pubCommand() *Command {
 spirit of mosquitto_pub, over any transport of iotq (--url mqtt://, mqtts://,
 ws://, wss://, quic://; CoAP: coap://, coaps://, coap+tcp://, coaps+tcp://,
 coap+quic://, where -q 0 sends a non-confirmable PUT and -q 1 or 2 a
-confirmable one, see docs/coap.md).
+confirmable one, see docs/coap.md; AMQP 1.0: amqp://, amqps://, amqp+quic://
+through iotq gateway, where -q 0 sends pre-settled and -q 1 waits for the
+accepted disposition, see docs/amqp.md).
 
 The message is -m MESSAGE, or with --size N a measurement payload: a 16-byte
 header (magic, version, sequence number 0,1,2..., send time in Unix ns; from
