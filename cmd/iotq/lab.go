@@ -62,6 +62,8 @@ Flags of "lab run" (also "lab show" takes --scale and the overrides):
                      replace the scenario's lists (comma separated, e.g. --losses 0,2,5;
                      --directions egress,both runs E1-E3's reference, the publisher's egress
                      only, and the symmetric variant side by side in one campaign)
+  --quic-0rtt LIST   replace the broker's QUIC 0-RTT policies swept over the MQTT over QUIC
+                     cells: accept, hold, refuse (docs/0rtt.md; e5 runs hold and accept)
   --repetitions N    repetitions per cell, replacing the scale's (message counts, intervals
                      and links stay the scale's; the manifest records the number)
   --check            validate the scenario, print the number of cells and exit
@@ -103,6 +105,7 @@ Ctrl-C stops after abandoning the running cell; the directory stays consistent a
 type labSelect struct {
 	scale                                          string
 	profiles, losses, transports, qoss, directions string
+	quic0rtt                                       string
 	repetitions                                    int
 }
 
@@ -114,6 +117,7 @@ func (s *labSelect) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.qoss, "qos", "", "replace the QoS levels (comma separated)")
 	fs.StringVar(&s.directions, "directions", "", "replace the impairment directions: egress, ingress, both")
 	fs.IntVar(&s.repetitions, "repetitions", 0, "replace the scale's repetitions per cell")
+	fs.StringVar(&s.quic0rtt, "quic-0rtt", "", "replace the broker's QUIC 0-RTT policies of MQTT over QUIC cells: accept, hold, refuse")
 }
 
 func splitList(s string) []string {
@@ -145,6 +149,9 @@ func (s *labSelect) resolve(name string) ([]lab.Spec, error) {
 		}
 		if s.directions != "" {
 			sp.Topology.Directions = splitList(s.directions)
+		}
+		if s.quic0rtt != "" {
+			sp.QUIC0RTT = splitList(s.quic0rtt)
 		}
 		if s.losses != "" {
 			sp.Losses = nil
