@@ -31,8 +31,9 @@
 // of what was already sent (after checking they say the same), holds back
 // a begin or attach reply until go-amqp has sent its own, and reads the
 // broker's disposition of the early transfer: with EarlyMessage.QoS 1 the
-// receipt (EarlyReceipt) completes on it. The gateway's replay policy
-// decides whether the flight is taken as 0-RTT (docs/amqp.md, 0-RTT).
+// receipt (EarlyMessage.Receipt) completes on it; with QoS 0 when the
+// flight was written. The gateway's replay policy decides whether the
+// flight is taken as 0-RTT (docs/amqp.md, docs/gateway.md).
 // Without Options.Early go-amqp runs the start strictly in turn and only
 // the first protocol header rides in the 0-RTT flight.
 //

@@ -30,6 +30,9 @@ func (c *client) pipeline(tc transport.Conn, es *earlyStart) (*pipeConn, error) 
 		onState = func(state any) { c.earlyState <- state }
 	}
 	pc := newPipeConn(tc, units, es.settled, onState)
+	pc.swallowed = func(name string) {
+		c.o.Logger.Debug("amqp: go-amqp's copy of a pipelined frame swallowed", "frame", name)
+	}
 	if _, err := tc.Write(flight); err != nil {
 		return nil, fmt.Errorf("write the pipelined start (%d bytes): %w", len(flight), err)
 	}
