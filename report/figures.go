@@ -658,7 +658,7 @@ func startupFigures(cs []*CellResult, fname, prof string, save func(*plot.Plot, 
 		return err
 	}
 	return save(p, Figure{Name: "startup-box-" + slug(fname), Title: "Startup latency, " + prof,
-		Caption: "Second connection's dial start to delivery at the subscriber. Box: quartiles and median; whiskers: 5th and 95th percentiles; points: values outside; triangles: physical lower bound (round trips the protocol needs before the PUBLISH x the publisher link's RTT + the message's one-way bound). " + clippedNote})
+		Caption: "Second connection's dial start to delivery at the subscriber (QUIC boxes without a policy named: the broker's default 0-RTT policy, hold). Box: quartiles and median; whiskers: 5th and 95th percentiles; points: values outside; triangles: physical lower bound (round trips the protocol needs before the PUBLISH x the publisher link's RTT + the message's one-way bound). " + clippedNote})
 }
 
 // boxGroup is one box of a box plot: a category label and a transport.
@@ -700,9 +700,12 @@ func addBoxes(p *plot.Plot, groups []boxGroup) error {
 			trs = append(trs, g.transport)
 		}
 	}
+	// a series may name a variant after its transport ("quic, broker
+	// 0-RTT accept"): it sorts with its transport
+	overQUIC := func(series string) bool { tr, _, _ := strings.Cut(series, ","); return isQUIC(tr) }
 	sort.SliceStable(trs, func(i, j int) bool {
-		if isQUIC(trs[i]) != isQUIC(trs[j]) {
-			return !isQUIC(trs[i])
+		if overQUIC(trs[i]) != overQUIC(trs[j]) {
+			return !overQUIC(trs[i])
 		}
 		return trs[i] < trs[j]
 	})
