@@ -393,11 +393,12 @@ func TestInvalidOptionsReportEverything(t *testing.T) {
 		Listen: []string{"tcp://:1883", "carrier-pigeon://x"},
 		TLS:    broker.TLSOptions{Cert: "only-cert.pem"},
 		Flow:   broker.FlowOptions{SlowConsumer: "panic", QueueLength: -1},
+		Limits: broker.LimitsOptions{MaxQueuedBytes: -2},
 	})
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{"listen[1]", "tls: give both cert and key", "flow.slow_consumer", "flow.queue_length"} {
+	for _, want := range []string{"listen[1]", "tls: give both cert and key", "flow.slow_consumer", "flow.queue_length", "limits.max_queued_bytes"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
