@@ -66,7 +66,12 @@ func startFront(t *testing.T, topics *memTopics) (*Front, *rawClient) { return s
 
 func startFrontTB(t testing.TB, topics *memTopics) (*Front, *rawClient) {
 	t.Helper()
-	f, err := New(topics, Options{})
+	return startFrontOpts(t, topics, Options{})
+}
+
+func startFrontOpts(t testing.TB, topics *memTopics, o Options) (*Front, *rawClient) {
+	t.Helper()
+	f, err := New(topics, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -567,5 +572,50 @@ func TestConfigFetchPatch(t *testing.T) {
 		if r = c.do(req(code, data)); r.Code != codes.MethodNotAllowed {
 			t.Fatalf("%v on topic-data: %v, want 4.05", code, r.Code)
 		}
+	}
+}
+
+// TestContentFormatAndObserverCheck: the content-format number of topic
+// creation is configurable; with non-confirmable notifications an observer
+// still gets a confirmable one once observer_check has passed since the
+// last (RFC 7641 section 4.5).
+func TestContentFormatAndObserverCheck(t *testing.T) {
+	topics := &memTopics{}
+	_, c := startFrontOpts(t, topics, Options{ContentFormat: 65001, Notifications: NotifyNON, ObserverCheck: 2 * time.Second})
+	props := encodeCBORMap(map[uint64]cborValue{0: {kind: 3, s: "cf/t"}, 2: {kind: 3, s: "core.ps.data"}})
+	for _, tc := range []struct {
+		cf   uint32
+		want codes.Code
+	}{{DefaultContentFormat, codes.UnsupportedMediaType}, {65001, codes.Created}} {
+		create := req(codes.POST, "ps", uintOpt(message.ContentFormat, tc.cf))
+		create.Payload = props
+		if r := c.do(create); r.Code != tc.want {
+			t.Fatalf("create with Content-Format %d: %v, want %v", tc.cf, r.Code, tc.want)
+		}
+	}
+	obs := req(codes.GET, "t/cf/o", uintOpt(message.Observe, 0))
+	notes := make(chan *message.Message, 8)
+	cancel := c.ep.HandleToken(c.peer, obs.Token, func(m *message.Message) { notes <- m })
+	defer cancel()
+	c.do(obs)
+	<-notes // the registration response
+	next := func() message.Type {
+		t.Helper()
+		select {
+		case n := <-notes:
+			return n.Type
+		case <-time.After(10 * time.Second):
+			t.Fatal("no notification")
+		}
+		return 0
+	}
+	_ = topics.Publish("cf/o", []byte("1"), 0, false)
+	if typ := next(); typ != message.NonConfirmable {
+		t.Fatalf("notification right after registering: %v, want NON", typ)
+	}
+	time.Sleep(2100 * time.Millisecond)
+	_ = topics.Publish("cf/o", []byte("2"), 0, false)
+	if typ := next(); typ != message.Confirmable {
+		t.Fatalf("notification after observer_check: %v, want CON", typ)
 	}
 }
