@@ -14,6 +14,7 @@ import (
 	"github.com/iotq/iotq/broker/coapfront"
 	"github.com/iotq/iotq/internal/yamlconf"
 	"github.com/iotq/iotq/transport"
+	"github.com/iotq/iotq/transport/coapdtls"
 )
 
 // DefaultListen is the listener used when Options.Listen is empty: loopback
@@ -291,6 +292,17 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.Limits.MaxClientIDLength == 0 {
 		o.Limits.MaxClientIDLength = DefaultMaxClientIDLen
+	}
+	// The CoAP front's defaults, so that --print-config shows what runs;
+	// its logger is the broker's business (set when the front starts).
+	logger := o.CoAP.Logger
+	o.CoAP = o.CoAP.WithDefaults()
+	o.CoAP.Logger = logger
+	if o.CoAP.DTLSSessions == 0 {
+		o.CoAP.DTLSSessions = coapdtls.DefaultSessions
+	}
+	if o.CoAP.DTLSSessionLifetime == 0 {
+		o.CoAP.DTLSSessionLifetime = coapdtls.DefaultSessionLifetime
 	}
 	if o.Store == "" {
 		o.Store = StoreBolt

@@ -86,6 +86,7 @@ type Options struct {
 
 // WithDefaults fills in defaults.
 func (o Options) WithDefaults() Options {
+	o.Params = o.Params.WithDefaults()
 	if o.ContentFormat == 0 {
 		o.ContentFormat = DefaultContentFormat
 	}
