@@ -119,7 +119,7 @@ func TestArtemis(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := g.Start(ctx); err != nil {
+		if err := g.Start(context.Background()); err != nil { // serves until Close, not until ctx ends
 			t.Fatal(err)
 		}
 		defer g.Close()

@@ -88,7 +88,7 @@ func TestEarly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := g.Start(ctx); err != nil {
+		if err := g.Start(context.Background()); err != nil { // serves until Close, not until ctx ends
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = g.Close() })
@@ -342,7 +342,7 @@ func TestEarlyReplay(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := g.Start(ctx); err != nil {
+			if err := g.Start(context.Background()); err != nil { // serves until Close, not until ctx ends
 				t.Fatal(err)
 			}
 			defer g.Close()
