@@ -29,12 +29,13 @@ func TestEarly(t *testing.T) {
 	defer cancel()
 	upstream := strings.Replace(art.URL(), "amqp://", "tcp://", 1)
 
-	// run publishes early on url and checks receipt, delivery and what
-	// follows; it returns the publisher's connection info.
+	// run publishes early on url and checks receipt, delivery (to a
+	// subscriber on Artemis directly) and what follows; it returns the
+	// publisher's connection info.
 	run := func(t *testing.T, url, topic string, o client.Options, qos byte, payload []byte) client.ConnectionInfo {
 		t.Helper()
 		sub := make(collector, 10)
-		s := dial(t, ctx, url, client.Options{CAFile: o.CAFile})
+		s := dial(t, ctx, art.URL(), client.Options{})
 		if err := s.Subscribe(ctx, topic, client.SubscribeOptions{QoS: 1}, sub.handle); err != nil {
 			t.Fatal(err)
 		}
@@ -109,14 +110,14 @@ func TestEarly(t *testing.T) {
 		if !info.Used0RTT || !info.TLSResumed || info.Rejected0RTT {
 			t.Fatalf("connection with a ticket: Used0RTT %v TLSResumed %v Rejected0RTT %v", info.Used0RTT, info.TLSResumed, info.Rejected0RTT)
 		}
-		// The publisher is the relay's fourth client (subscriber, publisher,
-		// subscriber, publisher). Its 0-RTT packets carried the whole start:
-		// headers, sasl-init, open, begin, attach and the 3000-byte transfer.
-		t.Logf("0-RTT packet bytes: first publisher %d, resumed publisher %d", relay.zeroRTTBytes(1), relay.zeroRTTBytes(3))
-		if n := relay.zeroRTTBytes(3); n < 3000+200 {
+		// The resumed publisher is the relay's second client. Its 0-RTT
+		// packets carried the whole start: headers, sasl-init, open, begin,
+		// attach and the 3000-byte transfer.
+		t.Logf("0-RTT packet bytes: first publisher %d, resumed publisher %d", relay.zeroRTTBytes(0), relay.zeroRTTBytes(1))
+		if n := relay.zeroRTTBytes(1); n < 3000+200 {
 			t.Fatalf("0-RTT bytes of the resumed publisher: %d, want the whole pipelined start (> 3200)", n)
 		}
-		if n := relay.zeroRTTBytes(1); n != 0 {
+		if n := relay.zeroRTTBytes(0); n != 0 {
 			t.Fatalf("0-RTT bytes of the first publisher (no ticket): %d", n)
 		}
 	})
@@ -172,7 +173,9 @@ type relayFlow struct {
 	sent    [][]byte // the client's datagrams, in order
 }
 
-const relayDelay = 100 * time.Millisecond
+// relayDelay is long enough that a client on a loaded machine has written
+// its first flight before the server's answer arrives.
+var relayDelay = testutil.Scale(250 * time.Millisecond)
 
 func newZeroRTTRelay(t *testing.T, target string) *zeroRTTRelay {
 	t.Helper()
