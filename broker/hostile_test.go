@@ -311,9 +311,12 @@ func TestHostileSlowConsumerDoesNotStarveOthers(t *testing.T) {
 			if qos == 0 {
 				writeTimeout = broker.DefaultWriteTimeout
 			}
+			// No queued-bytes limit: 10 MB of QoS 1 is more than the
+			// default keeps for the stuck session (that limit has tests of
+			// its own, queuedbytes_test.go).
 			srv := brokertest.Start(t, broker.Options{Flow: broker.FlowOptions{
 				MaxStall: 200 * time.Millisecond, WriteTimeout: writeTimeout,
-			}, Metrics: "127.0.0.1:0"})
+			}, Limits: broker.LimitsOptions{MaxQueuedBytes: -1}, Metrics: "127.0.0.1:0"})
 			u := brokertest.Endpoint(t, srv, "mqtt")
 			c, err := net.Dial("tcp", strings.TrimPrefix(u, "mqtt://"))
 			if err != nil {

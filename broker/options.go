@@ -182,7 +182,7 @@ type LimitsOptions struct {
 	// drains; a message for an offline or stalled session that would take
 	// it past the limit is not delivered to it and is counted in
 	// iotq_broker_messages_dropped_total{reason="queued_bytes"}. A message
-	// larger than the limit still fits an empty session. Default 16 MiB;
+	// larger than the limit still fits an empty session. Default 8 MiB;
 	// -1: no limit.
 	MaxQueuedBytes int `yaml:"max_queued_bytes"`
 }
@@ -209,7 +209,7 @@ const (
 	DefaultWriteTimeout     = 30 * time.Second
 	DefaultMaxClientIDLen   = 256
 	DefaultMaxSubscriptions = 1000
-	DefaultMaxQueuedBytes   = 16 << 20
+	DefaultMaxQueuedBytes   = 8 << 20
 )
 
 // DefaultStateDir is the state directory used for generated TLS material
