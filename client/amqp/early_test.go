@@ -17,14 +17,15 @@ import (
 )
 
 // TestEarly: the pipelined start (Options.Early) against ActiveMQ Artemis,
-// directly over TCP and over QUIC through iotq gateway. The early
-// message's receipt completes on Artemis's accepted disposition, a
-// subscriber gets it once, and later publishes on the same connection
-// (go-amqp's own transfers, delivery ids 1, 2) are accepted too. Over
-// QUIC with a ticket and a route that accepts 0-RTT, the whole start
-// travels as 0-RTT data: a relay counts the client's 0-RTT packet bytes.
+// directly over TCP (SASL ANONYMOUS, PLAIN, none) and TLS, and over QUIC
+// through iotq gateway. The early message's receipt completes on Artemis's
+// accepted disposition, a subscriber gets it once, and later publishes on
+// the same connection (go-amqp's own transfers, delivery ids 1, 2) are
+// accepted too. Over QUIC with a ticket and a route that accepts 0-RTT,
+// the whole start travels as 0-RTT data: a relay counts the client's 0-RTT
+// packet bytes.
 func TestEarly(t *testing.T) {
-	art := testutil.StartArtemis(t, false)
+	art := testutil.StartArtemis(t, true)
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(120*time.Second))
 	defer cancel()
 	upstream := strings.Replace(art.URL(), "amqp://", "tcp://", 1)
@@ -79,6 +80,10 @@ func TestEarly(t *testing.T) {
 		run(t, art.URL(), "iotq.early.tcp", client.Options{}, 1, []byte("early"))
 		run(t, art.URL()+"?sasl=none", "iotq.early.nosasl", client.Options{}, 1, []byte("early"))
 		run(t, art.URL(), "iotq.early.qos0", client.Options{}, 0, []byte("early"))
+		run(t, art.URL(), "iotq.early.plain", client.Options{Username: "iotq", Password: "secret"}, 1, []byte("early"))
+	})
+	t.Run("amqps", func(t *testing.T) {
+		run(t, art.TLSURL(), "iotq.early.tls", client.Options{CAFile: art.CAFile}, 1, []byte("early"))
 	})
 
 	gw := func(t *testing.T, policy string) *gateway.Gateway {
