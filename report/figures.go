@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"image/color"
@@ -8,12 +9,14 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
@@ -54,9 +57,23 @@ const (
 	minPNGWidth = 1200
 )
 
-// renderFigure writes p as name.svg and name.png into dir: the plot on the
-// left, its legend in a column on the right, a margin around both.
+// textSlack is how much wider than Liberation Serif (the font the
+// layout is measured with) a viewer's font may set a text and still fit:
+// a browser without Liberation Serif or a Times-compatible font falls back
+// to a wider serif (DejaVu Serif sets the same text about a quarter wider).
+const textSlack = 1.25
+
+// svgFonts is the font-family list the SVG files name instead of the bare
+// "Liberation Serif": Times-compatible fonts of the same metrics first, so
+// that a viewer without Liberation sets text as wide as it was laid out.
+const svgFonts = "font-family:'Liberation Serif','Times New Roman',Times,'Nimbus Roman','Nimbus Roman No9 L',serif;"
+
+// renderFigure writes p as name.svg and name.png into dir: the title above
+// everything (wrapped to the plot's width), the plot on the left, its
+// legend in a column on the right, a margin around all of them.
 func renderFigure(p *plot.Plot, dir, name string) error {
+	margin := vg.Points(6)
+	p.Title.Text = wrapText(p.Title.TextStyle, p.Title.Text, (figW-2*margin)/textSlack)
 	leg := p.Legend
 	p.Legend = plot.NewLegend() // the plot itself draws no legend
 	p.Legend.Top, p.Legend.Left = true, true
@@ -66,10 +83,10 @@ func renderFigure(p *plot.Plot, dir, name string) error {
 	lr := leg.Rectangle(draw.Canvas{})
 	legW := lr.Max.X - lr.Min.X
 	if legW > 0 {
-		legW += vg.Points(16)
+		// the thumbnails are fixed, the text may be set wider
+		legW = leg.ThumbnailWidth + (legW-leg.ThumbnailWidth)*textSlack + vg.Points(16)
 	}
 	w, h := figW+legW, figH
-	margin := vg.Points(6)
 	paint := func(c draw.Canvas) {
 		c = draw.Crop(c, margin, -margin, margin, -margin)
 		main := c
@@ -79,7 +96,9 @@ func renderFigure(p *plot.Plot, dir, name string) error {
 			lc := c
 			lc.Min.X = main.Max.X + vg.Points(10)
 			// level with the top of the plotting area, below the title
-			lc.Max.Y -= p.Title.TextStyle.Rectangle(p.Title.Text).Size().Y + p.Title.Padding
+			if p.Title.Text != "" {
+				lc.Max.Y -= p.Title.TextStyle.Rectangle(p.Title.Text).Size().Y + p.Title.Padding
+			}
 			leg.Draw(lc)
 		}
 	}
@@ -88,10 +107,15 @@ func renderFigure(p *plot.Plot, dir, name string) error {
 	dpi := int(math.Ceil(minPNGWidth / (float64(w) / vg.Inch.Points())))
 	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(max(dpi, 150)))
 	paint(draw.New(img))
+	var svgText bytes.Buffer
+	if _, err := svg.WriteTo(&svgText); err != nil {
+		return fmt.Errorf("figure %s.svg: %w", name, err)
+	}
+	svgOut := bytes.ReplaceAll(svgText.Bytes(), []byte("font-family:Liberation Serif;"), []byte(svgFonts))
 	for _, out := range []struct {
 		ext string
 		wt  io.WriterTo
-	}{{".svg", svg}, {".png", vgimg.PngCanvas{Canvas: img}}} {
+	}{{".svg", bytes.NewReader(svgOut)}, {".png", vgimg.PngCanvas{Canvas: img}}} {
 		path := filepath.Join(dir, name+out.ext)
 		f, err := os.Create(path)
 		if err != nil {
@@ -106,6 +130,26 @@ func renderFigure(p *plot.Plot, dir, name string) error {
 		}
 	}
 	return nil
+}
+
+// wrapText breaks s into lines no wider than width in style sty, at
+// spaces (a word longer than width keeps a line of its own).
+func wrapText(sty text.Style, s string, width vg.Length) string {
+	words := strings.Fields(s)
+	var lines []string
+	cur := ""
+	for _, w := range words {
+		if cur != "" && sty.Width(cur+" "+w) > width {
+			lines = append(lines, cur)
+			cur = w
+			continue
+		}
+		cur = strings.TrimPrefix(cur+" "+w, " ")
+	}
+	if cur != "" {
+		lines = append(lines, cur)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // drawFigures draws every figure the data allows into dir as PNG and SVG.
@@ -739,6 +783,23 @@ func addBoxes(p *plot.Plot, groups []boxGroup) error {
 		p.Add(sc)
 		p.Legend.Add("physical lower bound", sc)
 	}
+	// room for the counts of clipped outliers at an edge, clear of the
+	// points drawn next to it
+	clipAbove, clipBelow := false, false
+	for _, g := range groups {
+		for _, o := range g.box.Outliers {
+			clipAbove = clipAbove || o > p.Y.Max
+			clipBelow = clipBelow || o < p.Y.Min
+		}
+	}
+	if span := p.Y.Max - p.Y.Min; span > 0 {
+		if clipAbove {
+			p.Y.Max += countRoom * span
+		}
+		if clipBelow {
+			p.Y.Min -= countRoom * span
+		}
+	}
 	p.NominalX(cats...)
 	p.X.Min, p.X.Max = -0.6, float64(len(cats))-0.4
 	return nil
@@ -786,6 +847,10 @@ func logTicks(p *plot.Plot, lo, hi float64) {
 	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
 }
 
+// countRoom is the part of the y axis added at an edge where boxes count
+// clipped outliers, so that the counts do not sit on the data.
+const countRoom = 0.08
+
 // logAxisRatio: box plots whose whiskers span more than this factor get a
 // logarithmic y axis.
 const logAxisRatio = 20
@@ -832,6 +897,7 @@ func (bx *boxes) Plot(c draw.Canvas, plt *plot.Plot) {
 	// outliers beyond the axis are counted at its edge, so they do not
 	// squeeze the boxes into a line
 	sty := plt.Y.Tick.Label
+	sty.Font.Size = vg.Points(9)
 	sty.Color = bx.col
 	sty.XAlign = draw.XCenter
 	if above > 0 {
@@ -952,9 +1018,15 @@ func variantFigures(cs []*CellResult, prof string, save func(*plot.Plot, Figure)
 			"IP packets per second on the publisher's link, both directions.", func(c *CellResult) float64 { return c.PacketsPerSecond }},
 	}
 	groups, labels := splitVariants(keep, false)
+	// what every variant shares goes into the title, once
+	labels, common := splitCommonParts(labels)
+	setting := fmt.Sprintf("QoS %d, loss %s%%", q0, loss(keep[0].LossPct))
+	if common != "" {
+		setting += ", " + common
+	}
 	trs := transports(keep)
 	for _, m := range metrics {
-		p := newPlot(fmt.Sprintf("%s: %s (QoS %d, loss %s%%)", m.title, prof, q0, loss(keep[0].LossPct)), "variant", m.ylabel)
+		p := newPlot(fmt.Sprintf("%s: %s (%s)", m.title, prof, setting), "variant", m.ylabel)
 		w := min(vg.Points(float64(300/max(1, len(groups)*len(trs)))), vg.Points(20))
 		drawn := 0
 		for i, tr := range trs {
@@ -989,6 +1061,40 @@ func variantFigures(cs []*CellResult, prof string, save func(*plot.Plot, Figure)
 		}
 	}
 	return nil
+}
+
+// splitCommonParts takes the comma-separated parts that every label has
+// out of the labels; it returns the shortened labels and the common parts.
+// A label left empty keeps its text.
+func splitCommonParts(labels []string) ([]string, string) {
+	if len(labels) < 2 {
+		return labels, ""
+	}
+	split := func(l string) []string { return strings.Split(l, ", ") }
+	var common []string
+	for _, part := range split(labels[0]) {
+		all := true
+		for _, l := range labels[1:] {
+			all = all && slices.Contains(split(l), part)
+		}
+		if all && !slices.Contains(common, part) {
+			common = append(common, part)
+		}
+	}
+	out := make([]string, len(labels))
+	for i, l := range labels {
+		var keep []string
+		for _, part := range split(l) {
+			if !slices.Contains(common, part) {
+				keep = append(keep, part)
+			}
+		}
+		out[i] = strings.Join(keep, ", ")
+		if out[i] == "" {
+			out[i] = l
+		}
+	}
+	return out, strings.Join(common, ", ")
 }
 
 // delayCDF draws the empirical distribution function of the one-way delay

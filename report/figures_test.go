@@ -1,19 +1,28 @@
 package report
 
 import (
+	"bytes"
+	"encoding/xml"
 	"image/png"
+	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
 
 	"github.com/iotq/iotq/internal/stats"
 	"github.com/iotq/iotq/records"
 )
 
 // TestFiguresForReaders: every PNG is at least minPNGWidth pixels wide,
+// every text of the SVG lies inside the figure (checkFigureText),
 // the legend sits in a column of its own right of the plotting area,
 // each delay group has a CDF, and no table is printed empty.
 func TestFiguresForReaders(t *testing.T) {
@@ -26,6 +35,7 @@ func TestFiguresForReaders(t *testing.T) {
 		if strings.HasPrefix(f.Name, "delay-cdf-") {
 			cdfs++
 		}
+		checkFigureText(t, filepath.Join(out, DirFigures, f.Name+".svg"))
 		r, err := os.Open(filepath.Join(out, DirFigures, f.Name+".png"))
 		if err != nil {
 			t.Fatal(err)
@@ -129,5 +139,161 @@ func TestDirectionFigure(t *testing.T) {
 	got = nil
 	if err := directionFigure(cs[:4], "cellular", save); err != nil || len(got) != 0 {
 		t.Fatalf("one direction drew %+v (%v)", got, err)
+	}
+}
+
+// svgText is one text element of an SVG figure in the figure's
+// coordinates (points, y down from the top).
+type svgText struct {
+	x, baseline, size float64
+	text              string
+	rotated           bool
+}
+
+// readSVGTexts returns an SVG figure's size and its text elements (as
+// package vgsvg writes them: the page flipped once, each text flipped back).
+func readSVGTexts(t *testing.T, path string) (w, h float64, texts []svgText) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte("font-family:Liberation Serif;")) {
+		t.Errorf("%s names Liberation Serif without Times-compatible fallbacks", filepath.Base(path))
+	}
+	dec := xml.NewDecoder(bytes.NewReader(b))
+	var rotate []bool // per open <g>: does it rotate?
+	var cur *svgText
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		switch e := tok.(type) {
+		case xml.StartElement:
+			attr := map[string]string{}
+			for _, a := range e.Attr {
+				attr[a.Name.Local] = a.Value
+			}
+			switch e.Name.Local {
+			case "svg":
+				vb := strings.Fields(attr["viewBox"])
+				if len(vb) != 4 {
+					t.Fatalf("%s: viewBox %q", path, attr["viewBox"])
+				}
+				w, _ = strconv.ParseFloat(vb[2], 64)
+				h, _ = strconv.ParseFloat(vb[3], 64)
+			case "g":
+				rotate = append(rotate, strings.Contains(attr["transform"], "rotate"))
+			case "text":
+				x, _ := strconv.ParseFloat(attr["x"], 64)
+				y, _ := strconv.ParseFloat(attr["y"], 64)
+				m := regexp.MustCompile(`font-size:([0-9.]+)px`).FindStringSubmatch(attr["style"])
+				if m == nil {
+					t.Fatalf("%s: text without a font size: %q", path, attr["style"])
+				}
+				size, _ := strconv.ParseFloat(m[1], 64)
+				cur = &svgText{x: x, baseline: h + y, size: size, rotated: slices.Contains(rotate, true)}
+			}
+		case xml.CharData:
+			if cur != nil {
+				cur.text += string(e)
+			}
+		case xml.EndElement:
+			switch e.Name.Local {
+			case "g":
+				rotate = rotate[:len(rotate)-1]
+			case "text":
+				texts = append(texts, *cur)
+				cur = nil
+			}
+		}
+	}
+	return w, h, texts
+}
+
+// checkFigureText: every upright text of the SVG figure lies inside its
+// view box; the title lines (12 pt, at the top) and the legend entries
+// (right of the plotting area) still do when a viewer's font sets them
+// textSlack times wider. It returns the texts for further checks.
+func checkFigureText(t *testing.T, path string) []svgText {
+	t.Helper()
+	w, h, texts := readSVGTexts(t, path)
+	name := filepath.Base(path)
+	sty := plot.New().Title.TextStyle
+	plotRight := float64(figW) - 6 // the plot's canvas ends at figW less the margin
+	for _, tx := range texts {
+		if tx.rotated {
+			continue
+		}
+		sty.Font.Size = vg.Length(tx.size)
+		tw := float64(sty.Width(tx.text))
+		if tx.x < 0 || tx.x+tw > w || tx.baseline-tx.size < 0 || tx.baseline > h {
+			t.Errorf("%s: %q at x %.1f..%.1f, baseline %.1f lies outside the view box %.0fx%.0f", name, tx.text, tx.x, tx.x+tw, tx.baseline, w, h)
+		}
+		switch {
+		case tx.size == 12 && tx.baseline < 45: // a title line, centred
+			c := tx.x + tw/2
+			if c-tw*textSlack/2 < 0 || c+tw*textSlack/2 > w {
+				t.Errorf("%s: title line %q would be cut off in a font %.2f times wider", name, tx.text, textSlack)
+			}
+		case tx.x > plotRight: // a legend entry
+			if tx.x+tw*textSlack > w {
+				t.Errorf("%s: legend entry %q would be cut off in a font %.2f times wider", name, tx.text, textSlack)
+			}
+		}
+	}
+	return texts
+}
+
+// TestFigureTitleAndLegendInsideTheFrame: a title too long for one line is
+// wrapped, not cut at the figure's edges; legend entries sit right of the
+// plotting area and inside the figure.
+func TestFigureTitleAndLegendInsideTheFrame(t *testing.T) {
+	dir := t.TempDir()
+	title := "Publisher energy per delivered message: satellite, E1 100B, every 1s, publisher egress impaired, sub link 12.5ms 20Mbit/s (QoS 0)"
+	p := newPlot(title, "loss (%)", "energy per delivered message (mJ)")
+	legend := []string{"mqtts, publisher egress only", "quic, broker 0-RTT accept, both directions impaired"}
+	for i, name := range legend {
+		if err := addLine(p, name, plotter.XYs{{X: 0, Y: float64(i)}, {X: 5, Y: float64(i + 1)}}, colTCP, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := renderFigure(p, dir, "long"); err != nil {
+		t.Fatal(err)
+	}
+	texts := checkFigureText(t, filepath.Join(dir, "long.svg"))
+	var titleLines []string
+	legendX := map[string]float64{}
+	for _, tx := range texts {
+		if tx.size == 12 && tx.baseline < 45 {
+			titleLines = append(titleLines, tx.text)
+		}
+		if slices.Contains(legend, tx.text) {
+			legendX[tx.text] = tx.x
+		}
+	}
+	if len(titleLines) < 2 || strings.Join(titleLines, " ") != title {
+		t.Errorf("title lines %q, want the title wrapped over two or more lines", titleLines)
+	}
+	for _, name := range legend {
+		x, ok := legendX[name]
+		if !ok || x <= float64(figW)-6 {
+			t.Errorf("legend entry %q at x %.1f (found %v), want right of the plotting area (%.1f)", name, x, ok, float64(figW)-6)
+		}
+	}
+}
+
+// TestSplitCommonParts: what all variants share moves to the title.
+func TestSplitCommonParts(t *testing.T) {
+	got, common := splitCommonParts([]string{"50B, every 1ms, publisher egress impaired", "100B, every 1ms, publisher egress impaired", "100B, every 10ms, publisher egress impaired"})
+	if strings.Join(got, "|") != "50B, every 1ms|100B, every 1ms|100B, every 10ms" || common != "publisher egress impaired" {
+		t.Fatalf("labels %q, common %q", got, common)
+	}
+	if got, common := splitCommonParts([]string{"50B", "50B, 3 retries"}); strings.Join(got, "|") != "50B|3 retries" || common != "50B" {
+		t.Fatalf("labels %q, common %q", got, common)
 	}
 }
