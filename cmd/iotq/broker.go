@@ -94,6 +94,7 @@ gracefully: stop accepting, disconnect clients, flush the store, exit 0.`,
 				o.Logger = log
 				return broker.New(o)
 			},
+			listenFlag: "--listen",
 		})
 	})
 	return c

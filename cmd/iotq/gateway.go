@@ -88,6 +88,7 @@ or SIGTERM stop the gateway: stop accepting, close forwarded connections, exit 0
 				o.Logger = log
 				return gateway.New(o)
 			},
+			listenFlag: "--route",
 		})
 	})
 	return c

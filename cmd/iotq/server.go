@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
+	"syscall"
 
 	"github.com/iotq/iotq/broker"
 )
@@ -49,6 +52,9 @@ type serverSpec[O serverOptions[O]] struct {
 	log   func(O) broker.LogOptions
 	// build sets the logger and returns the server, not started.
 	build func(O, *slog.Logger) (service, error)
+	// listenFlag names the flag of the server's listen addresses
+	// (--listen, --route), for the hint when one is taken.
+	listenFlag string
 }
 
 // runServer is the flow of a long-running server command: the --config
@@ -94,9 +100,42 @@ func runServer[O serverOptions[O]](ctx context.Context, a *app, f serverFlags, s
 	}
 	if err := srv.Start(ctx); err != nil {
 		_ = srv.Close()
-		return err
+		return addressInUse(err, s.listenFlag)
 	}
 	<-ctx.Done()
 	log.Info("signal received: shutting down")
 	return srv.Close()
+}
+
+// addressInUse turns an error of Start whose cause is a taken address into
+// one line that names the address, how to find its holder and the flag to
+// change (the metrics address: --metrics; any other: listenFlag). Other
+// errors, and those that already say so (broker.ErrAddressInUse), pass
+// unchanged.
+func addressInUse(err error, listenFlag string) error {
+	if !errors.Is(err, syscall.EADDRINUSE) || errors.Is(err, broker.ErrAddressInUse) {
+		return err
+	}
+	addr, network := "", "tcp"
+	var op *net.OpError
+	if errors.As(err, &op) && op.Addr != nil {
+		addr, network = op.Addr.String(), op.Addr.Network()
+	}
+	flagName := listenFlag
+	if strings.Contains(err.Error(), "metrics") {
+		flagName = "--metrics"
+	}
+	ss := "ss -ltnp"
+	if strings.HasPrefix(network, "udp") {
+		ss = "ss -lunp"
+	}
+	port := addr
+	if _, p, perr := net.SplitHostPort(addr); perr == nil {
+		port = ":" + p
+	}
+	if addr == "" {
+		return &exitError{code: exitFailure, msg: fmt.Sprintf("listen address already in use; choose another port with %s", flagName)}
+	}
+	return &exitError{code: exitFailure, msg: fmt.Sprintf("listen address already in use: %s (%s) is taken by another process (find it with: %s | grep %s); choose another port with %s",
+		addr, strings.ToUpper(network), ss, port, flagName)}
 }
