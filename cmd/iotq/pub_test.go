@@ -290,8 +290,8 @@ func TestPubSubErrors(t *testing.T) {
 }
 
 // TestSubDuplicates: two publisher runs reusing sequence numbers on one
-// topic are told apart by the run id of the payload: no duplicates, and
-// every message counts in the delay summary.
+// topic, under other client ids, are told apart by the run id of the
+// payload: no duplicates, and every message counts in the delay summary.
 func TestSubDuplicates(t *testing.T) {
 	url := startMosquittoCLI(t)
 	dir := t.TempDir()
@@ -301,7 +301,7 @@ func TestSubDuplicates(t *testing.T) {
 	sub := startCLI(ctx, "sub", "--url", url, "-t", "dup", "-q", "1", "-n", "6", "--timeout", "10s", "--stats", "json", "--quiet", "--records", rec, "--ready-file", ready)
 	waitFile(t, ready)
 	for i := 0; i < 2; i++ {
-		if code, _, e := runCLI(ctx, "pub", "--url", url, "-t", "dup", "-q", "1", "--size", "32", "-n", "3"); code != 0 {
+		if code, _, e := runCLI(ctx, "pub", "--url", url, "-t", "dup", "-q", "1", "--size", "32", "-n", "3", "--client-id", fmt.Sprintf("dev-%d", i)); code != 0 {
 			t.Fatalf("pub: %s", e)
 		}
 	}
