@@ -176,7 +176,11 @@ func drawFigures(ctx context.Context, s *Summary, dir string) ([]Figure, error) 
 	for _, prof := range profiles(s.Cells) {
 		for _, kind := range []string{KindPeriodic, KindA, KindB} {
 			all := selectCells(s.Cells, prof, kind)
-			groups, labels := splitVariants(all, kind == KindB)
+			// cells of one kind but several patterns (E8's batch, batch-echo
+			// and batch-resume; B's reconnect and reconnect-early) get figures
+			// of their own: boxes and lines of one transport and loss never
+			// mix patterns
+			groups, labels := splitVariants(all, true)
 			if kind == KindPeriodic && len(groups) > 1 && len(losses(all)) == 1 {
 				// a sweep over sizes or intervals at one loss rate (E3a):
 				// compare the variants side by side instead of lines over loss
@@ -1017,7 +1021,7 @@ func variantFigures(cs []*CellResult, prof string, save func(*plot.Plot, Figure)
 		{"pps-variants", "Packets per second by variant", "packets per second (both directions)",
 			"IP packets per second on the publisher's link, both directions.", func(c *CellResult) float64 { return c.PacketsPerSecond }},
 	}
-	groups, labels := splitVariants(keep, false)
+	groups, labels := splitVariants(keep, true)
 	// what every variant shares goes into the title, once
 	labels, common := splitCommonParts(labels)
 	setting := fmt.Sprintf("QoS %d, loss %s%%", q0, loss(keep[0].LossPct))
@@ -1218,7 +1222,7 @@ func directionFigure(cs []*CellResult, prof string, save func(*plot.Plot, Figure
 			continue
 		}
 		dirs[c.Link.PubDirection] = true
-		others[fmt.Sprintf("%dB|%d|n%d|r%d|%d|%g", c.Size, c.IntervalNs, c.Publishers, c.Retries, c.Link.SubDelayNs, c.Link.SubRateBps)] = true
+		others[fmt.Sprintf("%s|%dB|%d|n%d|r%d|%d|%g", c.Pattern, c.Size, c.IntervalNs, c.Publishers, c.Retries, c.Link.SubDelayNs, c.Link.SubRateBps)] = true
 	}
 	if len(dirs) < 2 || len(others) != 1 {
 		return nil

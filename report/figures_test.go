@@ -297,3 +297,38 @@ func TestSplitCommonParts(t *testing.T) {
 		t.Fatalf("labels %q, common %q", got, common)
 	}
 }
+
+// TestFiguresSplitPatterns: cells that differ only in their pattern (E8's
+// batch, batch-echo and batch-resume) get figures of their own instead of
+// boxes and points of one transport and loss drawn over each other.
+func TestFiguresSplitPatterns(t *testing.T) {
+	var cs []*CellResult
+	for _, pat := range []string{"batch", "batch-resume"} {
+		for _, tr := range []string{"amqps", "amqp+quic"} {
+			for _, l := range []float64{0, 5} {
+				c := &CellResult{Cell: "E8_" + pat + "_" + tr + loss(l), Experiment: "E8", Profile: "satellite", Transport: tr, Pattern: pat,
+					Kind: KindPeriodic, LossPct: l, QoS: 1, Size: 100, DelayBoundMs: 300}
+				c.delays = []float64{310 + l, 320 + l, 330, 900}
+				c.DelayMs = stats.Summarize(c.delays)
+				cs = append(cs, c)
+			}
+		}
+	}
+	dir := t.TempDir()
+	figs, err := drawFigures(t.Context(), &Summary{Cells: cs}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range figs {
+		names = append(names, f.Name)
+	}
+	for _, want := range []string{"delay-box-satellite-E8-100B-batch", "delay-box-satellite-E8-100B-batch-resume", "delay-mean-satellite-E8-100B-batch-resume"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("no figure %s among %q", want, names)
+		}
+	}
+	if slices.Contains(names, "delay-box-satellite") {
+		t.Errorf("one box figure mixes the patterns: %q", names)
+	}
+}
