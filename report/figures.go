@@ -33,16 +33,46 @@ var (
 	palette  = []color.RGBA{{0x2c, 0xa0, 0x2c, 0xff}, {0x94, 0x67, 0xbd, 0xff}, {0x8c, 0x56, 0x4b, 0xff}, {0xe3, 0x77, 0xc2, 0xff}}
 )
 
-// transportColor gives TCP blue and QUIC orange; other transports take the
-// palette in order of appearance.
-func transportColor(tr string, others []string) color.Color {
+// transportColor gives every transport of a figure its own colour: the
+// MQTT pair blue (TCP: mqtt, mqtts; else the first transport without QUIC)
+// and orange (quic; else the first QUIC transport), the others the palette
+// in order of appearance (E7's coap and coap+quic beside mqtt and quic).
+func transportColor(tr string, all []string) color.Color {
+	primary := func(quic bool, preferred func(string) bool) string {
+		first := ""
+		for _, o := range all {
+			if isQUIC(o) != quic {
+				continue
+			}
+			if preferred(o) {
+				return o
+			}
+			if first == "" {
+				first = o
+			}
+		}
+		return first
+	}
+	tcp := primary(false, func(o string) bool { return strings.HasPrefix(o, "mqtt") })
+	quic := primary(true, func(o string) bool { return o == "quic" })
+	switch tr {
+	case quic:
+		return colQUIC
+	case tcp:
+		return colTCP
+	}
+	n := 0
+	for _, o := range all {
+		if o == tcp || o == quic {
+			continue
+		}
+		if o == tr {
+			return palette[n%len(palette)]
+		}
+		n++
+	}
 	if isQUIC(tr) {
 		return colQUIC
-	}
-	for i, o := range others {
-		if o == tr && i > 0 {
-			return palette[(i-1)%len(palette)]
-		}
 	}
 	return colTCP
 }

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/xml"
+	"image/color"
 	"image/png"
 	"io"
 	"os"
@@ -330,5 +331,31 @@ func TestFiguresSplitPatterns(t *testing.T) {
 	}
 	if slices.Contains(names, "delay-box-satellite") {
 		t.Errorf("one box figure mixes the patterns: %q", names)
+	}
+}
+
+// TestTransportColorsDiffer: every transport of a figure has its own
+// colour; MQTT over TCP is blue and over QUIC orange also beside CoAP.
+func TestTransportColorsDiffer(t *testing.T) {
+	for _, trs := range [][]string{
+		transports([]*CellResult{{Transport: "coap"}, {Transport: "mqtt"}, {Transport: "coap+quic"}, {Transport: "quic"}}),
+		{"mqtts", "quic", "quic, broker 0-RTT accept"},
+		{"amqps", "amqp+quic"},
+	} {
+		seen := map[color.Color]string{}
+		for _, tr := range trs {
+			c := transportColor(tr, trs)
+			if o, ok := seen[c]; ok {
+				t.Errorf("%q and %q share a colour among %q", o, tr, trs)
+			}
+			seen[c] = tr
+		}
+	}
+	e7 := []string{"coap", "mqtt", "coap+quic", "quic"}
+	if transportColor("mqtt", e7) != colTCP || transportColor("quic", e7) != colQUIC {
+		t.Error("E7: mqtt is not blue or quic not orange")
+	}
+	if transportColor("amqps", []string{"amqps", "amqp+quic"}) != colTCP || transportColor("amqp+quic", []string{"amqps", "amqp+quic"}) != colQUIC {
+		t.Error("E8: amqps is not blue or amqp+quic not orange")
 	}
 }
