@@ -117,6 +117,15 @@ func renderFigure(p *plot.Plot, dir, name string) error {
 		legW = leg.ThumbnailWidth + (legW-leg.ThumbnailWidth)*textSlack + vg.Points(16)
 	}
 	w, h := figW+legW, figH
+	// a long legend (a CDF's line per transport and loss) makes the
+	// figure taller rather than running off its bottom
+	titleH := vg.Length(0)
+	if p.Title.Text != "" {
+		titleH = p.Title.TextStyle.Rectangle(p.Title.Text).Size().Y + p.Title.Padding
+	}
+	if need := (lr.Max.Y - lr.Min.Y) + titleH + 2*margin + vg.Points(4); need > h {
+		h = need
+	}
 	paint := func(c draw.Canvas) {
 		c = draw.Crop(c, margin, -margin, margin, -margin)
 		main := c
@@ -125,10 +134,7 @@ func renderFigure(p *plot.Plot, dir, name string) error {
 		if legW > 0 {
 			lc := c
 			lc.Min.X = main.Max.X + vg.Points(10)
-			// level with the top of the plotting area, below the title
-			if p.Title.Text != "" {
-				lc.Max.Y -= p.Title.TextStyle.Rectangle(p.Title.Text).Size().Y + p.Title.Padding
-			}
+			lc.Max.Y -= titleH // level with the top of the plotting area, below the title
 			leg.Draw(lc)
 		}
 	}
@@ -867,6 +873,11 @@ func logBoxes(groups []boxGroup) []boxGroup {
 // logTicks labels a log10-transformed y axis at 1, 2 and 5 times the
 // powers of ten between lo and hi (original units).
 func logTicks(p *plot.Plot, lo, hi float64) {
+	p.Y.Tick.Marker = logMarker(lo, hi)
+}
+
+// logMarker is logTicks' tick marker, for either axis.
+func logMarker(lo, hi float64) plot.Ticker {
 	var ticks []plot.Tick
 	for e := math.Floor(math.Log10(lo)) - 1; e <= math.Ceil(math.Log10(hi))+1; e++ {
 		for _, m := range []float64{1, 2, 5} {
@@ -878,7 +889,7 @@ func logTicks(p *plot.Plot, lo, hi float64) {
 			ticks = append(ticks, t)
 		}
 	}
-	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
+	return plot.ConstantTicks(ticks)
 }
 
 // countRoom is the part of the y axis added at an edge where boxes count
@@ -1155,6 +1166,15 @@ func delayCDF(cs []*CellResult, keep func(*CellResult) bool, name, prof, qlabel 
 		xmin = math.Min(xmin, v[0])
 	}
 	p := newPlot(fmt.Sprintf("Distribution of the one-way delay: %s (%s)", prof, qlabel), "one-way delay (ms)", "fraction of messages at or below")
+	// delays over more than a factor logAxisRatio (a 25 ms link whose
+	// slowest cells take seconds): a log axis keeps the fast cells readable
+	xOf := func(v float64) float64 { return v }
+	logX := xmin > 0 && xmax/xmin > logAxisRatio
+	if logX {
+		xOf = math.Log10
+		p.X.Label.Text = "one-way delay, log scale (ms)"
+		p.X.Tick.Marker = logMarker(xmin, xmax)
+	}
 	beyond := 0
 	for _, tr := range trs {
 		for li, l := range ls {
@@ -1166,28 +1186,30 @@ func delayCDF(cs []*CellResult, keep func(*CellResult) bool, name, prof, qlabel 
 				sort.Float64s(v)
 				n := len(v)
 				step := max(1, n/400)
-				var xys plotter.XYs
+				// a step function from 0 at the fastest message
+				xys := plotter.XYs{{X: xOf(v[0]), Y: 0}}
 				for i := 0; i < n; i += step {
 					if v[i] > xmax {
 						break
 					}
-					xys = append(xys, plotter.XY{X: v[i], Y: float64(i+1) / float64(n)})
+					xys = append(xys, plotter.XY{X: xOf(v[i]), Y: float64(i+1) / float64(n)})
 				}
 				if last := v[n-1]; last <= xmax {
-					xys = append(xys, plotter.XY{X: last, Y: 1})
+					xys = append(xys, plotter.XY{X: xOf(last), Y: 1})
 				}
 				for _, d := range v {
 					if d > xmax {
 						beyond++
 					}
 				}
-				if len(xys) == 0 {
+				if len(xys) < 2 {
 					continue
 				}
 				line, err := plotter.NewLine(xys)
 				if err != nil {
 					return fmt.Errorf("cdf %s: %w", c.Cell, err)
 				}
+				line.StepStyle = plotter.PostStep
 				line.Color = shade(transportColor(tr, trs), li, len(ls))
 				line.Width = vg.Points(1.5)
 				if isQUIC(tr) {
@@ -1201,6 +1223,10 @@ func delayCDF(cs []*CellResult, keep func(*CellResult) bool, name, prof, qlabel 
 	// from just below the fastest message: the physics (the link's delay)
 	// sits at the left edge, the spread is what the axis shows
 	p.X.Min, p.X.Max = math.Max(0, xmin-0.05*(xmax-xmin)), xmax+0.02*(xmax-xmin)
+	if logX {
+		lo, hi := math.Log10(xmin), math.Log10(xmax)
+		p.X.Min, p.X.Max = lo-0.03*(hi-lo), hi+0.02*(hi-lo)
+	}
 	p.Y.Min, p.Y.Max = 0, 1
 	note := ""
 	if beyond > 0 {

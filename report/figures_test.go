@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/xml"
+	"fmt"
 	"image/color"
 	"image/png"
 	"io"
@@ -357,5 +358,57 @@ func TestTransportColorsDiffer(t *testing.T) {
 	}
 	if transportColor("amqps", []string{"amqps", "amqp+quic"}) != colTCP || transportColor("amqp+quic", []string{"amqps", "amqp+quic"}) != colQUIC {
 		t.Error("E8: amqps is not blue or amqp+quic not orange")
+	}
+}
+
+// TestLongLegendMakesTheFigureTaller: a legend longer than the plot (a CDF
+// of four transports at six loss rates) stays inside the figure.
+func TestLongLegendMakesTheFigureTaller(t *testing.T) {
+	dir := t.TempDir()
+	p := newPlot("CDF", "delay (ms)", "fraction")
+	for i := range 24 {
+		if err := addLine(p, fmt.Sprintf("coap+quic, %d%% loss", i), plotter.XYs{{X: 0, Y: 0}, {X: 1, Y: float64(i)}}, colQUIC, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := renderFigure(p, dir, "tall"); err != nil {
+		t.Fatal(err)
+	}
+	texts := checkFigureText(t, filepath.Join(dir, "tall.svg"))
+	n := 0
+	for _, tx := range texts {
+		if strings.HasPrefix(tx.text, "coap+quic, ") {
+			n++
+		}
+	}
+	if n != 24 {
+		t.Fatalf("%d legend entries drawn, want 24", n)
+	}
+}
+
+// TestDelayCDFLogAxisForWideSpreads: delays from the link's 25 ms to
+// seconds get a logarithmic delay axis; a narrow spread a linear one.
+func TestDelayCDFLogAxisForWideSpreads(t *testing.T) {
+	mk := func(tr string, vals []float64) *CellResult {
+		return &CellResult{Cell: tr, Transport: tr, Profile: "wifi", delays: vals}
+	}
+	var wide, narrow []float64
+	for i := range 200 {
+		wide = append(wide, 25+float64(i*i))
+		narrow = append(narrow, 25+float64(i)/10)
+	}
+	for _, c := range []struct {
+		vals []float64
+		log  bool
+	}{{wide, true}, {narrow, false}} {
+		var got *plot.Plot
+		save := func(p *plot.Plot, f Figure) error { got = p; return nil }
+		keep := func(*CellResult) bool { return true }
+		if err := delayCDF([]*CellResult{mk("mqtt", c.vals), mk("quic", c.vals)}, keep, "wifi", "wifi", "QoS 1", save); err != nil || got == nil {
+			t.Fatalf("no CDF: %v", err)
+		}
+		if isLog := strings.Contains(got.X.Label.Text, "log scale"); isLog != c.log {
+			t.Errorf("spread %v..%v: x label %q, want log scale %v", c.vals[0], c.vals[len(c.vals)-1], got.X.Label.Text, c.log)
+		}
 	}
 }
