@@ -85,6 +85,13 @@ func TestFiguresForReaders(t *testing.T) {
 	if strings.Contains(string(md), "(no data)") || strings.Contains(string(h), "(no data)") {
 		t.Error("the report prints an empty section")
 	}
+	// every section of report.md has a table or a list under its heading
+	for _, sec := range strings.Split(string(md), "\n## ")[1:] {
+		head, body, _ := strings.Cut(sec, "\n")
+		if !strings.Contains(body, "\n|") && !strings.Contains(body, "\n- ") && !strings.HasPrefix(strings.TrimSpace(body), "|") && !strings.HasPrefix(strings.TrimSpace(body), "- ") && head != "Methods" {
+			t.Errorf("report.md section %q has no table or list", head)
+		}
+	}
 }
 
 // TestBoxesKeepFarOutliersOffTheAxis: an outlier 100 times the whiskers
