@@ -3,6 +3,7 @@ package lab
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,9 +55,13 @@ type TimingGuard struct {
 	// ordinary timer of this period whose lateness stands for the
 	// scheduling delay of the node processes.
 	ProbeEvery time.Duration
-	host       map[int64]int64 // probe lateness, power-of-two buckets (µs)
-	hostN      int64
-	hostMax    time.Duration
+	// ProbeThread, when set, is called by the probe on its own locked OS
+	// thread before it starts (to keep that thread at normal priority
+	// when the rest of the process runs real-time).
+	ProbeThread func()
+	host        map[int64]int64 // probe lateness, power-of-two buckets (µs)
+	hostN       int64
+	hostMax     time.Duration
 }
 
 // startProbe starts the host timer probe (when ProbeEvery is set) and
@@ -69,6 +74,11 @@ func (g *TimingGuard) startProbe() (stop func()) {
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
+		if g.ProbeThread != nil {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			g.ProbeThread()
+		}
 		t := time.NewTimer(g.ProbeEvery)
 		defer t.Stop()
 		want := time.Now().Add(g.ProbeEvery)

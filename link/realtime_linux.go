@@ -6,6 +6,7 @@ package link
 import (
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -93,4 +94,96 @@ func threadIDs() []int {
 		}
 	}
 	return out
+}
+
+// ProcessRaiser keeps every thread of this process at SCHED_FIFO
+// priority 40 while it runs (forwarding threads keep their 50), with
+// reset-on-fork so child processes start as normal tasks. A process that
+// hosts many networks at once (a lab campaign with --jobs) needs it: Go
+// code of one network's forwarding thread waits for any thread of the
+// process that the runtime stops or hands work to (garbage collection,
+// the readers), and under a load of dozens of node processes a
+// normal-priority thread can wait hundreds of milliseconds for a CPU.
+// Options.RealTimeProcess does the same for one network.
+type ProcessRaiser struct {
+	mu     sync.Mutex
+	exempt map[int]bool
+	raised map[int]bool
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+// RaiseProcess raises the threads of this process now and every second
+// until Stop, which returns them to SCHED_NORMAL. It fails when the
+// process may not use SCHED_FIFO (not root, or RT limits).
+func RaiseProcess() (*ProcessRaiser, error) {
+	if err := setThreadRealTime(unix.Gettid(), 40); err != nil {
+		return nil, fmt.Errorf("sched_setattr SCHED_FIFO: %w", err)
+	}
+	r := &ProcessRaiser{exempt: map[int]bool{}, raised: map[int]bool{unix.Gettid(): true},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	r.raise()
+	go r.run()
+	return r, nil
+}
+
+// ExemptThisThread keeps the calling thread (and returns it) at
+// SCHED_NORMAL: for a probe that stands for the scheduling delay of
+// ordinary processes. The caller must have locked its goroutine to the
+// thread (runtime.LockOSThread).
+func (r *ProcessRaiser) ExemptThisThread() {
+	tid := unix.Gettid()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.exempt[tid] = true
+	if r.raised[tid] {
+		_ = setThreadNormal(tid)
+		delete(r.raised, tid)
+	}
+}
+
+func (r *ProcessRaiser) raise() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, tid := range threadIDs() {
+		if r.exempt[tid] || r.raised[tid] {
+			continue
+		}
+		if pol, err := threadPolicy(tid); err != nil || pol != unix.SCHED_NORMAL {
+			continue
+		}
+		if err := setThreadRealTime(tid, 40); err == nil {
+			r.raised[tid] = true
+		}
+	}
+}
+
+func (r *ProcessRaiser) run() {
+	defer close(r.done)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-tick.C:
+			r.raise()
+		}
+	}
+}
+
+// Stop ends the raising and returns the raised threads that still exist
+// to SCHED_NORMAL.
+func (r *ProcessRaiser) Stop() {
+	if r == nil {
+		return
+	}
+	close(r.stop)
+	<-r.done
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for tid := range r.raised {
+		_ = setThreadNormal(tid) // the thread may be gone
+	}
+	r.raised = map[int]bool{}
 }
