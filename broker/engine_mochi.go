@@ -119,25 +119,43 @@ func (e *mochiEngine) start() error {
 const connectTimeout = 30 * time.Second
 
 func (e *mochiEngine) serveConn(listener string, c net.Conn) error {
+	// Small frame: this goroutine waits here for an idle client's whole
+	// life (see Server.serveConn).
+	if !e.track(c) {
+		return ErrClosed
+	}
+	err := e.srv.EstablishConnection(listener, c)
+	e.untrack(c)
+	return err
+}
+
+// track registers c as active and sets its CONNECT deadline; it closes c
+// and reports false when the engine is closing.
+//
+//go:noinline
+func (e *mochiEngine) track(c net.Conn) bool {
 	e.connMu.Lock()
 	if e.closing {
 		e.connMu.Unlock()
 		_ = c.Close()
-		return ErrClosed
+		return false
 	}
 	e.conns.Add(1)
 	e.active[c] = struct{}{}
 	e.connMu.Unlock()
-	defer func() {
-		e.connMu.Lock()
-		delete(e.active, c)
-		e.connMu.Unlock()
-		e.conns.Done()
-	}()
 	_ = c.SetReadDeadline(time.Now().Add(connectTimeout))
-	err := e.srv.EstablishConnection(listener, c)
+	return true
+}
+
+// untrack closes c and removes it from the active set.
+//
+//go:noinline
+func (e *mochiEngine) untrack(c net.Conn) {
 	_ = c.Close()
-	return err
+	e.connMu.Lock()
+	delete(e.active, c)
+	e.connMu.Unlock()
+	e.conns.Done()
 }
 
 func (e *mochiEngine) disconnectAll() {

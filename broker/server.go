@@ -246,13 +246,27 @@ func (s *Server) acceptLoop(ctx context.Context, l transport.Listener) {
 		}
 		mc := s.met.wrapConn(c, scheme)
 		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			defer mc.Close()
-			if err := s.eng.serveConn(id, mc); err != nil && s.log.Enabled(ctx, slog.LevelDebug) {
-				log.Debug("connection ended", "remote", c.RemoteAddr(), "error", err)
-			}
-		}()
+		go s.serveConn(ctx, log, id, mc)
+	}
+}
+
+// serveConn serves one connection until it ends. Its goroutine spends an
+// idle client's life waiting for the next packet, so its frames stay small
+// (the logging is in a function of its own): with less than about 1.2 KiB
+// of stack in use the runtime can shrink the goroutine's stack to 4 KiB.
+func (s *Server) serveConn(ctx context.Context, log *slog.Logger, id string, mc *meteredConn) {
+	defer s.wg.Done()
+	err := s.eng.serveConn(id, mc)
+	_ = mc.Close()
+	if err != nil {
+		logConnEnd(ctx, log, mc, err)
+	}
+}
+
+//go:noinline
+func logConnEnd(ctx context.Context, log *slog.Logger, mc *meteredConn, err error) {
+	if log.Enabled(ctx, slog.LevelDebug) {
+		log.Debug("connection ended", "remote", mc.RemoteAddr(), "error", err)
 	}
 }
 

@@ -5,7 +5,6 @@
 package mqtt
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -114,7 +113,7 @@ type Client struct {
 // ClientConnection contains the connection transport and metadata for the client.
 type ClientConnection struct {
 	Conn     net.Conn      // the net.Conn used to establish the connection
-	bconn    *bufio.Reader // a buffered net.Conn for reading packets
+	bconn    *connReader   // a buffered net.Conn for reading packets [iotq patch 12]
 	outbuf   *bytes.Buffer // a buffer for writing packets
 	Remote   string        // the remote address of the client
 	Listener string        // listener id of the client
@@ -143,22 +142,21 @@ type Will struct {
 
 // ClientState tracks the state of the client.
 type ClientState struct {
-	TopicAliases    TopicAliases         // a map of topic aliases
-	stopCause       atomic.Value         // reason for stopping
-	Inflight        *Inflight            // a map of in-flight qos messages
-	Subscriptions   *Subscriptions       // a map of the subscription filters a client maintains
-	disconnected    int64                // the time the client disconnected in unix time, for calculating expiry
-	outbound        chan *packets.Packet // queue for pending outbound packets
-	endOnce         sync.Once            // only end once
-	isTakenOver     atomic.Bool          // used to identify orphaned clients
-	packetID        uint32               // the current highest packetID
-	packetIDMu      sync.Mutex           // serialises NextPacketID [iotq patch 2]
-	open            context.Context      // indicate that the client is open for packet exchange
-	cancelOpen      context.CancelFunc   // cancel function for open context
-	outboundQty     int32                // number of messages currently in the outbound queue
-	outboundBytes   atomic.Int64         // payload and topic bytes of QoS 0 messages in the outbound queue [iotq patch 10]
-	Keepalive       uint16               // the number of seconds the connection can wait
-	ServerKeepalive bool                 // keepalive was set by the server
+	TopicAliases    TopicAliases       // a map of topic aliases
+	stopCause       atomic.Value       // reason for stopping
+	Inflight        *Inflight          // a map of in-flight qos messages
+	Subscriptions   *Subscriptions     // a map of the subscription filters a client maintains
+	disconnected    int64              // the time the client disconnected in unix time, for calculating expiry
+	outbound        outQueue           // queue for pending outbound packets, allocated when used [iotq patch 11]
+	endOnce         sync.Once          // only end once
+	isTakenOver     atomic.Bool        // used to identify orphaned clients
+	packetID        uint32             // the current highest packetID
+	packetIDMu      sync.Mutex         // serialises NextPacketID [iotq patch 2]
+	open            context.Context    // indicate that the client is open for packet exchange
+	cancelOpen      context.CancelFunc // cancel function for open context
+	outboundBytes   atomic.Int64       // payload and topic bytes of QoS 0 messages in the outbound queue [iotq patch 10]
+	Keepalive       uint16             // the number of seconds the connection can wait
+	ServerKeepalive bool               // keepalive was set by the server
 }
 
 // newClient returns a new instance of Client. This is almost exclusively used by Server
@@ -173,7 +171,7 @@ func newClient(c net.Conn, o *ops) *Client {
 			open:          ctx,
 			cancelOpen:    cancel,
 			Keepalive:     defaultKeepalive,
-			outbound:      make(chan *packets.Packet, o.options.Capabilities.MaximumClientWritesPending),
+			outbound:      outQueue{max: int(o.options.Capabilities.MaximumClientWritesPending)}, // [iotq patch 11]
 		},
 		Properties: ClientProperties{
 			ProtocolVersion: defaultClientProtocolVersion, // default protocol version
@@ -184,7 +182,7 @@ func newClient(c net.Conn, o *ops) *Client {
 	if c != nil {
 		cl.Net = ClientConnection{
 			Conn:   c,
-			bconn:  bufio.NewReaderSize(c, o.options.ClientNetReadBufferSize),
+			bconn:  newConnReader(c, o.readBufs, o.options.ClientNetReadBufferSize), // [iotq patch 12]
 			Remote: c.RemoteAddr().String(),
 		}
 	}
@@ -195,7 +193,7 @@ func newClient(c net.Conn, o *ops) *Client {
 // OutboundLen returns the number of packets waiting in the client's
 // outbound queue. [iotq patch 1]
 func (cl *Client) OutboundLen() int {
-	return len(cl.State.outbound)
+	return cl.State.outbound.Len()
 }
 
 // QueuedBytes returns the payload and topic bytes the client's session
@@ -214,31 +212,56 @@ func (cl *Client) QueuePacket(pk packets.Packet) bool {
 	if cl.Closed() {
 		return false
 	}
-	select {
-	case cl.State.outbound <- &pk:
-		atomic.AddInt32(&cl.State.outboundQty, 1)
-	default:
+	if !cl.enqueue(&pk) {
 		go func() { _ = cl.WritePacket(pk) }()
 	}
 	return true
 }
 
-// WriteLoop ranges over pending outbound messages and writes them to the client connection.
+// enqueue puts pk on the outbound queue and starts a writer if none runs;
+// it reports false if the queue is full. [iotq patch 11]
+func (cl *Client) enqueue(pk *packets.Packet) bool {
+	ok, start := cl.State.outbound.push(pk)
+	if start {
+		go cl.WriteLoop()
+	}
+	return ok
+}
+
+// WriteLoop writes the pending outbound packets to the client connection
+// and returns when the queue is empty or the client closed. [iotq patch 11]
+// It runs only while packets are queued (enqueue starts it); upstream ran
+// it for the client's whole life.
 func (cl *Client) WriteLoop() {
 	for {
-		select {
-		case pk := <-cl.State.outbound:
-			if err := cl.WritePacket(*pk); err != nil {
-				// TODO : Figure out what to do with error
-				cl.ops.log.Debug("failed publishing packet", "error", err, "client", cl.ID, "packet", pk)
+		if cl.Closed() {
+			// Nothing will be written: let go of the queue (and of the
+			// QoS 0 bytes it counted). QoS 1/2 messages stay in the
+			// session's in-flight store.
+			for {
+				pk, ok := cl.State.outbound.pop()
+				if !ok {
+					return
+				}
+				cl.sent(pk)
 			}
-			atomic.AddInt32(&cl.State.outboundQty, -1)
-			if pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos == 0 {
-				cl.State.outboundBytes.Add(-packetBytes(pk)) // [iotq patch 10]
-			}
-		case <-cl.State.open.Done():
+		}
+		pk, ok := cl.State.outbound.pop()
+		if !ok {
 			return
 		}
+		if err := cl.WritePacket(*pk); err != nil {
+			// TODO : Figure out what to do with error
+			cl.ops.log.Debug("failed publishing packet", "error", err, "client", cl.ID, "packet", pk)
+		}
+		cl.sent(pk)
+	}
+}
+
+// sent accounts for pk leaving the outbound queue. [iotq patch 10]
+func (cl *Client) sent(pk *packets.Packet) {
+	if pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos == 0 {
+		cl.State.outboundBytes.Add(-packetBytes(pk))
 	}
 }
 
@@ -402,31 +425,46 @@ func (cl *Client) ClearExpiredInflights(now, maximumExpiry int64) []uint16 {
 
 // Read reads incoming packets from the connected client and transforms them into
 // packets to be handled by the packetHandler.
+//
+// [iotq patch 14] It waits for the first byte of each packet here, with a
+// small frame; readPacket, whose frame holds packets by value, runs once
+// the packet has begun to arrive and returns before the next wait.
 func (cl *Client) Read(packetHandler ReadFn) error {
-	var err error
-
 	for {
 		if cl.Closed() {
 			return nil
 		}
 
 		cl.refreshDeadline(cl.State.Keepalive)
-		fh := new(packets.FixedHeader)
-		err = cl.ReadFixedHeader(fh)
+		if cl.Net.bconn == nil {
+			return ErrConnectionClosed
+		}
+		b, err := cl.Net.bconn.ReadByte()
 		if err != nil {
 			return err
 		}
-
-		pk, err := cl.ReadPacket(fh)
-		if err != nil {
-			return err
-		}
-
-		err = packetHandler(cl, pk) // Process inbound packet.
-		if err != nil {
+		if err := cl.readPacket(b, packetHandler); err != nil {
 			return err
 		}
 	}
+}
+
+// readPacket reads the rest of the packet whose first byte is b and
+// handles it. [iotq patch 14]
+//
+//go:noinline
+func (cl *Client) readPacket(b byte, packetHandler ReadFn) error {
+	fh := new(packets.FixedHeader)
+	if err := cl.decodeFixedHeader(b, fh); err != nil {
+		return err
+	}
+
+	pk, err := cl.ReadPacket(fh)
+	if err != nil {
+		return err
+	}
+
+	return packetHandler(cl, pk) // Process inbound packet.
 }
 
 // Stop instructs the client to shut down all processing goroutines and disconnect.
@@ -481,8 +519,13 @@ func (cl *Client) ReadFixedHeader(fh *packets.FixedHeader) error {
 	if err != nil {
 		return err
 	}
+	return cl.decodeFixedHeader(b, fh)
+}
 
-	err = fh.Decode(b)
+// decodeFixedHeader decodes the fixed header whose first byte is b.
+// [iotq patch 14]
+func (cl *Client) decodeFixedHeader(b byte, fh *packets.FixedHeader) error {
+	err := fh.Decode(b)
 	if err != nil {
 		return err
 	}
@@ -515,9 +558,9 @@ func (cl *Client) ReadPacket(fh *packets.FixedHeader) (pk packets.Packet, err er
 
 	atomic.AddInt64(&cl.ops.info.BytesReceived, int64(n))
 
-	// Decode the remaining packet values using a fresh copy of the bytes,
-	// otherwise the next packet will change the data of this one.
-	px := append([]byte{}, p[:]...)
+	// p is this packet's own slice (read fresh above), so it is decoded in
+	// place: upstream copied it once more. [iotq patch 13]
+	px := p
 	switch pk.FixedHeader.Type {
 	case packets.Connect:
 		err = pk.ConnectDecode(px)
@@ -603,7 +646,11 @@ func (cl *Client) WritePacket(pk packets.Packet) error {
 	case packets.Connack:
 		err = pk.ConnackEncode(buf)
 	case packets.Publish:
-		err = pk.PublishEncode(buf)
+		if pk.Shareable() && !cl.ops.hooks.Provides(OnPacketEncode) { // [iotq patch 16]
+			err = pk.Shared.Encode(&pk, buf)
+		} else {
+			err = pk.PublishEncode(buf)
+		}
 	case packets.Puback:
 		err = pk.PubackEncode(buf)
 	case packets.Pubrec:
@@ -642,7 +689,7 @@ func (cl *Client) WritePacket(pk packets.Packet) error {
 	n, err := func() (int64, error) {
 		cl.Lock()
 		defer cl.Unlock()
-		if len(cl.State.outbound) == 0 {
+		if cl.State.outbound.Len() == 0 {
 			if cl.Net.outbuf == nil {
 				return buf.WriteTo(cl.Net.Conn)
 			}

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -184,6 +185,7 @@ type Server struct {
 	Log          *slog.Logger         // minimal no-alloc logger
 	hooks        *Hooks               // hooks contains hooks for extra functionality such as auth and persistent storage
 	inlineClient *Client              // inlineClient is a special client used for inline subscriptions and inline Publish
+	readBufs     *sync.Pool           // full-size client read buffers, lent while data arrives in bulk [iotq patch 12]
 }
 
 // loop contains interval tickers for the system events loop.
@@ -198,10 +200,11 @@ type loop struct {
 
 // ops contains server values which can be propagated to other structs.
 type ops struct {
-	options *Options     // a pointer to the server options and capabilities, for referencing in clients
-	info    *system.Info // pointers to server system info
-	hooks   *Hooks       // pointer to the server hooks
-	log     *slog.Logger // a structured logger for the client
+	options  *Options     // a pointer to the server options and capabilities, for referencing in clients
+	info     *system.Info // pointers to server system info
+	hooks    *Hooks       // pointer to the server hooks
+	log      *slog.Logger // a structured logger for the client
+	readBufs *sync.Pool   // the server's read buffers [iotq patch 12]
 }
 
 // New returns a new instance of mochi mqtt broker. Optional parameters
@@ -235,6 +238,7 @@ func New(opts *Options) *Server {
 		hooks: &Hooks{
 			Log: opts.Logger,
 		},
+		readBufs: newReadBufferPool(opts.ClientNetReadBufferSize), // [iotq patch 12]
 	}
 
 	if s.Options.InlineClient {
@@ -281,10 +285,11 @@ func (o *Options) ensureDefaults() {
 // topic validation checks.
 func (s *Server) NewClient(c net.Conn, listener string, id string, inline bool) *Client {
 	cl := newClient(c, &ops{ // [MQTT-3.1.2-6] implicit
-		options: s.Options,
-		info:    s.Info,
-		hooks:   s.hooks,
-		log:     s.Log,
+		options:  s.Options,
+		info:     s.Info,
+		hooks:    s.hooks,
+		log:      s.Log,
+		readBufs: s.readBufs,
 	})
 
 	cl.ID = id
@@ -443,16 +448,50 @@ func (s *Server) EstablishConnection(listener string, c net.Conn) error {
 
 // attachClient validates an incoming client connection and if viable, attaches the client
 // to the server, performs session housekeeping, and reads incoming packets.
-func (s *Server) attachClient(cl *Client, listener string) error {
-	defer s.Listeners.ClientsWg.Done()
+//
+// [iotq patch 14] This goroutine lives as long as the connection and sits
+// in a read while the client is idle, so everything with large frames
+// (packets are hundreds of bytes by value) runs in functions that return
+// before the wait: connectClient, Client.Read's readPacket and
+// detachClient. Upstream did it all in this function, whose frame stayed on
+// the stack and kept it at 16 KiB per idle client.
+func (s *Server) attachClient(cl *Client, listener string) (err error) {
 	s.Listeners.ClientsWg.Add(1)
+	counted := false
+	defer s.endClient(cl, &counted)
 
-	go cl.WriteLoop()
-	defer cl.Stop(nil)
+	if counted, err = s.connectClient(cl, listener); err != nil {
+		return err
+	}
+	err = cl.Read(s.receivePacket)
+	return s.detachClient(cl, listener, err)
+}
 
+// endClient releases what attachClient held, in upstream's order of its
+// defers. [iotq patch 14]
+//
+//go:noinline
+func (s *Server) endClient(cl *Client, counted *bool) {
+	if *counted {
+		atomic.AddInt64(&s.Info.ClientsConnected, -1)
+	}
+	cl.Stop(nil) // no write goroutine to stop: enqueue starts one when there is something to write [iotq patch 11]
+	if cl.Net.bconn != nil {
+		cl.Net.bconn.release() // this goroutine was the only reader [iotq patch 12]
+	}
+	s.Listeners.ClientsWg.Done()
+}
+
+// connectClient reads and answers CONNECT and resumes the session. counted
+// reports that Info.ClientsConnected was incremented for cl (the caller
+// decrements it when cl ends); a nil error means cl's packets are to be
+// read. [iotq patch 14]
+//
+//go:noinline
+func (s *Server) connectClient(cl *Client, listener string) (counted bool, err error) {
 	pk, err := s.readConnectionPacket(cl)
 	if err != nil {
-		return fmt.Errorf("read connection: %w", err)
+		return false, fmt.Errorf("read connection: %w", err)
 	}
 
 	cl.ParseConnect(listener, pk)
@@ -463,34 +502,33 @@ func (s *Server) attachClient(cl *Client, listener string) error {
 			s.SendConnack(cl, packets.ErrServerBusy, false, nil)
 		}
 
-		return packets.ErrServerBusy
+		return false, packets.ErrServerBusy
 	}
 
 	code := s.validateConnect(cl, pk) // [MQTT-3.1.4-1] [MQTT-3.1.4-2]
 	if code != packets.CodeSuccess {
 		if err := s.SendConnack(cl, code, false, nil); err != nil {
-			return fmt.Errorf("invalid connection send ack: %w", err)
+			return false, fmt.Errorf("invalid connection send ack: %w", err)
 		}
-		return code // [MQTT-3.2.2-7] [MQTT-3.1.4-6]
+		return false, code // [MQTT-3.2.2-7] [MQTT-3.1.4-6]
 	}
 
 	err = s.hooks.OnConnect(cl, pk)
 	if err != nil {
-		return err
+		return false, err
 	}
 
 	cl.refreshDeadline(cl.State.Keepalive)
 	if !s.hooks.OnConnectAuthenticate(cl, pk) { // [MQTT-3.1.4-2]
 		err := s.SendConnack(cl, packets.ErrBadUsernameOrPassword, false, nil)
 		if err != nil {
-			return fmt.Errorf("invalid connection send ack: %w", err)
+			return false, fmt.Errorf("invalid connection send ack: %w", err)
 		}
 
-		return packets.ErrBadUsernameOrPassword
+		return false, packets.ErrBadUsernameOrPassword
 	}
 
 	atomic.AddInt64(&s.Info.ClientsConnected, 1)
-	defer atomic.AddInt64(&s.Info.ClientsConnected, -1)
 
 	s.hooks.OnSessionEstablish(cl, pk)
 
@@ -498,8 +536,8 @@ func (s *Server) attachClient(cl *Client, listener string) error {
 	sessionPresent := s.inheritClientSession(pk, cl)
 
 	// [iotq patch 7] CONNACK first, then cl becomes the delivery target:
-	// the write loop already runs, so a delivery routed to cl before
-	// CONNACK was written could reach the client as its first packet.
+	// a delivery routed to cl before CONNACK was written could reach the
+	// client as its first packet.
 	err = s.SendConnack(cl, code, sessionPresent, nil) // [MQTT-3.1.4-5] [MQTT-3.2.0-1] [MQTT-3.2.0-2] &[MQTT-3.14.0-1]
 	s.Clients.Add(cl)                                  // [MQTT-4.1.0-1]
 	if sessionPresent && prev != nil && prev != cl {
@@ -509,7 +547,7 @@ func (s *Server) attachClient(cl *Client, listener string) error {
 		s.moveInflights(prev, cl)
 	}
 	if err != nil {
-		return fmt.Errorf("ack connection packet: %w", err)
+		return true, fmt.Errorf("ack connection packet: %w", err)
 	}
 
 	s.loop.willDelayed.Delete(cl.ID) // [MQTT-3.1.3-9]
@@ -517,13 +555,19 @@ func (s *Server) attachClient(cl *Client, listener string) error {
 	if sessionPresent {
 		err = cl.ResendInflightMessages(true)
 		if err != nil {
-			return fmt.Errorf("resend inflight: %w", err)
+			return true, fmt.Errorf("resend inflight: %w", err)
 		}
 	}
 
 	s.hooks.OnSessionEstablished(cl, pk)
+	return true, nil
+}
 
-	err = cl.Read(s.receivePacket)
+// detachClient ends the session of cl after its reads ended with err.
+// [iotq patch 14]
+//
+//go:noinline
+func (s *Server) detachClient(cl *Client, listener string, err error) error {
 	if err != nil {
 		s.sendLWT(cl)
 		cl.Stop(err)
@@ -1138,6 +1182,9 @@ func (s *Server) publishToSubscribers(pk packets.Packet) {
 		inlineSubscription.Handler(s.inlineClient, inlineSubscription.Subscription, pk)
 	}
 
+	if len(subscribers.Subscriptions) > 1 {
+		pk.Shared = new(packets.SharedEncoding) // encode once for all [iotq patch 16]
+	}
 	for id, subs := range subscribers.Subscriptions {
 		if cl, ok := s.Clients.Get(id); ok {
 			_, err := s.publishToClient(cl, subs, pk)
@@ -1153,7 +1200,14 @@ func (s *Server) publishToClient(cl *Client, sub packets.Subscription, pk packet
 		return pk, nil // [MQTT-3.8.3-3]
 	}
 
+	// The copy shares the payload, which no one changes after decoding
+	// (upstream copied it for every subscriber), and the encoding of the
+	// other copies. [iotq patch 16]
+	payload := pk.Payload
+	pk.Payload = nil
 	out := pk.Copy(false)
+	pk.Payload, out.Payload = payload, payload
+	out.Shared = pk.Shared
 	if !s.hooks.OnACLCheck(cl, pk.TopicName, false) {
 		return out, packets.ErrNotAuthorized
 	}
@@ -1257,13 +1311,10 @@ func (s *Server) publishToClient(cl *Client, sub packets.Subscription, pk packet
 			qos0Bytes = packetBytes(&out)
 		}
 		cl.State.outboundBytes.Add(qos0Bytes)
-		select {
-		case cl.State.outbound <- &out:
-			atomic.AddInt32(&cl.State.outboundQty, 1)
+		if cl.enqueue(&out) { // [iotq patch 11]
 			return out, nil
-		default:
-			cl.State.outboundBytes.Add(-qos0Bytes)
 		}
+		cl.State.outboundBytes.Add(-qos0Bytes)
 		if s.Options.OutboundFull == nil || !s.Options.OutboundFull(cl, out) { // [iotq patch 9]
 			break
 		}

@@ -336,6 +336,9 @@ func (s *Subscribers) SelectShared() {
 // and the non-shared subscribers, to ensure that no subscriber gets multiple messages
 // due to have both types of subscription matching the same filter.
 func (s *Subscribers) MergeSharedSelected() {
+	if s.Subscriptions == nil && len(s.SharedSelected) > 0 {
+		s.Subscriptions = map[string]packets.Subscription{} // [iotq patch 15]
+	}
 	for client, sub := range s.SharedSelected {
 		cls, ok := s.Subscriptions[client]
 		if !ok {
@@ -580,13 +583,14 @@ func (x *TopicsIndex) scanMessages(filter string, d int, n *particle, pks []pack
 
 // Subscribers returns a map of clients who are subscribed to matching filters,
 // their subscription ids and highest qos.
+//
+// [iotq patch 15] The maps of the result are allocated only when something
+// goes into them (nil otherwise), and the subscriptions of each matching
+// filter are read in place under its lock: upstream allocated four maps
+// per publish and copied every matching filter's subscriptions (and shared
+// and inline subscriptions) into a new map before merging them.
 func (x *TopicsIndex) Subscribers(topic string) *Subscribers {
-	return x.scanSubscribers(topic, 0, nil, &Subscribers{
-		Shared:              map[string]map[string]packets.Subscription{},
-		SharedSelected:      map[string]packets.Subscription{},
-		Subscriptions:       map[string]packets.Subscription{},
-		InlineSubscriptions: map[int]InlineSubscription{},
-	})
+	return x.scanSubscribers(topic, 0, nil, &Subscribers{})
 }
 
 // scanSubscribers returns a list of client subscriptions matching an indexed topic address.
@@ -629,18 +633,27 @@ func (x *TopicsIndex) scanSubscribers(topic string, d int, n *particle, subs *Su
 
 // gatherSubscriptions collects any matching subscriptions, and gathers any identifiers or highest qos values.
 func (x *TopicsIndex) gatherSubscriptions(topic string, particle *particle, subs *Subscribers) {
-	if subs.Subscriptions == nil {
-		subs.Subscriptions = map[string]packets.Subscription{}
-	}
-
-	for client, sub := range particle.subscriptions.GetAll() {
+	ps := particle.subscriptions
+	ps.RLock() // read in place, no copy [iotq patch 15]
+	defer ps.RUnlock()
+	for client, sub := range ps.internal {
 		if len(sub.Filter) > 0 && topic[0] == '$' && (sub.Filter[0] == '+' || sub.Filter[0] == '#') { // don't match $ topics with top level wildcards [MQTT-4.7.1-1] [MQTT-4.7.1-2]
 			continue
 		}
 
+		if subs.Subscriptions == nil {
+			subs.Subscriptions = make(map[string]packets.Subscription, len(ps.internal))
+		}
 		cls, ok := subs.Subscriptions[client]
 		if !ok {
-			cls = sub
+			if sub.Identifier > 0 {
+				sub = sub.Merge(sub) // Identifiers carries the subscription identifier
+			}
+			// Upstream merged sub with itself here too, which only built
+			// an Identifiers map holding identifier 0, never encoded.
+			// [iotq patch 15]
+			subs.Subscriptions[client] = sub
+			continue
 		}
 
 		subs.Subscriptions[client] = cls.Merge(sub)
@@ -649,12 +662,14 @@ func (x *TopicsIndex) gatherSubscriptions(topic string, particle *particle, subs
 
 // gatherSharedSubscriptions gathers all shared subscriptions for a particle.
 func (x *TopicsIndex) gatherSharedSubscriptions(particle *particle, subs *Subscribers) {
-	if subs.Shared == nil {
-		subs.Shared = map[string]map[string]packets.Subscription{}
-	}
-
-	for _, shares := range particle.shared.GetAll() {
+	ps := particle.shared
+	ps.RLock() // read in place, no copy [iotq patch 15]
+	defer ps.RUnlock()
+	for _, shares := range ps.internal {
 		for client, sub := range shares {
+			if subs.Shared == nil {
+				subs.Shared = map[string]map[string]packets.Subscription{}
+			}
 			if _, ok := subs.Shared[sub.Filter]; !ok {
 				subs.Shared[sub.Filter] = map[string]packets.Subscription{}
 			}
@@ -666,11 +681,13 @@ func (x *TopicsIndex) gatherSharedSubscriptions(particle *particle, subs *Subscr
 
 // gatherSharedSubscriptions gathers all inline subscriptions for a particle.
 func (x *TopicsIndex) gatherInlineSubscriptions(particle *particle, subs *Subscribers) {
-	if subs.InlineSubscriptions == nil {
-		subs.InlineSubscriptions = map[int]InlineSubscription{}
-	}
-
-	for id, inline := range particle.inlineSubscriptions.GetAll() {
+	pi := particle.inlineSubscriptions
+	pi.RLock() // read in place, no copy [iotq patch 15]
+	defer pi.RUnlock()
+	for id, inline := range pi.internal {
+		if subs.InlineSubscriptions == nil {
+			subs.InlineSubscriptions = map[int]InlineSubscription{}
+		}
 		subs.InlineSubscriptions[id] = inline
 	}
 }

@@ -121,23 +121,24 @@ func (p *Packets) Delete(id string) {
 // types, which allows us to take advantage of various compiler optimizations. It
 // contains a combination of mqtt spec values and internal broker control codes.
 type Packet struct {
-	Connect         ConnectParams // parameters for connect packets (just for organisation)
-	Properties      Properties    // all mqtt v5 packet properties
-	Payload         []byte        // a message/payload for publish packets
-	ReasonCodes     []byte        // one or more reason codes for multi-reason responses (suback, etc)
-	Filters         Subscriptions // a list of subscription filters and their properties (subscribe, unsubscribe)
-	TopicName       string        // the topic a payload is being published to
-	Origin          string        // client id of the client who is issuing the packet (mostly internal use)
-	FixedHeader     FixedHeader   // -
-	Created         int64         // unix timestamp indicating time packet was created/received on the server
-	Expiry          int64         // unix timestamp indicating when the packet will expire and should be deleted
-	Mods            Mods          // internal broker control values for controlling certain mqtt v5 compliance
-	PacketID        uint16        // packet id for the packet (publish, qos, etc)
-	ProtocolVersion byte          // protocol version of the client the packet belongs to
-	SessionPresent  bool          // session existed for connack
-	ReasonCode      byte          // reason code for a packet response (acks, etc)
-	ReservedBit     byte          // reserved, do not use (except in testing)
-	Ignore          bool          // if true, do not perform any message forwarding operations
+	Connect         ConnectParams   // parameters for connect packets (just for organisation)
+	Properties      Properties      // all mqtt v5 packet properties
+	Payload         []byte          // a message/payload for publish packets
+	ReasonCodes     []byte          // one or more reason codes for multi-reason responses (suback, etc)
+	Filters         Subscriptions   // a list of subscription filters and their properties (subscribe, unsubscribe)
+	TopicName       string          // the topic a payload is being published to
+	Origin          string          // client id of the client who is issuing the packet (mostly internal use)
+	FixedHeader     FixedHeader     // -
+	Created         int64           // unix timestamp indicating time packet was created/received on the server
+	Expiry          int64           // unix timestamp indicating when the packet will expire and should be deleted
+	Mods            Mods            // internal broker control values for controlling certain mqtt v5 compliance
+	PacketID        uint16          // packet id for the packet (publish, qos, etc)
+	ProtocolVersion byte            // protocol version of the client the packet belongs to
+	SessionPresent  bool            // session existed for connack
+	ReasonCode      byte            // reason code for a packet response (acks, etc)
+	ReservedBit     byte            // reserved, do not use (except in testing)
+	Ignore          bool            // if true, do not perform any message forwarding operations
+	Shared          *SharedEncoding `json:"-"` // the encoding shared by the copies of one PUBLISH for several subscribers, or nil [iotq patch 16]
 }
 
 // Mods specifies certain values required for certain mqtt v5 compliance within packet encoding/decoding.

@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: MIT
+
+package mqtt
+
+import (
+	"io"
+	"sync"
+)
+
+// connReader is a client's buffered reader that holds a full-size buffer
+// only while data arrives in bulk. [iotq patch 12]
+//
+// Upstream gave every client a bufio.Reader of ClientNetReadBufferSize
+// bytes for its whole life, and an idle client's read goroutine sits in
+// Read on that buffer. connReader waits on a small buffer of its own
+// (connReaderSmall bytes); when one read fills it, the following reads use
+// a full-size buffer taken from a pool shared by the server's clients, which
+// goes back to the pool once it is drained after a read that would have fit
+// the small one. Under load reads come back full and the big buffer stays;
+// an idle client holds only the small one. Like bufio.Reader, reads larger
+// than the buffer go straight into the caller's slice.
+type connReader struct {
+	rd    io.Reader
+	pool  *sync.Pool // of *[]byte of size bytes
+	size  int
+	big   *[]byte // from pool, or nil
+	small []byte
+	buf   []byte // big or small
+	r, w  int    // buf[r:w] is unread
+	last  int    // bytes returned by the last read from rd
+}
+
+// connReaderSmall is the buffer an idle client keeps; a CONNECT, SUBSCRIBE
+// or PUBLISH with a short topic and payload fits.
+const connReaderSmall = 256
+
+func newConnReader(rd io.Reader, pool *sync.Pool, size int) *connReader {
+	if size < connReaderSmall {
+		size = connReaderSmall
+	}
+	return &connReader{rd: rd, pool: pool, size: size}
+}
+
+// newReadBufferPool returns the pool of full-size read buffers.
+func newReadBufferPool(size int) *sync.Pool {
+	if size < connReaderSmall {
+		size = connReaderSmall
+	}
+	return &sync.Pool{New: func() any { b := make([]byte, size); return &b }}
+}
+
+// fill reads once from rd into an empty buffer, choosing the buffer first.
+func (c *connReader) fill() error {
+	c.r, c.w = 0, 0
+	if c.big != nil && c.last < connReaderSmall {
+		c.pool.Put(c.big) // light traffic: wait on the small buffer
+		c.big = nil
+	}
+	if c.big != nil {
+		c.buf = *c.big
+	} else {
+		if c.small == nil {
+			c.small = make([]byte, connReaderSmall)
+		}
+		c.buf = c.small
+	}
+	n, err := c.rd.Read(c.buf)
+	c.w, c.last = n, n
+	if n == len(c.buf) && c.big == nil {
+		// The small buffer came back full: more is likely waiting.
+		c.big = c.pool.Get().(*[]byte)
+		if len(*c.big) != c.size {
+			b := make([]byte, c.size)
+			c.big = &b
+		}
+		copy(*c.big, c.buf[:n])
+		c.buf = *c.big
+	}
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
+}
+
+// ReadByte reads one byte.
+func (c *connReader) ReadByte() (byte, error) {
+	for c.r == c.w {
+		if err := c.fill(); err != nil {
+			return 0, err
+		}
+	}
+	b := c.buf[c.r]
+	c.r++
+	return b, nil
+}
+
+// Read reads up to len(p) bytes.
+func (c *connReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if c.r == c.w {
+		if len(p) >= c.size {
+			return c.rd.Read(p) // large read: skip the copy
+		}
+		if err := c.fill(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, c.buf[c.r:c.w])
+	c.r += n
+	return n, nil
+}
+
+// release returns the big buffer to the pool; the reader must not be used
+// afterwards.
+func (c *connReader) release() {
+	if c.big != nil {
+		c.pool.Put(c.big)
+		c.big, c.buf = nil, nil
+	}
+	c.small = nil
+}

@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: MIT
+
+package mqtt
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// outQueue is a client's queue of outbound packets. [iotq patch 11]
+//
+// Upstream gave every client a channel of MaximumClientWritesPending slots,
+// allocated up front, and a write goroutine for the client's whole life, so
+// an idle client paid for both (about 4 KiB of channel with 512 slots and
+// 8 to 16 KiB of goroutine stack). Here the ring buffer is allocated with
+// the first packet, grows up to max, and is released when it drains (small
+// ones are kept while the writer runs); the writer goroutine runs only
+// while packets are queued: push reports when the caller must start it,
+// and pop ends it by reporting an empty queue.
+type outQueue struct {
+	mu      sync.Mutex
+	buf     []*packets.Packet // ring buffer; nil when empty
+	head    int               // index of the oldest packet
+	n       int               // packets queued
+	max     int               // capacity limit
+	writing bool              // a writer goroutine is draining the queue
+	length  atomic.Int32      // n, readable without the lock
+}
+
+// outQueueKeep is the largest ring kept when the queue drains.
+const outQueueKeep = 16
+
+// push appends pk unless the queue holds max packets already. start is
+// true when no writer runs: the caller must start one (it now counts as
+// running).
+func (q *outQueue) push(pk *packets.Packet) (ok, start bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n >= q.max {
+		return false, false
+	}
+	if q.n == len(q.buf) {
+		size := 2 * len(q.buf)
+		if size < 8 {
+			size = 8
+		}
+		if size > q.max {
+			size = q.max
+		}
+		nb := make([]*packets.Packet, size)
+		for i := 0; i < q.n; i++ {
+			nb[i] = q.buf[(q.head+i)%len(q.buf)]
+		}
+		q.buf, q.head = nb, 0
+	}
+	q.buf[(q.head+q.n)%len(q.buf)] = pk
+	q.n++
+	q.length.Store(int32(q.n))
+	if !q.writing {
+		q.writing = true
+		start = true
+	}
+	return true, start
+}
+
+// pop removes the oldest packet. When the queue is empty it reports false
+// and the writer must end (it no longer counts as running).
+func (q *outQueue) pop() (*packets.Packet, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n == 0 {
+		q.writing = false
+		if len(q.buf) > outQueueKeep {
+			q.buf, q.head = nil, 0
+		}
+		return nil, false
+	}
+	pk := q.buf[q.head]
+	q.buf[q.head] = nil
+	q.head = (q.head + 1) % len(q.buf)
+	q.n--
+	q.length.Store(int32(q.n))
+	return pk, true
+}
+
+// Len returns the number of queued packets.
+func (q *outQueue) Len() int { return int(q.length.Load()) }
