@@ -19,8 +19,10 @@ import (
 // mochi's bolt hook (STATE_DIR/store.db; low rate), and in-flight QoS 1/2
 // messages through its own bbolt file (STATE_DIR/inflight.db) with group
 // commit: operations are queued and written by one goroutine in batches
-// (one transaction per batch, at most groupCommitDelay apart), instead of
-// one transaction per message. The queue is flushed on Stop.
+// (one transaction per batch: whatever was queued while the previous
+// transaction ran), instead of one transaction per message. The queue is
+// flushed on Stop. Records are binary (storecodec.go); JSON records of
+// earlier versions are still read.
 //
 // It also fixes a bug of mochi v2.7.9's storage hooks, which do not save the
 // packet identifier of in-flight messages (after a restart all messages of
@@ -45,9 +47,8 @@ type storeHook struct {
 }
 
 const (
-	inflightBucket   = "inflight"
-	groupCommitDelay = 2 * time.Millisecond
-	groupCommitMax   = 4096
+	inflightBucket = "inflight"
+	groupCommitMax = 4096
 )
 
 type storeOp struct {
@@ -92,7 +93,7 @@ func inflightKeyOf(cl *mqtt.Client, pk packets.Packet) string {
 
 // OnQosPublish queues the in-flight message for storage.
 func (h *storeHook) OnQosPublish(cl *mqtt.Client, pk packets.Packet, sent int64, resends int) {
-	props := pk.Properties.Copy(false)
+	props := &pk.Properties // encoded at once: no copy needed
 	m := &storage.Message{
 		ID:          inflightKeyOf(cl, pk),
 		T:           storage.InflightKey,
@@ -116,11 +117,7 @@ func (h *storeHook) OnQosPublish(cl *mqtt.Client, pk packets.Packet, sent int64,
 			User:                   props.User,
 		},
 	}
-	b, err := m.MarshalBinary()
-	if err != nil {
-		h.errLog.warn("store: encode in-flight message", "client", cl.ID, "error", err)
-		return
-	}
+	b := encodeInflight(make([]byte, 0, 64+len(m.ID)+len(m.Client)+len(m.Origin)+len(m.TopicName)+len(m.Payload)), m)
 	h.enqueue(storeOp{key: m.ID, value: b})
 }
 
@@ -173,7 +170,7 @@ func (h *storeHook) StoredInflightMessages() ([]storage.Message, error) {
 	err := h.db.View(func(tx *bbolt.Tx) error {
 		return tx.Bucket([]byte(inflightBucket)).ForEach(func(k, b []byte) error {
 			var m storage.Message
-			if err := m.UnmarshalBinary(b); err != nil {
+			if err := decodeInflight(b, &m); err != nil {
 				h.log.Warn("store: skipping unreadable in-flight message", "key", string(k), "error", err)
 				return nil
 			}
@@ -240,19 +237,20 @@ func (h *storeHook) writer() {
 	for {
 		select {
 		case op := <-h.ops:
+			// Group commit without a timer: take what is queued now (what
+			// arrived while the previous transaction ran) and commit it at
+			// once. Under load batches grow by themselves; a lone message
+			// waits for one commit, not for a window (it waited 2 ms).
 			batch = append(batch, op)
-			// Gather what arrives within the group-commit window.
-			timer := time.NewTimer(groupCommitDelay)
 		gather:
 			for len(batch) < groupCommitMax {
 				select {
 				case op := <-h.ops:
 					batch = append(batch, op)
-				case <-timer.C:
+				default:
 					break gather
 				}
 			}
-			timer.Stop()
 			commit()
 		case ch := <-h.flush:
 			h.drain(&batch)
