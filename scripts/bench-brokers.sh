@@ -33,6 +33,10 @@
 # Idle memory: RSS growth of each broker over IDLE_N idle MQTT connections
 # (CONNECT/CONNACK, clean session, no keepalive), and its RSS after they close.
 #
+# Before/after: BASE_REV=REV (a git revision) also builds iotq at REV and
+# runs it as broker iotq-base (default store) beside the others, in the
+# same rounds, so a change is measured side by side with its baseline.
+#
 # Usage: scripts/bench-brokers.sh [--quick | --tiny | --full] [--out DIR]
 #        [--skip-throughput] [--skip-idle]
 # Settings may also be given as environment variables (ROUNDS, P2P_MSGS,
@@ -100,12 +104,22 @@ go build -o "$out/bin/iotq" ./cmd/iotq
 (cd scripts/benchkit && go build -o "$out/bin/benchkit" .)
 iotq="$out/bin/iotq"
 bk="$out/bin/benchkit"
+base=""
+if [ -n "${BASE_REV:-}" ]; then
+  echo "bench-brokers: building iotq at $BASE_REV into $out/bin/iotq-base" >&2
+  rm -rf "$out/base-src"
+  git worktree add --detach "$out/base-src" "$BASE_REV" >/dev/null 2>&1 || {
+    echo "bench-brokers: cannot check out $BASE_REV" >&2; exit 1; }
+  (cd "$out/base-src" && go build -o "$out/bin/iotq-base" ./cmd/iotq)
+  git worktree remove --force "$out/base-src"
+  base=iotq-base
+fi
 
 # Many idle connections need file descriptors (brokers inherit the limit).
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 {
-  echo "command: scripts/bench-brokers.sh $mode ROUNDS=$ROUNDS P2P_MSGS=$P2P_MSGS FAN_MSGS=$FAN_MSGS FANOUT=$FANOUT LAT_MSGS=$LAT_MSGS LAT_RATE=$LAT_RATE IDLE_N=$IDLE_N IDLE_ROUNDS=$IDLE_ROUNDS"
+  echo "command: scripts/bench-brokers.sh $mode BASE_REV=${BASE_REV:-} ROUNDS=$ROUNDS P2P_MSGS=$P2P_MSGS FAN_MSGS=$FAN_MSGS FANOUT=$FANOUT LAT_MSGS=$LAT_MSGS LAT_RATE=$LAT_RATE IDLE_N=$IDLE_N IDLE_ROUNDS=$IDLE_ROUNDS"
   echo "date: $(date -u +%FT%TZ)"
   echo "git: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
   echo "host: $(uname -sr), $(nproc) cores, $(awk '/MemTotal/{printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
@@ -140,10 +154,11 @@ EOF
       "$mosquitto_bin" -c "$dir/mosquitto.conf" > "$dir/broker.log" 2>&1 &
       bpid=$!
       ;;
-    iotq | iotq-nostore)
-      local extra=()
+    iotq | iotq-nostore | iotq-base)
+      local extra=() bin=$iotq
       [ "$name" = iotq-nostore ] && extra=(--store none)
-      "$iotq" broker --listen "mqtt://127.0.0.1:$bport" --state-dir "$dir/state" \
+      [ "$name" = iotq-base ] && bin="$out/bin/iotq-base"
+      "$bin" broker --listen "mqtt://127.0.0.1:$bport" --state-dir "$dir/state" \
         --log-level warn "${extra[@]}" > "$dir/broker.log" 2>&1 &
       bpid=$!
       ;;
@@ -231,12 +246,12 @@ if [ $do_tp = 1 ]; then
   echo "round,scenario,broker,qos,subs,published,expected,received,lost_pct,seconds,msgs_per_s,p50_us,p90_us,p99_us,max_us,peak_rss_kb,broker_cpu_s,cpu_us_per_msg" > "$out/runs.csv"
   # scenario qos subs msgs rate brokers...
   scenarios=(
-    "p2p-q0 0 1 $P2P_MSGS 0 mosquitto iotq"
-    "p2p-q1 1 1 $P2P_MSGS 0 mosquitto iotq iotq-nostore"
-    "fan$FANOUT-q0 0 $FANOUT $FAN_MSGS 0 mosquitto iotq"
-    "fan$FANOUT-q1 1 $FANOUT $FAN_MSGS 0 mosquitto iotq iotq-nostore"
-    "lat-p2p-q0 0 1 $LAT_MSGS $LAT_RATE mosquitto iotq"
-    "lat-p2p-q1 1 1 $LAT_MSGS $LAT_RATE mosquitto iotq iotq-nostore"
+    "p2p-q0 0 1 $P2P_MSGS 0 mosquitto iotq $base"
+    "p2p-q1 1 1 $P2P_MSGS 0 mosquitto iotq iotq-nostore $base"
+    "fan$FANOUT-q0 0 $FANOUT $FAN_MSGS 0 mosquitto iotq $base"
+    "fan$FANOUT-q1 1 $FANOUT $FAN_MSGS 0 mosquitto iotq iotq-nostore $base"
+    "lat-p2p-q0 0 1 $LAT_MSGS $LAT_RATE mosquitto iotq $base"
+    "lat-p2p-q1 1 1 $LAT_MSGS $LAT_RATE mosquitto iotq iotq-nostore $base"
   )
   for ((r = 1; r <= ROUNDS; r++)); do
     echo "bench-brokers: round $r/$ROUNDS (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
@@ -256,7 +271,7 @@ fi
 if [ $do_idle = 1 ]; then
   echo "round,broker,n,rss_before_kb,rss_connected_kb,rss_after_close_kb" > "$out/idle.csv"
   for ((r = 1; r <= IDLE_ROUNDS; r++)); do
-    for broker in mosquitto iotq; do
+    for broker in mosquitto iotq $base; do
       dir="$out/runs/idle-$r-$broker"
       start_broker "$broker" "$dir"
       sleep 1
