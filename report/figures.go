@@ -767,7 +767,7 @@ func addBoxes(p *plot.Plot, groups []boxGroup) error {
 	}
 	if lo > 0 && hi/lo > logAxisRatio {
 		groups = logBoxes(groups)
-		logTicks(p, lo, hi)
+		logTicks(p)
 		p.Y.Label.Text = strings.Replace(p.Y.Label.Text, " (", ", log scale (", 1)
 	}
 	var cats []string
@@ -870,26 +870,46 @@ func logBoxes(groups []boxGroup) []boxGroup {
 	return out
 }
 
-// logTicks labels a log10-transformed y axis at 1, 2 and 5 times the
-// powers of ten between lo and hi (original units).
-func logTicks(p *plot.Plot, lo, hi float64) {
-	p.Y.Tick.Marker = logMarker(lo, hi)
+// logTicks labels a log10-transformed y axis (original units).
+func logTicks(p *plot.Plot) {
+	p.Y.Tick.Marker = logMarker()
 }
 
-// logMarker is logTicks' tick marker, for either axis.
-func logMarker(lo, hi float64) plot.Ticker {
-	var ticks []plot.Tick
-	for e := math.Floor(math.Log10(lo)) - 1; e <= math.Ceil(math.Log10(hi))+1; e++ {
-		for _, m := range []float64{1, 2, 5} {
-			v := m * math.Pow(10, e)
-			t := plot.Tick{Value: math.Log10(v)}
-			if v >= lo/3 && v <= hi*3 {
-				t.Label = strconv.FormatFloat(v, 'g', -1, 64)
-			}
-			ticks = append(ticks, t)
+// logMarker labels a log10-transformed axis at 1, 2 and 5 times the powers
+// of ten within the axis (also 3 on an axis of two decades or less), in
+// original units.
+func logMarker() plot.Ticker {
+	return plot.TickerFunc(func(lo, hi float64) []plot.Tick {
+		ms := []float64{1, 2, 5}
+		if hi-lo <= 2 {
+			ms = []float64{1, 2, 3, 5}
 		}
+		var ticks []plot.Tick
+		for e := math.Floor(lo); e <= math.Ceil(hi); e++ {
+			for _, m := range ms {
+				v := m * math.Pow(10, e)
+				if lv := math.Log10(v); lv >= lo && lv <= hi {
+					ticks = append(ticks, plot.Tick{Value: lv, Label: logLabel(v)})
+				}
+			}
+		}
+		if len(ticks) < 2 { // less than one step: label the ends
+			ticks = []plot.Tick{
+				{Value: lo, Label: logLabel(math.Pow(10, lo))},
+				{Value: hi, Label: logLabel(math.Pow(10, hi))},
+			}
+		}
+		return ticks
+	})
+}
+
+// logLabel writes a tick value of a log axis: whole numbers from 1 up,
+// three significant digits below.
+func logLabel(v float64) string {
+	if v >= 1 {
+		return strconv.FormatFloat(math.Round(v), 'f', 0, 64)
 	}
-	return plot.ConstantTicks(ticks)
+	return strconv.FormatFloat(v, 'g', 3, 64)
 }
 
 // countRoom is the part of the y axis added at an edge where boxes count
@@ -1173,7 +1193,7 @@ func delayCDF(cs []*CellResult, keep func(*CellResult) bool, name, prof, qlabel 
 	if logX {
 		xOf = math.Log10
 		p.X.Label.Text = "one-way delay, log scale (ms)"
-		p.X.Tick.Marker = logMarker(xmin, xmax)
+		p.X.Tick.Marker = logMarker()
 	}
 	beyond := 0
 	for _, tr := range trs {

@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"image/png"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -417,5 +418,26 @@ func TestDelayCDFLogAxisForWideSpreads(t *testing.T) {
 		if isLog := strings.Contains(got.X.Label.Text, "log scale"); isLog != c.log {
 			t.Errorf("spread %v..%v: x label %q, want log scale %v", c.vals[0], c.vals[len(c.vals)-1], got.X.Label.Text, c.log)
 		}
+	}
+}
+
+// TestLogMarkerLabelsTheAxis: a log axis is labelled within its range, in
+// plain numbers, also when it spans less than one 1-2-5 step.
+func TestLogMarkerLabelsTheAxis(t *testing.T) {
+	label := func(lo, hi float64) []string {
+		var out []string
+		for _, tk := range logMarker().Ticks(math.Log10(lo), math.Log10(hi)) {
+			out = append(out, tk.Label)
+		}
+		return out
+	}
+	if got := strings.Join(label(22, 12000), " "); got != "50 100 200 500 1000 2000 5000 10000" {
+		t.Errorf("22..12000: %s", got)
+	}
+	if got := strings.Join(label(22, 600), " "); got != "30 50 100 200 300 500" {
+		t.Errorf("22..600: %s", got)
+	}
+	if got := label(25, 28); len(got) != 2 || got[0] != "25" || got[1] != "28" {
+		t.Errorf("25..28: %q", got)
 	}
 }
