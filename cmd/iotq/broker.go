@@ -101,19 +101,21 @@ gracefully: stop accepting, disconnect clients, flush the store, exit 0.`,
 }
 
 // newLogger builds the slog logger selected by o.
-func newLogger(w io.Writer, o broker.LogOptions) (*slog.Logger, error) {
+func newLogger(w io.Writer, o broker.LogOptions) (*slog.Logger, *slog.LevelVar, error) {
 	level, err := broker.ParseLevel(o.Level)
 	if err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
+		return nil, nil, fmt.Errorf("--log-level: %w", err)
 	}
-	ho := &slog.HandlerOptions{Level: level}
+	lv := new(slog.LevelVar)
+	lv.Set(level)
+	ho := &slog.HandlerOptions{Level: lv}
 	switch strings.ToLower(o.Format) {
 	case "", "text":
-		return slog.New(slog.NewTextHandler(w, ho)), nil
+		return slog.New(slog.NewTextHandler(w, ho)), lv, nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, ho)), nil
+		return slog.New(slog.NewJSONHandler(w, ho)), lv, nil
 	}
-	return nil, fmt.Errorf("--log-format: want text or json, got %q", o.Format)
+	return nil, nil, fmt.Errorf("--log-format: want text or json, got %q", o.Format)
 }
 
 // brokerPasswd implements "iotq broker passwd FILE USER".

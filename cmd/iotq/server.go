@@ -85,7 +85,7 @@ func runServer[O serverOptions[O]](ctx context.Context, a *app, f serverFlags, s
 		_, err = a.stdout.Write(b)
 		return err
 	}
-	log, err := newLogger(a.stderr, s.log(opts))
+	log, level, err := newLogger(a.stderr, s.log(opts))
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
@@ -99,6 +99,9 @@ func runServer[O serverOptions[O]](ctx context.Context, a *app, f serverFlags, s
 		return nil
 	}
 	if err := srv.Start(ctx); err != nil {
+		// a server that never served has nothing to say on closing ("gateway
+		// stopped"): the error line is the one line the user sees
+		level.Set(max(level.Level(), slog.LevelWarn))
 		_ = srv.Close()
 		return addressInUse(err, s.listenFlag)
 	}

@@ -55,8 +55,8 @@ func TestTakenAddressOneLineWithHint(t *testing.T) {
 					errLines = append(errLines, l)
 				}
 			}
-			if len(errLines) != 1 {
-				t.Fatalf("want one error line, got:\n%s", stderr)
+			if len(errLines) != 1 || strings.Contains(stderr, "stopped") {
+				t.Fatalf("want one error line and no shutdown log, got:\n%s", stderr)
 			}
 			line := errLines[0]
 			for _, w := range c.want {
