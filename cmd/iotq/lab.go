@@ -205,7 +205,7 @@ func (a *app) labList(args []string) error {
 		return usageErrorf("lab list: %v", err)
 	}
 	if fs.NArg() > 0 {
-		return usageErrorf("lab list takes no scenario (got %q); for one scenario's cells: iotq lab show %s", fs.Arg(0), fs.Arg(0))
+		return usageErrorf("list takes no scenario (got %q); for one scenario's cells: iotq lab show %s", fs.Arg(0), fs.Arg(0))
 	}
 	if err := checkJobs(*jobs); err != nil {
 		return err
