@@ -33,6 +33,7 @@
 # Idle memory: RSS growth of each broker over IDLE_N idle MQTT connections
 # (CONNECT/CONNACK, clean session, no keepalive), and its RSS after they close.
 #
+# NO_NOSTORE=1 leaves iotq-nostore out (shorter runs).
 # Before/after: BASE_REV=REV (a git revision) also builds iotq at REV and
 # runs it as broker iotq-base (default store) beside the others, in the
 # same rounds, so a change is measured side by side with its baseline.
@@ -244,14 +245,16 @@ run_one() {
 
 if [ $do_tp = 1 ]; then
   echo "round,scenario,broker,qos,subs,published,expected,received,lost_pct,seconds,msgs_per_s,p50_us,p90_us,p99_us,max_us,peak_rss_kb,broker_cpu_s,cpu_us_per_msg" > "$out/runs.csv"
+  nostore=iotq-nostore
+  [ "${NO_NOSTORE:-0}" = 1 ] && nostore=""
   # scenario qos subs msgs rate brokers...
   scenarios=(
     "p2p-q0 0 1 $P2P_MSGS 0 mosquitto iotq $base"
-    "p2p-q1 1 1 $P2P_MSGS 0 mosquitto iotq iotq-nostore $base"
+    "p2p-q1 1 1 $P2P_MSGS 0 mosquitto iotq $nostore $base"
     "fan$FANOUT-q0 0 $FANOUT $FAN_MSGS 0 mosquitto iotq $base"
-    "fan$FANOUT-q1 1 $FANOUT $FAN_MSGS 0 mosquitto iotq iotq-nostore $base"
+    "fan$FANOUT-q1 1 $FANOUT $FAN_MSGS 0 mosquitto iotq $nostore $base"
     "lat-p2p-q0 0 1 $LAT_MSGS $LAT_RATE mosquitto iotq $base"
-    "lat-p2p-q1 1 1 $LAT_MSGS $LAT_RATE mosquitto iotq iotq-nostore $base"
+    "lat-p2p-q1 1 1 $LAT_MSGS $LAT_RATE mosquitto iotq $nostore $base"
   )
   for ((r = 1; r <= ROUNDS; r++)); do
     echo "bench-brokers: round $r/$ROUNDS (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
