@@ -308,6 +308,10 @@ func (h *flowHook) awaitProgress(f *clientFlow, ok func() bool) bool {
 			return true
 		}
 		if timer == nil {
+			// Waiting: let the next publishes check their subscribers
+			// before handing messages over (OnPublish), without waiting
+			// for the scanner to notice.
+			h.pressure.Store(true)
 			timer = time.NewTimer(maxStall)
 		}
 		select {
@@ -328,7 +332,6 @@ func (h *flowHook) awaitProgress(f *clientFlow, ok func() bool) bool {
 // message); false: drop (QoS 0 under PolicyDrop, counted by
 // OnPublishDropped).
 func (h *flowHook) outboundFull(cl *mqtt.Client, pk packets.Packet) bool {
-	h.pressure.Store(true)
 	f := h.flowOf(cl)
 	if f == nil || h.e.cfg.flow.NoBackpressure {
 		return cl.Closed()
@@ -350,7 +353,6 @@ func (h *flowHook) outboundFull(cl *mqtt.Client, pk packets.Packet) bool {
 // stalled client pk is not delivered to it, counted as queued_bytes
 // (false). Messages already queued are never removed.
 func (h *flowHook) queuedBytesFull(cl *mqtt.Client, pk packets.Packet) bool {
-	h.pressure.Store(true)
 	qos := pk.FixedHeader.Qos
 	if qos == 0 && cl.Closed() {
 		return false // QoS 0 is never queued for an offline session: nothing to count
