@@ -230,6 +230,33 @@ func (a *app) labList(args []string) error {
 	return nil
 }
 
+// resumeCommand is the command line that completes an interrupted run:
+// the same arguments (a campaign's cells depend on all of them), its
+// results directory and --resume.
+func resumeCommand(args []string, dir string) string {
+	out := []string{"iotq", "lab", "run"}
+	hasOut, hasResume := false, false
+	for _, a := range args {
+		switch {
+		case a == "--out" || a == "-out" || strings.HasPrefix(a, "--out=") || strings.HasPrefix(a, "-out="):
+			hasOut = true
+		case a == "--resume" || a == "-resume" || a == "--resume=true" || a == "-resume=true":
+			hasResume = true
+		}
+		if a == "" || strings.ContainsAny(a, " \t'\"$") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		out = append(out, a)
+	}
+	if !hasOut {
+		out = append(out, "--out", dir)
+	}
+	if !hasResume {
+		out = append(out, "--resume")
+	}
+	return strings.Join(out, " ")
+}
+
 func checkJobs(n int) error {
 	if n < 1 || n > lab.MaxJobs {
 		return usageErrorf("--jobs %d: want 1 to %d cells at once", n, lab.MaxJobs)
@@ -411,7 +438,7 @@ func (a *app) labRun(ctx context.Context, args []string) error {
 		Jobs: *jobs, Timing: timing})
 	if err != nil {
 		if res.Interrupted || errors.Is(err, context.Canceled) {
-			return &exitError{code: 130, msg: fmt.Sprintf("interrupted: %d cells done this run; complete it with: iotq lab run %s --out %s --scale %s --resume", res.Ran, name, dir, sel.scale)}
+			return &exitError{code: 130, msg: fmt.Sprintf("interrupted: %d cells done this run; complete it with: %s", res.Ran, resumeCommand(args, dir))}
 		}
 		return err
 	}
