@@ -529,7 +529,11 @@ func (cr *cellRun) relay(ctx context.Context, pub, sub *child, recv <-chan int64
 func (cr *cellRun) repReconnect(ctx context.Context, rep int, repDir, base string) error {
 	cache := filepath.Join(repDir, "session-cache")
 	deadline := cr.handshakeAllowance() + cr.grace()
-	sub, err := cr.startSub(ctx, rep, repDir, base+"/#", 2, 3*deadline, spawnOpts{})
+	// The measured messages have a subtree of their own: the shared
+	// medium's background publishers use base/bg/N, and a subscription to
+	// base/# counted their messages as the two it waits for (every E6
+	// pattern B cell with more than one publisher failed on that).
+	sub, err := cr.startSub(ctx, rep, repDir, base+"/m/#", 2, 3*deadline, spawnOpts{})
 	if err != nil {
 		return err
 	}
@@ -539,8 +543,8 @@ func (cr *cellRun) repReconnect(ctx context.Context, rep int, repDir, base strin
 		return err
 	}
 	runs := []pubRun{
-		{file: "pub.csv", stats: "pub.stdout", role: records.RolePub, topic: base + "/1", base: "pub"},
-		{file: "pub-resume.csv", stats: "pub-resume.stdout", role: records.RolePubResume, topic: base + "/2", base: "pub-resume"},
+		{file: "pub.csv", stats: "pub.stdout", role: records.RolePub, topic: base + "/m/1", base: "pub"},
+		{file: "pub-resume.csv", stats: "pub-resume.stdout", role: records.RolePubResume, topic: base + "/m/2", base: "pub-resume"},
 	}
 	var runErr error
 	for _, pr := range runs {
