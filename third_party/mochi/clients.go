@@ -339,7 +339,13 @@ func (cl *Client) refreshDeadline(keepalive uint16) {
 func (cl *Client) NextPacketID() (i uint32, err error) {
 	cl.State.packetIDMu.Lock()
 	defer cl.State.packetIDMu.Unlock()
+	return cl.nextPacketIDLocked()
+}
 
+// nextPacketIDLocked is NextPacketID for a caller holding packetIDMu, who
+// puts the message under the id into the in-flight store before it lets
+// go: otherwise the id is free for the next caller too. [iotq patch 17]
+func (cl *Client) nextPacketIDLocked() (i uint32, err error) {
 	i = atomic.LoadUint32(&cl.State.packetID)
 	started := i
 	overflowed := false

@@ -186,6 +186,7 @@ type Server struct {
 	hooks        *Hooks               // hooks contains hooks for extra functionality such as auth and persistent storage
 	inlineClient *Client              // inlineClient is a special client used for inline subscriptions and inline Publish
 	readBufs     *sync.Pool           // full-size client read buffers, lent while data arrives in bulk [iotq patch 12]
+	sessions     sessionLocks         // serialises the connects of one client id [iotq patch 17]
 }
 
 // loop contains interval tickers for the system events loop.
@@ -532,6 +533,11 @@ func (s *Server) connectClient(cl *Client, listener string) (counted bool, err e
 
 	s.hooks.OnSessionEstablish(cl, pk)
 
+	// [iotq patch 17] One connect of a client id at a time, from taking
+	// the session over until the new connection is the delivery target
+	// and holds the previous one's in-flight messages: a later connect
+	// of the id then takes over this connection, never the one before.
+	unlock := s.sessions.lock(cl.ID)
 	prev, _ := s.Clients.Get(cl.ID) // [iotq patch 6]
 	sessionPresent := s.inheritClientSession(pk, cl)
 
@@ -546,6 +552,7 @@ func (s *Server) connectClient(cl *Client, listener string) (counted bool, err e
 		// [iotq patch 6]
 		s.moveInflights(prev, cl)
 	}
+	unlock()
 	if err != nil {
 		return true, fmt.Errorf("ack connection packet: %w", err)
 	}
@@ -712,8 +719,13 @@ func (s *Server) moveInflights(prev, cl *Client) []packets.Packet {
 			continue
 		}
 		atomic.AddInt64(&s.Info.Inflight, -1)
+		// The id is checked and tk put in flight under packetIDMu, as
+		// publishToClient takes an id and puts its message in flight: an
+		// id it handed out is in flight before tk's is checked. [iotq patch 17]
+		cl.State.packetIDMu.Lock()
 		have, ok := cl.State.Inflight.Get(tk.PacketID)
 		if ok && samePublish(have, tk) {
+			cl.State.packetIDMu.Unlock()
 			s.hooks.OnQosPublish(cl, tk, tk.Created, 0)
 			continue
 		}
@@ -721,17 +733,22 @@ func (s *Server) moveInflights(prev, cl *Client) []packets.Packet {
 			// prev and cl gave one packet id to two different messages
 			// after the session was copied: tk gets a new id, and have
 			// is stored again (prev's record had the same key). [iotq patch 8]
-			id, err := cl.NextPacketID()
+			id, err := cl.nextPacketIDLocked()
 			if err != nil {
+				cl.State.packetIDMu.Unlock()
 				s.hooks.OnPacketIDExhausted(cl, tk)
 				atomic.AddInt64(&s.Info.InflightDropped, 1)
 				s.Log.Warn("packet ids exhausted moving a taken-over session", "error", err, "client", cl.ID)
 				continue
 			}
-			s.hooks.OnQosPublish(cl, have, have.Created, 0)
 			tk.PacketID = uint16(id)
 		}
-		if cl.State.Inflight.Set(tk) {
+		set := cl.State.Inflight.Set(tk)
+		cl.State.packetIDMu.Unlock()
+		if ok {
+			s.hooks.OnQosPublish(cl, have, have.Created, 0)
+		}
+		if set {
 			atomic.AddInt64(&s.Info.Inflight, 1)
 		}
 		added = append(added, tk)
@@ -1264,8 +1281,15 @@ func (s *Server) publishToClient(cl *Client, sub packets.Subscription, pk packet
 			return out, packets.ErrQuotaExceeded
 		}
 
-		i, err := cl.NextPacketID() // [MQTT-4.3.2-1] [MQTT-4.3.3-1]
+		// [iotq patch 17] The id is taken and the message is in flight
+		// under it in one step (packetIDMu): a message moving over from a
+		// taken-over connection (moveInflights) checks its id under the
+		// same lock, and could otherwise take an id handed out here but not
+		// yet in flight, and be overwritten.
+		cl.State.packetIDMu.Lock()
+		i, err := cl.nextPacketIDLocked() // [MQTT-4.3.2-1] [MQTT-4.3.3-1]
 		if err != nil {
+			cl.State.packetIDMu.Unlock()
 			s.hooks.OnPacketIDExhausted(cl, pk)
 			atomic.AddInt64(&s.Info.InflightDropped, 1)
 			s.Log.Warn("packet ids exhausted", "error", err, "client", cl.ID, "listener", cl.Net.Listener)
@@ -1275,7 +1299,9 @@ func (s *Server) publishToClient(cl *Client, sub packets.Subscription, pk packet
 		out.PacketID = uint16(i) // [MQTT-2.2.1-4]
 		sentQuota := atomic.LoadInt32(&cl.State.Inflight.sendQuota)
 
-		if ok := cl.State.Inflight.Set(out); ok { // [MQTT-4.3.2-3] [MQTT-4.3.3-3]
+		ok := cl.State.Inflight.Set(out)
+		cl.State.packetIDMu.Unlock()
+		if ok { // [MQTT-4.3.2-3] [MQTT-4.3.3-3]
 			atomic.AddInt64(&s.Info.Inflight, 1)
 			s.hooks.OnQosPublish(cl, out, out.Created, 0)
 			cl.State.Inflight.DecreaseSendQuota()
@@ -1290,6 +1316,19 @@ func (s *Server) publishToClient(cl *Client, sub packets.Subscription, pk packet
 			if cur, ok := s.Clients.Get(cl.ID); ok && cur != cl && !cur.Properties.Clean { // a clean new session inherits nothing [iotq patch 8]
 				for _, tk := range s.moveInflights(cl, cur) {
 					cur.QueuePacket(tk)
+				}
+				// cur may have been taken over itself before these
+				// arrived: move on to the connection after it, as its
+				// own takeover would have. [iotq patch 17]
+				for from := cur; from.IsTakenOver(); {
+					next, ok := s.Clients.Get(cl.ID)
+					if !ok || next == from || next.Properties.Clean {
+						break
+					}
+					for _, tk := range s.moveInflights(from, next) {
+						next.QueuePacket(tk)
+					}
+					from = next
 				}
 				return out, packets.CodeDisconnect
 			}
