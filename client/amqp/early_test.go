@@ -3,11 +3,9 @@ package amqp_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -103,8 +101,8 @@ func TestEarly(t *testing.T) {
 
 	t.Run("amqp+quic 0-RTT accepted", func(t *testing.T) {
 		g := gw(t, gateway.EarlyAccept)
-		relay := newZeroRTTRelay(t, g.Endpoints()[0])
-		url := "amqp+quic://" + relay.addr()
+		relay := newRelay(t, g.Endpoints()[0])
+		url := "amqp+quic://" + relay.Addr()
 		o := client.Options{CAFile: g.CAFile(), SessionCacheFile: filepath.Join(t.TempDir(), "tickets")}
 		payload := bytes.Repeat([]byte("0rtt"), 750) // 3000 bytes: the flight is larger than any padding
 		first := run(t, url, "iotq.early.quic", o, 1, payload)
@@ -118,11 +116,11 @@ func TestEarly(t *testing.T) {
 		// The resumed publisher is the relay's second client. Its 0-RTT
 		// packets carried the whole start: headers, sasl-init, open, begin,
 		// attach and the 3000-byte transfer.
-		t.Logf("0-RTT packet bytes: first publisher %d, resumed publisher %d", relay.zeroRTTBytes(0), relay.zeroRTTBytes(1))
-		if n := relay.zeroRTTBytes(1); n < 3000+200 {
+		t.Logf("0-RTT packet bytes: first publisher %d, resumed publisher %d", zeroRTTBytes(relay, 0), zeroRTTBytes(relay, 1))
+		if n := zeroRTTBytes(relay, 1); n < 3000+200 {
 			t.Fatalf("0-RTT bytes of the resumed publisher: %d, want the whole pipelined start (> 3200)", n)
 		}
-		if n := relay.zeroRTTBytes(0); n != 0 {
+		if n := zeroRTTBytes(relay, 0); n != 0 {
 			t.Fatalf("0-RTT bytes of the first publisher (no ticket): %d", n)
 		}
 	})
@@ -156,126 +154,39 @@ func TestEarly(t *testing.T) {
 	})
 }
 
-// zeroRTTRelay relays UDP between QUIC clients and one server on loopback
-// and counts, per client in order of arrival, the bytes of the 0-RTT
-// packets it sent (the long-header packets of type 1, RFC 9000 section
-// 17.2.3, found in coalesced datagrams). Datagrams back to the clients
-// are delayed, so the first flight surely leaves before the handshake
-// answer arrives.
-type zeroRTTRelay struct {
-	ln     *net.UDPConn
-	target *net.UDPAddr
-	wg     sync.WaitGroup
-
-	mu    sync.Mutex
-	flows map[string]*relayFlow
-	order []*relayFlow
-}
-
-type relayFlow struct {
-	up      *net.UDPConn
-	zeroRTT int
-	sent    [][]byte // the client's datagrams, in order
-}
-
 // relayDelay is long enough that a client on a loaded machine has written
 // its first flight before the server's answer arrives.
 var relayDelay = testutil.Scale(250 * time.Millisecond)
 
-func newZeroRTTRelay(t *testing.T, target string) *zeroRTTRelay {
+// newRelay starts a testutil.UDPRelay in front of a gateway endpoint
+// (quic://HOST:PORT).
+func newRelay(t *testing.T, target string) *testutil.UDPRelay {
+	t.Helper()
+	return testutil.NewUDPRelay(t, udpAddr(t, target), relayDelay)
+}
+
+func udpAddr(t *testing.T, target string) *net.UDPAddr {
 	t.Helper()
 	ta, err := net.ResolveUDPAddr("udp", strings.TrimPrefix(target, "quic://"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &zeroRTTRelay{ln: ln, target: ta, flows: map[string]*relayFlow{}}
-	r.wg.Add(1)
-	go r.loop()
-	t.Cleanup(r.close)
-	return r
+	return ta
 }
 
-func (r *zeroRTTRelay) addr() string { return r.ln.LocalAddr().String() }
-
-func (r *zeroRTTRelay) loop() {
-	defer r.wg.Done()
-	buf := make([]byte, 64<<10)
-	for {
-		n, from, err := r.ln.ReadFromUDP(buf)
-		if err != nil {
-			return
-		}
-		r.mu.Lock()
-		f := r.flows[from.String()]
-		if f == nil {
-			up, err := net.DialUDP("udp", nil, r.target)
-			if err != nil {
-				r.mu.Unlock()
-				continue
-			}
-			f = &relayFlow{up: up}
-			r.flows[from.String()] = f
-			r.order = append(r.order, f)
-			r.wg.Add(1)
-			go r.back(up, from)
-		}
-		f.zeroRTT += zeroRTTLen(buf[:n])
-		f.sent = append(f.sent, append([]byte(nil), buf[:n]...))
-		r.mu.Unlock()
-		_, _ = f.up.Write(buf[:n])
-	}
-}
-
-func (r *zeroRTTRelay) back(up *net.UDPConn, to *net.UDPAddr) {
-	defer r.wg.Done()
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := up.Read(buf)
-		if err != nil {
-			return
-		}
-		d := append([]byte(nil), buf[:n]...)
-		r.wg.Add(1)
-		time.AfterFunc(relayDelay, func() {
-			defer r.wg.Done()
-			_, _ = r.ln.WriteToUDP(d, to)
-		})
-	}
-}
-
-// zeroRTTBytes returns the 0-RTT packet bytes (packet number, payload and
-// tag) the i-th client sent.
-func (r *zeroRTTRelay) zeroRTTBytes(i int) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if i >= len(r.order) {
+// zeroRTTBytes returns the bytes of the 0-RTT packets (the long-header
+// packets of type 1, RFC 9000 section 17.2.3, found in coalesced
+// datagrams) the i-th client of r sent; -1 if there is no such client.
+func zeroRTTBytes(r *testutil.UDPRelay, i int) int {
+	sent := r.Sent(i)
+	if sent == nil {
 		return -1
 	}
-	return r.order[i].zeroRTT
-}
-
-// datagrams returns a copy of what the i-th client sent.
-func (r *zeroRTTRelay) datagrams(i int) [][]byte {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if i >= len(r.order) {
-		return nil
+	total := 0
+	for _, d := range sent {
+		total += zeroRTTLen(d)
 	}
-	return append([][]byte(nil), r.order[i].sent...)
-}
-
-func (r *zeroRTTRelay) close() {
-	_ = r.ln.Close()
-	r.mu.Lock()
-	for _, f := range r.flows {
-		_ = f.up.Close()
-	}
-	r.mu.Unlock()
-	r.wg.Wait()
+	return total
 }
 
 // zeroRTTLen sums the Length fields of the QUIC v1 0-RTT packets in a
@@ -360,8 +271,8 @@ func TestEarlyReplay(t *testing.T) {
 			if err := s.Subscribe(ctx, topic, client.SubscribeOptions{QoS: 1}, sub.handle); err != nil {
 				t.Fatal(err)
 			}
-			relay := newZeroRTTRelay(t, g.Endpoints()[0])
-			url := "amqp+quic://" + relay.addr()
+			relay := newRelay(t, g.Endpoints()[0])
+			url := "amqp+quic://" + relay.Addr()
 			o := client.Options{CAFile: g.CAFile(), SessionCacheFile: filepath.Join(t.TempDir(), "tickets")}
 			warm := dial(t, ctx, url, o)
 			if err := warm.Close(); err != nil {
@@ -382,7 +293,7 @@ func TestEarlyReplay(t *testing.T) {
 			// quic-go drops packets for a closed connection's ids for about
 			// three probe timeouts; a replay after that is a new connection.
 			time.Sleep(4 * time.Second)
-			replay(t, g.Endpoints()[0], relay.datagrams(1))
+			testutil.ReplayUDP(t, udpAddr(t, g.Endpoints()[0]), relay.Sent(1))
 			got := 1
 			deadline := time.After(testutil.Scale(5 * time.Second))
 		wait:
@@ -401,36 +312,5 @@ func TestEarlyReplay(t *testing.T) {
 				t.Fatalf("policy %s: the early message arrived %d times after a replay, want %d", policy, got, copies)
 			}
 		})
-	}
-}
-
-// replay sends recorded datagrams to target from a new port; the socket
-// stays open (answers are dropped) until the test ends.
-func replay(t *testing.T, target string, dgrams [][]byte) {
-	t.Helper()
-	ta, err := net.ResolveUDPAddr("udp", strings.TrimPrefix(target, "quic://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := net.DialUDP("udp", nil, ta)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		buf := make([]byte, 64<<10)
-		for {
-			if _, err := c.Read(buf); err != nil && errors.Is(err, net.ErrClosed) {
-				return
-			}
-		}
-	}()
-	t.Cleanup(func() { _ = c.Close(); <-done })
-	for _, d := range dgrams {
-		if _, err := c.Write(d); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

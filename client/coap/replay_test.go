@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,97 +23,6 @@ import (
 	"github.com/iotq/iotq/transport"
 	"github.com/iotq/iotq/transport/coapmsg"
 )
-
-// replayProxy relays UDP datagrams between QUIC clients and the broker,
-// delays the broker's answers (so a client's first write surely leaves as
-// 0-RTT data) and records what each client sent, so that the test can
-// replay a first flight as an on-path attacker would.
-type replayProxy struct {
-	ln     *net.UDPConn
-	target *net.UDPAddr
-	wg     sync.WaitGroup
-
-	mu    sync.Mutex
-	ups   map[string]*net.UDPConn
-	flows [][][]byte // per client, in order of arrival
-	index map[string]int
-}
-
-func newReplayProxy(t *testing.T, target *net.UDPAddr) *replayProxy {
-	t.Helper()
-	ln, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &replayProxy{ln: ln, target: target, ups: map[string]*net.UDPConn{}, index: map[string]int{}}
-	p.wg.Add(1)
-	go p.loop()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		p.mu.Lock()
-		for _, up := range p.ups {
-			_ = up.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *replayProxy) loop() {
-	defer p.wg.Done()
-	buf := make([]byte, 64<<10)
-	for {
-		n, from, err := p.ln.ReadFromUDP(buf)
-		if err != nil {
-			return
-		}
-		k := from.String()
-		p.mu.Lock()
-		up := p.ups[k]
-		if up == nil {
-			if up, err = net.DialUDP("udp", nil, p.target); err != nil {
-				p.mu.Unlock()
-				continue
-			}
-			p.ups[k] = up
-			p.index[k] = len(p.flows)
-			p.flows = append(p.flows, nil)
-			p.wg.Add(1)
-			go p.back(up, from)
-		}
-		i := p.index[k]
-		p.flows[i] = append(p.flows[i], append([]byte(nil), buf[:n]...))
-		p.mu.Unlock()
-		_, _ = up.Write(buf[:n])
-	}
-}
-
-func (p *replayProxy) back(up *net.UDPConn, client *net.UDPAddr) {
-	defer p.wg.Done()
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := up.Read(buf)
-		if err != nil {
-			return
-		}
-		d := append([]byte(nil), buf[:n]...)
-		p.wg.Add(1)
-		time.AfterFunc(150*time.Millisecond, func() {
-			defer p.wg.Done()
-			_, _ = p.ln.WriteToUDP(d, client)
-		})
-	}
-}
-
-func (p *replayProxy) flow(i int) [][]byte {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if i >= len(p.flows) {
-		return nil
-	}
-	return append([][]byte(nil), p.flows[i]...)
-}
 
 // metricOrZero reads one metric line from /metrics; 0 if absent.
 func metricOrZero(t *testing.T, srv *broker.Server, name string) float64 {
@@ -173,8 +81,8 @@ func TestCoAPOverQUIC0RTTReplay(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			proxy := newReplayProxy(t, target)
-			pep, err := transport.ParseURL("coap+quic://" + proxy.ln.LocalAddr().String())
+			proxy := testutil.NewUDPRelay(t, target, 150*time.Millisecond)
+			pep, err := transport.ParseURL("coap+quic://" + proxy.Addr())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,22 +151,12 @@ func TestCoAPOverQUIC0RTTReplay(t *testing.T) {
 
 			// The attacker replays connection 1's datagrams from another port,
 			// after the broker forgot the original connection's ids.
-			flow := proxy.flow(1)
+			flow := proxy.Sent(1)
 			if len(flow) == 0 {
 				t.Fatal("nothing recorded for connection 1")
 			}
 			time.Sleep(4 * time.Second)
-			rc, err := net.DialUDP("udp", nil, target)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rc.Close()
-			for _, d := range flow {
-				if _, err := rc.Write(d); err != nil {
-					t.Fatal(err)
-				}
-				time.Sleep(time.Millisecond)
-			}
+			testutil.ReplayUDP(t, target, flow)
 			switch tc.policy {
 			case broker.EarlyAccept:
 				testutil.Eventually(t, 10*time.Second, func() error {
