@@ -158,9 +158,12 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 	man.Fabric, man.Scenario, man.Scale, man.Shard = opts.Fabric, opts.Scenario, opts.Scale, cf.Shard
 	man.Start = now().UTC()
 	man.StartNs = man.Start.UnixNano()
+	var before *TimingReport // the emulator timing of the runs this one resumes
 	if old, ok := readManifest(opts.Dir); ok && opts.Resume {
 		// Keep the original start; record this run's loads too.
 		man.Start, man.StartNs = old.Start, old.StartNs
+		before = old.EmulatorTiming
+		man.EmulatorTiming = before
 	}
 	if err := writeJSONAtomic(filepath.Join(opts.Dir, FileManifest), man); err != nil {
 		return res, err
@@ -321,8 +324,10 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 	man.Interrupted = res.Interrupted
 	man.Jobs = jobs
 	if opts.Timing != nil {
+		// A resumed campaign's record covers its earlier runs too: their
+		// cells are in the results as much as this run's.
 		tr := opts.Timing.Report(jobs)
-		man.EmulatorTiming = &tr
+		man.EmulatorTiming = CombineTiming(before, &tr)
 	}
 	if err := writeJSONAtomic(filepath.Join(opts.Dir, FileManifest), man); err != nil {
 		return res, err
@@ -403,7 +408,8 @@ func readManifest(dir string) (Manifest, bool) {
 // Merge joins shard directories into out: every completed cell is copied
 // (a cell complete in two shards is taken from the first that holds it),
 // the aggregate files are rebuilt and the manifest lists every shard's
-// manifest. The shards must come from the same campaign.
+// manifest; its emulator timing combines every shard's (CombineTiming).
+// The shards must come from the same campaign.
 func Merge(out string, dirs []string) error {
 	if len(dirs) == 0 {
 		return errors.New("merge: no shard directories given")
@@ -479,7 +485,10 @@ func Merge(out string, dirs []string) error {
 		}
 	}
 	man.Cells.Pending = len(order) - man.Cells.OK - man.Cells.Failed
+	man.EmulatorTiming = nil
 	for _, s := range man.Shards {
+		man.EmulatorTiming = CombineTiming(man.EmulatorTiming, s.EmulatorTiming)
+		man.Jobs = max(man.Jobs, s.Jobs)
 		if s.StartNs != 0 && (man.StartNs == 0 || s.StartNs < man.StartNs) {
 			man.Start, man.StartNs = s.Start, s.StartNs
 		}
@@ -489,4 +498,22 @@ func Merge(out string, dirs []string) error {
 		man.Interrupted = man.Interrupted || s.Interrupted
 	}
 	return writeJSONAtomic(filepath.Join(out, FileManifest), man)
+}
+
+// Pending returns the cells of a campaign in dir that a resumed run would
+// run: those without a done marker, and failed ones when retryFailed.
+// A directory that does not exist yet has every cell pending.
+func Pending(dir string, cells []Cell, retryFailed bool) ([]Cell, error) {
+	var out []Cell
+	for _, c := range cells {
+		d, ok, err := readDone(filepath.Join(dir, DirCells, c.ID))
+		if err != nil {
+			return nil, err
+		}
+		if ok && (d.Status == StatusOK || !retryFailed) {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iotq/iotq/link"
 	"github.com/iotq/iotq/records"
 )
 
@@ -176,6 +177,10 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 	if _, ok, _ := readDone(filepath.Join(parted, DirCells, cells[4].ID)); ok {
 		t.Fatal("interrupted cell has a done marker")
 	}
+	// What a resumed run has left, for its estimate: the 8 cells not done.
+	if p, err := Pending(parted, cells, false); err != nil || len(p) != 8 || p[0].ID != cells[4].ID {
+		t.Fatalf("pending: %d cells, %v", len(p), err)
+	}
 	r2 := &fakeRunner{}
 	res, err = Run(context.Background(), specs, Options{Dir: parted, Runner: r2, Resume: true})
 	if err != nil || res.Skipped != 4 || res.Ran != 8 {
@@ -203,7 +208,9 @@ func TestTwoShardsMergedEqualUnsharded(t *testing.T) {
 	total := 0
 	for i := 0; i < 2; i++ {
 		d := filepath.Join(base, fmt.Sprintf("shard%d", i+1))
-		res, err := Run(context.Background(), specs, Options{Dir: d, Runner: &fakeRunner{}, Shard: i, Shards: 2})
+		g := &TimingGuard{}
+		g.Record(link.DelaySummary{N: 1000, P99: time.Duration(i+1) * time.Millisecond, Hist: []link.Bucket{{UpperUS: 1024 << i, N: 1000}}})
+		res, err := Run(context.Background(), specs, Options{Dir: d, Runner: &fakeRunner{}, Shard: i, Shards: 2, Jobs: i + 1, Timing: g})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,6 +234,11 @@ func TestTwoShardsMergedEqualUnsharded(t *testing.T) {
 	mb, _ := os.ReadFile(filepath.Join(merged, FileManifest))
 	if err := json.Unmarshal(mb, &m); err != nil || len(m.Shards) != 2 || m.Cells.OK != 12 || m.Cells.Pending != 0 {
 		t.Fatalf("merged manifest: %v %s", err, mb)
+	}
+	// The emulator timing is both shards', not the first one's.
+	if et := m.EmulatorTiming; et == nil || et.Runs != 2 || et.Pkts != 2000 || et.Jobs != 2 || m.Jobs != 2 ||
+		et.CellP99Worst != 2*time.Millisecond || et.P99 < 1024*time.Microsecond || et.P99 >= 2048*time.Microsecond {
+		t.Fatalf("merged emulator timing: %+v", et)
 	}
 	// A shard of another campaign is refused.
 	other := testSpecs(t)

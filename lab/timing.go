@@ -179,41 +179,149 @@ func (g *TimingGuard) Report(jobs int) TimingReport {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	r.Cells, r.Judged, r.Pkts, r.Max = g.cells, g.judged, g.packets, g.max
-	if len(g.p99s) > 0 {
-		s := slices.Clone(g.p99s)
-		slices.Sort(s)
-		r.CellP99Median, r.CellP99Worst = s[len(s)/2], s[len(s)-1]
-	}
+	r.CellP99s = slices.Clone(g.p99s)
 	for ub, n := range g.hist {
 		r.Hist = append(r.Hist, records.TimingBucket{UpperUS: ub, N: n})
 	}
-	slices.SortFunc(r.Hist, func(a, b records.TimingBucket) int { return int(a.UpperUS - b.UpperUS) })
 	for _, l := range g.loads {
 		r.LoadavgMax1 = max(r.LoadavgMax1, l)
 	}
 	r.LoadavgEnd = g.loadEnd
-	if g.hostN > 0 {
-		var hh []records.TimingBucket
-		for ub, n := range g.host {
-			hh = append(hh, records.TimingBucket{UpperUS: ub, N: n})
+	for ub, n := range g.host {
+		r.HostHist = append(r.HostHist, records.TimingBucket{UpperUS: ub, N: n})
+	}
+	r.HostMax, r.HostSamples = g.hostMax, g.hostN
+	judgeTiming(&r)
+	return r
+}
+
+// judgeTiming computes r's percentiles from its histograms and per-cell
+// figures and judges them against r's bounds.
+func judgeTiming(r *TimingReport) {
+	timingPercentiles(r)
+	timingStatus(r)
+}
+
+// timingPercentiles computes r's percentiles from its histograms and
+// per-cell figures.
+func timingPercentiles(r *TimingReport) {
+	sortBuckets := func(h []records.TimingBucket) {
+		slices.SortFunc(h, func(a, b records.TimingBucket) int { return int(a.UpperUS - b.UpperUS) })
+	}
+	sortBuckets(r.Hist)
+	sortBuckets(r.HostHist)
+	slices.Sort(r.CellP99s)
+	// Figures without their histogram (records written before the
+	// histograms were kept) stay as they were.
+	if n := len(r.CellP99s); n > 0 {
+		r.CellP99Median, r.CellP99Worst = r.CellP99s[n/2], r.CellP99s[n-1]
+	}
+	if len(r.Hist) > 0 {
+		r.P99 = 0
+		if r.Pkts >= timingMinPackets {
+			r.P99 = histQuantile(r.Hist, 0.99)
 		}
-		slices.SortFunc(hh, func(a, b records.TimingBucket) int { return int(a.UpperUS - b.UpperUS) })
-		r.HostP99, r.HostMax, r.HostSamples = histQuantile(hh, 0.99), g.hostMax, g.hostN
 	}
-	if r.Pkts >= timingMinPackets {
-		r.P99 = histQuantile(r.Hist, 0.99)
+	if len(r.HostHist) > 0 {
+		r.HostP99 = histQuantile(r.HostHist, 0.99)
 	}
+}
+
+// timingStatus judges r's percentiles against its bounds.
+func timingStatus(r *TimingReport) {
 	judged := r.P99
 	if r.HostSamples >= timingMinPackets {
 		judged = max(judged, r.HostP99)
 	}
 	switch {
-	case judged > refuse && jobs > 1:
+	case judged > r.RefuseP99 && r.Jobs > 1:
 		r.Status = TimingRefused
-	case judged > warn:
+	case judged > r.WarnP99:
 		r.Status = TimingWarn
+	default:
+		r.Status = TimingOK
 	}
-	return r
+}
+
+// CombineTiming joins the timing records of several runs of one campaign
+// (a resumed run and the runs before it, or the shards of a merged
+// campaign) into one, as if one guard had seen every cell: histograms and
+// counts add up, percentiles are computed again from them, Jobs and the
+// maxima are the largest of the runs, and the status is judged again on
+// the combined figures (the late packets of a refused run are in them;
+// refused only when the last run was). Records written before histograms of the probe and
+// per-cell figures were kept (no host_hist, no cell_p99s_ns) contribute
+// what they have. Nil entries are skipped; nil when all are.
+func CombineTiming(rs ...*TimingReport) *TimingReport {
+	var out, last *TimingReport
+	var oldHostP99 time.Duration
+	for _, r := range rs {
+		if r == nil {
+			continue
+		}
+		last = r
+		runs := max(r.Runs, 1)
+		if out == nil {
+			c := *r
+			c.Hist, c.HostHist, c.CellP99s = slices.Clone(r.Hist), slices.Clone(r.HostHist), slices.Clone(r.CellP99s)
+			if len(c.CellP99s) == 0 && r.CellP99Worst > 0 {
+				c.CellP99s = []time.Duration{r.CellP99Worst}
+			}
+			c.Runs = runs
+			if len(r.HostHist) == 0 {
+				oldHostP99 = r.HostP99
+			}
+			out = &c
+			continue
+		}
+		out.Runs += runs
+		out.Jobs = max(out.Jobs, r.Jobs)
+		out.Cells += r.Cells
+		out.Judged += r.Judged
+		out.Pkts += r.Pkts
+		out.Max = max(out.Max, r.Max)
+		out.HostMax = max(out.HostMax, r.HostMax)
+		if len(r.HostHist) == 0 {
+			oldHostP99 = max(oldHostP99, r.HostP99) // an old record: no histogram to add
+		}
+		out.HostSamples += r.HostSamples
+		out.Hist = addBuckets(out.Hist, r.Hist)
+		out.HostHist = addBuckets(out.HostHist, r.HostHist)
+		if len(r.CellP99s) > 0 {
+			out.CellP99s = append(out.CellP99s, r.CellP99s...)
+		} else if r.CellP99Worst > 0 {
+			out.CellP99s = append(out.CellP99s, r.CellP99Worst)
+		}
+		out.WarnP99, out.RefuseP99 = max(out.WarnP99, r.WarnP99), max(out.RefuseP99, r.RefuseP99)
+		out.LoadavgMax1 = max(out.LoadavgMax1, r.LoadavgMax1)
+		if r.LoadavgEnd != "" {
+			out.LoadavgEnd = r.LoadavgEnd
+		}
+	}
+	if out != nil {
+		timingPercentiles(out)
+		out.HostP99 = max(out.HostP99, oldHostP99)
+		timingStatus(out)
+		if out.Status == TimingRefused && last.Status != TimingRefused {
+			// Refused means the campaign stopped; the last run went on
+			// to the end (with fewer jobs): the figures warn.
+			out.Status = TimingWarn
+		}
+	}
+	return out
+}
+
+// addBuckets adds histogram b into a (same bucket bounds add up).
+func addBuckets(a, b []records.TimingBucket) []records.TimingBucket {
+	for _, x := range b {
+		i := slices.IndexFunc(a, func(y records.TimingBucket) bool { return y.UpperUS == x.UpperUS })
+		if i < 0 {
+			a = append(a, x)
+			continue
+		}
+		a[i].N += x.N
+	}
+	return a
 }
 
 // histQuantile interpolates the q-quantile in power-of-two buckets

@@ -152,7 +152,9 @@ func TestCampaignTimingGuard(t *testing.T) {
 	if res.Skipped+res.Ran != 12 || res.Failed != 0 {
 		t.Fatalf("resume result %+v", res)
 	}
-	if m := readManifestT(t, dir); m.EmulatorTiming.Status != TimingWarn || m.Jobs != 1 {
+	if m := readManifestT(t, dir); m.EmulatorTiming.Status != TimingWarn || m.Jobs != 1 ||
+		m.EmulatorTiming.Runs != 2 || m.EmulatorTiming.Jobs != 2 || m.EmulatorTiming.Cells < 12 {
+		// The record covers both runs: every cell of the results.
 		t.Fatalf("manifest after a late single-job run: %+v", m.EmulatorTiming)
 	}
 	if !strings.Contains(prog.String(), "warning: the link emulator forwarded packets") {
@@ -231,5 +233,61 @@ func TestHostProbe(t *testing.T) {
 	r = late.Report(2)
 	if r.Status != TimingRefused || r.HostP99 < 32*time.Millisecond || !strings.Contains(explainTiming(r), "ordinary processes") {
 		t.Fatalf("late host: %+v: %s", r, explainTiming(r))
+	}
+}
+
+// TestCombineTiming: two runs combine as one guard that saw both: counts
+// and histograms add, the percentiles come from the sums, the per-cell
+// median from every cell; records without histograms keep their figures.
+func TestCombineTiming(t *testing.T) {
+	a, b := &TimingGuard{}, &TimingGuard{}
+	for range 3 {
+		a.Record(link.DelaySummary{N: 1000, P99: 50 * time.Microsecond, Max: 60 * time.Microsecond, Hist: []link.Bucket{{UpperUS: 64, N: 1000}}})
+	}
+	b.Record(link.DelaySummary{N: 1000, P99: 3 * time.Millisecond, Max: 4 * time.Millisecond, Hist: []link.Bucket{{UpperUS: 4096, N: 1000}}})
+	for range 300 {
+		b.recordHost(100 * time.Microsecond)
+	}
+	ra, rb := a.Report(4), b.Report(1)
+	if ra.Status != TimingOK || rb.Status != TimingWarn {
+		t.Fatalf("parts: %s %s", ra.Status, rb.Status)
+	}
+	c := CombineTiming(nil, &ra, &rb)
+	if c.Runs != 2 || c.Jobs != 4 || c.Cells != 4 || c.Judged != 4 || c.Pkts != 4000 || c.Max != 4*time.Millisecond ||
+		c.HostSamples != 300 || len(c.CellP99s) != 4 || c.CellP99Worst != 3*time.Millisecond || c.CellP99Median != 50*time.Microsecond {
+		t.Fatalf("combined: %+v", c)
+	}
+	// A quarter of the packets were 2-4 ms late (bucket [2048, 4096) us): the p99 is in that bucket.
+	if c.P99 < 2048*time.Microsecond || c.P99 >= 4096*time.Microsecond || c.Status != TimingWarn {
+		t.Fatalf("combined p99 %v status %s", c.P99, c.Status)
+	}
+	if c.HostP99 < 64*time.Microsecond || c.HostP99 >= 128*time.Microsecond {
+		t.Fatalf("combined host p99 %v", c.HostP99)
+	}
+	// The inputs are not changed.
+	if ra.Pkts != 3000 || len(ra.Hist) != 1 || ra.Hist[0].N != 3000 {
+		t.Fatalf("input changed: %+v", ra)
+	}
+	// A record written before the histograms were kept: its figures stay.
+	old := TimingReport{Jobs: 2, Cells: 5, Pkts: 100, P99: 7 * time.Millisecond, HostP99: 9 * time.Millisecond, HostSamples: 50,
+		CellP99Worst: 8 * time.Millisecond, WarnP99: TimingWarnP99, RefuseP99: TimingRefuseP99, Status: TimingWarn}
+	c = CombineTiming(&old, &ra)
+	if c.HostP99 != 9*time.Millisecond || c.CellP99Worst != 8*time.Millisecond || c.Cells != 8 || c.Status != TimingOK && c.Status != TimingWarn {
+		t.Fatalf("with an old record: %+v", c)
+	}
+	if CombineTiming(nil, nil) != nil {
+		t.Fatal("nothing combined must be nil")
+	}
+	// Refused stays only when the last run was refused.
+	ref := TimingReport{Jobs: 8, Pkts: 1000, Hist: []records.TimingBucket{{UpperUS: 32768, N: 1000}}, WarnP99: TimingWarnP99, RefuseP99: TimingRefuseP99}
+	judgeTiming(&ref)
+	if ref.Status != TimingRefused {
+		t.Fatalf("late record: %s", ref.Status)
+	}
+	if s := CombineTiming(&ra, &ref).Status; s != TimingRefused {
+		t.Fatalf("last run refused: %s", s)
+	}
+	if s := CombineTiming(&ref, &ra).Status; s != TimingWarn {
+		t.Fatalf("resumed after a refusal: %s", s)
 	}
 }

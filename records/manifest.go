@@ -71,6 +71,15 @@ type EmulatorTiming struct {
 	HostP99     time.Duration `json:"host_p99_ns,omitempty"`
 	HostMax     time.Duration `json:"host_max_ns,omitempty"`
 	HostSamples int64         `json:"host_samples,omitempty"`
+	// HostHist counts the probe's lateness in power-of-two buckets, so
+	// that runs (resumed, or shards) combine into one HostP99.
+	HostHist []TimingBucket `json:"host_hist,omitempty"`
+	// CellP99s holds every judged cell's 99th percentile, so that combined
+	// runs give the true CellP99Median.
+	CellP99s []time.Duration `json:"cell_p99s_ns,omitempty"`
+	// Runs counts the runs combined into this record: a campaign resumed
+	// twice, or the shards of a merged one (0 or 1: a single run).
+	Runs int `json:"runs,omitempty"`
 	// WarnP99 and RefuseP99 are the bounds applied.
 	WarnP99   time.Duration `json:"warn_p99_ns"`
 	RefuseP99 time.Duration `json:"refuse_p99_ns"`

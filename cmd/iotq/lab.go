@@ -431,8 +431,16 @@ func (a *app) labRun(ctx context.Context, args []string) error {
 		return err
 	}
 	mine := lab.Shard(cells, si, sn)
-	fmt.Fprintf(a.stderr, "lab: %s at scale %s: %d cells (shard %d/%d), %d at once, into %s; estimated %s\n", name, sel.scale, len(mine), si+1, sn, *jobs, dir,
-		lab.FormatWall(lab.EstimateWall(mine, *jobs)))
+	todo, what := mine, ""
+	if *resume {
+		// The estimate covers what this run has left to do.
+		if todo, err = lab.Pending(dir, mine, *retry); err != nil {
+			return err
+		}
+		what = fmt.Sprintf(", %d to run", len(todo))
+	}
+	fmt.Fprintf(a.stderr, "lab: %s at scale %s: %d cells (shard %d/%d)%s, %d at once, into %s; estimated %s\n", name, sel.scale, len(mine), si+1, sn, what, *jobs, dir,
+		lab.FormatWall(lab.EstimateWall(todo, *jobs)))
 	res, err := lab.Run(ctx, specs, lab.Options{Dir: dir, Resume: *resume, RetryFailed: *retry, Shard: si, Shards: sn,
 		Scenario: name, Scale: sel.scale, Runner: runner, Fabric: fab.Name(), Progress: a.stderr, Logger: logger,
 		Jobs: *jobs, Timing: timing})
