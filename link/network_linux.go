@@ -199,18 +199,43 @@ func (n *Network) teardown() error {
 			}
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	for _, st := range n.order {
 		if st.ns == "" {
 			continue
 		}
-		if out, err := ipCmd(ctx, "netns", "del", st.ns); err != nil {
-			errs = append(errs, fmt.Errorf("delete namespace %s: %s: %w", st.ns, strings.TrimSpace(out), err))
+		if err := deleteNamespace(st.ns); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	n.log.Info("link down", "id", n.id)
 	return errors.Join(errs...)
+}
+
+// deleteNamespace deletes a namespace, each one with its own time limit:
+// when many cells end at once, "ip netns del" waits for the kernel's
+// network lock behind all the others, and a limit shared by all of a
+// network's namespaces ran out (a cell failed on teardown after its
+// measurement was complete). One retry after a pause, as the lock may
+// have been held by a burst.
+func deleteNamespace(ns string) error {
+	var err error
+	for attempt := range 2 {
+		if attempt > 0 {
+			time.Sleep(time.Second)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		var out string
+		out, err = ipCmd(ctx, "netns", "del", ns)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if _, serr := os.Stat("/run/netns/" + ns); errors.Is(serr, os.ErrNotExist) {
+			return nil // the first attempt deleted it after all
+		}
+		err = fmt.Errorf("delete namespace %s: %s: %w", ns, strings.TrimSpace(out), err)
+	}
+	return err
 }
 
 func (n *Network) node(name string) (*nodeState, error) {
