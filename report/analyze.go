@@ -196,6 +196,9 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 		ns := r.CompletionNs
 		if ns == 0 {
 			if r.EndNs == 0 || r.EndNs <= r.StartNs {
+				// A repetition with no times at all (its publisher was
+				// stopped before it recorded anything) did not complete.
+				c.Incomplete++
 				continue
 			}
 			ns = r.EndNs - r.StartNs
@@ -739,7 +742,7 @@ func xiPairs(cells []*CellResult, seed uint64, resamples int) []*XiResult {
 		for _, q := range g.quic {
 			for _, o := range g.other {
 				x := &XiResult{Experiment: q.Experiment, Profile: q.Profile, LossPct: q.LossPct, QoS: q.QoS, Size: q.Size,
-					TCPCell: o.Cell, QUICCell: q.Cell, TCP: o.Transport}
+					Variant: q.variantLabel(), TCPCell: o.Cell, QUICCell: q.Cell, TCP: o.Transport}
 				var qs, ts []float64
 				for _, rep := range sortedReps(q.completion) {
 					qs = append(qs, q.completion[rep])

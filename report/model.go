@@ -118,18 +118,21 @@ type CellEnergy struct {
 // XiResult compares the completion times of the QUIC cell and the TCP cell
 // of one configuration (pattern A).
 type XiResult struct {
-	Experiment string         `json:"experiment"`
-	Profile    string         `json:"profile"`
-	LossPct    float64        `json:"loss_pct"`
-	QoS        int            `json:"qos"`
-	Size       int            `json:"size"`
-	TCPCell    string         `json:"tcp_cell"`
-	QUICCell   string         `json:"quic_cell"`
-	TCP        string         `json:"tcp_transport"`
-	Pairs      int            `json:"pairs"`
-	PerRep     stats.Summary  `json:"per_repetition"`
-	OfMeans    stats.Interval `json:"of_means"`
-	perRep     []float64
+	Experiment string  `json:"experiment"`
+	Profile    string  `json:"profile"`
+	LossPct    float64 `json:"loss_pct"`
+	QoS        int     `json:"qos"`
+	Size       int     `json:"size"`
+	// Variant names what else sets the configuration apart (publishers,
+	// link-layer retries, the subscriber link), as in the comparison table.
+	Variant  string         `json:"variant,omitempty"`
+	TCPCell  string         `json:"tcp_cell"`
+	QUICCell string         `json:"quic_cell"`
+	TCP      string         `json:"tcp_transport"`
+	Pairs    int            `json:"pairs"`
+	PerRep   stats.Summary  `json:"per_repetition"`
+	OfMeans  stats.Interval `json:"of_means"`
+	perRep   []float64
 }
 
 // Summary is everything the report computed; summary.json holds it.

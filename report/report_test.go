@@ -433,4 +433,16 @@ func TestIncompleteRepetitionIsLeftOutOfT(t *testing.T) {
 			t.Errorf("xi pairs %d, want 4", x.Pairs)
 		}
 	}
+
+	// A repetition whose publisher recorded nothing (stopped on a stall):
+	// no times, nothing published; it did not complete either.
+	f := strings.Split(lines[1], ",")
+	lines[1] = strings.Join([]string{f[0], f[1], f[2], "", "", "", "0", "0"}, ",")
+	os.WriteFile(p, []byte(strings.Join(lines, "\n")), 0o644)
+	s, _ = generate(t, dir, Options{NoFigures: true})
+	for _, c := range s.Cells {
+		if c.Cell == cell && (c.Incomplete != 1 || c.CompletionS.N != 4) {
+			t.Errorf("empty repetition: %s: incomplete %d, n %d; want 1 and 4", c.Cell, c.Incomplete, c.CompletionS.N)
+		}
+	}
 }

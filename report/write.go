@@ -94,10 +94,10 @@ func tables(s *Summary) []tab {
 	xt := tab{id: "xi", title: "Completion ratio xi = T_QUIC / T_TCP",
 		intro: "Per repetition (repetitions paired by number) and of the means, with a percentile bootstrap " +
 			"confidence interval (the two samples resampled independently; seed and resamples in the columns).",
-		head: []string{"experiment", "profile", "loss %", "QoS", "TCP transport", "pairs", "xi median per rep", "xi p5", "xi p95",
+		head: []string{"experiment", "profile", "loss %", "QoS", "variant", "TCP transport", "pairs", "xi median per rep", "xi p5", "xi p95",
 			"xi of means", "CI low", "CI high", "level", "resamples", "seed"}}
 	for _, x := range s.Xi {
-		xt.rows = append(xt.rows, []string{x.Experiment, x.Profile, loss(x.LossPct), strconv.Itoa(x.QoS), x.TCP, strconv.Itoa(x.Pairs),
+		xt.rows = append(xt.rows, []string{x.Experiment, x.Profile, loss(x.LossPct), strconv.Itoa(x.QoS), x.Variant, x.TCP, strconv.Itoa(x.Pairs),
 			fmtF(x.PerRep.Median, 4), fmtF(x.PerRep.P5, 4), fmtF(x.PerRep.P95, 4), fmtF(x.OfMeans.Estimate, 4),
 			fmtF(x.OfMeans.Lo, 4), fmtF(x.OfMeans.Hi, 4), fmtF(x.OfMeans.Level, 2), strconv.Itoa(x.OfMeans.Resamples),
 			strconv.FormatUint(x.OfMeans.Seed, 10)})
