@@ -12,10 +12,13 @@ import (
 type engine interface {
 	// start loads the store and starts housekeeping. Called once.
 	start() error
-	// serveConn runs the MQTT session of one accepted connection until it
-	// ends; listener names the listener (its URL) for logs and metrics. It
-	// takes ownership of c.
-	serveConn(listener string, c net.Conn) error
+	// serveConn runs the MQTT session of one accepted connection;
+	// listener names the listener (its URL) for logs and metrics. It takes
+	// ownership of c and calls ended exactly once, with the session's end,
+	// when the session has ended: before it returns, or later from another
+	// goroutine when an idle client gave its goroutine up
+	// (flow.park_idle_after).
+	serveConn(listener string, c net.Conn, ended func(error))
 	// disconnectAll tells every connected client that the server is
 	// shutting down and closes its connection.
 	disconnectAll()

@@ -64,6 +64,7 @@ func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
 		Logger:                   slog.New(newEngineLogHandler(cfg.logger.Handler())).With("component", "engine"),
 		SysTopicResendInterval:   10,
 		InlineClient:             true, // Server.Publish and Server.Subscribe
+		ParkIdleAfter:            max(0, cfg.flow.ParkIdleAfter),
 	})
 	e := &mochiEngine{srv: srv, cfg: cfg, log: cfg.logger, stop: make(chan struct{}), active: map[net.Conn]struct{}{}}
 
@@ -118,15 +119,20 @@ func (e *mochiEngine) start() error {
 // replaces the deadline with the keep-alive deadline once CONNECT arrived.
 const connectTimeout = 30 * time.Second
 
-func (e *mochiEngine) serveConn(listener string, c net.Conn) error {
-	// Small frame: this goroutine waits here for an idle client's whole
+func (e *mochiEngine) serveConn(listener string, c net.Conn, ended func(error)) {
+	// Small frame: this goroutine may wait here for an idle client's whole
 	// life (see Server.serveConn).
 	if !e.track(c) {
-		return ErrClosed
+		ended(ErrClosed)
+		return
 	}
-	err := e.srv.EstablishConnection(listener, c)
-	e.untrack(c)
-	return err
+	// An idle client on a plain TCP connection gives its goroutine up
+	// (mochi fork patch 18); ended then runs on the goroutine that
+	// continues it.
+	e.srv.ServeConnection(listener, c, func(err error) {
+		e.untrack(c)
+		ended(err)
+	})
 }
 
 // track registers c as active and sets its CONNECT deadline; it closes c

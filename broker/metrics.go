@@ -2,10 +2,12 @@ package broker
 
 import (
 	"crypto/tls"
+	"errors"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -174,6 +176,21 @@ func (c *meteredConn) writeBlockedFor(now int64) time.Duration {
 // connection, which ends any blocked write; slow readers are handled by
 // the slow-consumer policy.
 func (c *meteredConn) SetDeadline(t time.Time) error { return c.Conn.SetReadDeadline(t) }
+
+// SyscallConn returns the socket of a plain TCP connection, whose reads
+// come straight from it, so that an idle client can give its goroutine up
+// and wait in the engine's poller (mochi fork patch 18). Other
+// connections (TLS, WebSocket, QUIC) buffer data of their own and report
+// an error: their clients keep a goroutine.
+func (c *meteredConn) SyscallConn() (syscall.RawConn, error) {
+	if tc, ok := c.Conn.(*net.TCPConn); ok {
+		return tc.SyscallConn()
+	}
+	return nil, errNotPlainSocket
+}
+
+// errNotPlainSocket: the connection is not a plain socket (SyscallConn).
+var errNotPlainSocket = errors.New("broker: not a plain socket")
 
 // QUICStats passes through the statistics of a QUIC connection.
 func (c *meteredConn) QUICStats() (transport.QUICStats, bool) {

@@ -151,6 +151,11 @@ type FlowOptions struct {
 	// session keeps its QoS 1/2 messages. Default 30s, generous enough for
 	// retransmission timeouts on lossy satellite links.
 	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// ParkIdleAfter is how long a client on a plain TCP listener (mqtt://)
+	// may send nothing before it gives up its goroutine (its socket waits
+	// in the engine's epoll poller; Linux only): an idle client then costs
+	// no goroutine stack. Default 100ms; negative (e.g. -1s): never.
+	ParkIdleAfter time.Duration `yaml:"park_idle_after"`
 	// NoBackpressure turns off holding publishers back while a subscriber's
 	// queue is full: the engine's original behaviour (QoS 0 messages are
 	// dropped as soon as a queue is full). For comparisons only.
@@ -206,6 +211,7 @@ const (
 	DefaultMaxPacketSize    = 16 << 20
 	DefaultWriteBuffer      = 16 << 10
 	DefaultReadBuffer       = 4 << 10
+	DefaultParkIdleAfter    = 100 * time.Millisecond
 	DefaultWriteTimeout     = 30 * time.Second
 	DefaultMaxClientIDLen   = 256
 	DefaultMaxSubscriptions = 1000
@@ -283,6 +289,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.Flow.ReadBuffer == 0 {
 		o.Flow.ReadBuffer = DefaultReadBuffer
+	}
+	if o.Flow.ParkIdleAfter == 0 {
+		o.Flow.ParkIdleAfter = DefaultParkIdleAfter
 	}
 	if o.Limits.MaxSubscriptions == 0 {
 		o.Limits.MaxSubscriptions = DefaultMaxSubscriptions

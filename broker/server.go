@@ -246,17 +246,18 @@ func (s *Server) acceptLoop(ctx context.Context, l transport.Listener) {
 		}
 		mc := s.met.wrapConn(c, scheme)
 		s.wg.Add(1)
-		go s.serveConn(ctx, log, id, mc)
+		go s.eng.serveConn(id, mc, func(err error) { s.connEnded(ctx, log, mc, err) })
 	}
 }
 
-// serveConn serves one connection until it ends. Its goroutine spends an
-// idle client's life waiting for the next packet, so its frames stay small
-// (the logging is in a function of its own): with less than about 1.2 KiB
-// of stack in use the runtime can shrink the goroutine's stack to 4 KiB.
-func (s *Server) serveConn(ctx context.Context, log *slog.Logger, id string, mc *meteredConn) {
+// connEnded runs once when the session of mc has ended. The goroutine
+// serving a connection may spend an idle client's life waiting for the
+// next packet (TLS, WebSocket, QUIC; a plain TCP client gives its
+// goroutine up instead), so its frames stay small (the logging is in a
+// function of its own): with less than about 1.2 KiB of stack in use the
+// runtime can shrink the goroutine's stack to 4 KiB.
+func (s *Server) connEnded(ctx context.Context, log *slog.Logger, mc *meteredConn, err error) {
 	defer s.wg.Done()
-	err := s.eng.serveConn(id, mc)
 	_ = mc.Close()
 	if err != nil {
 		logConnEnd(ctx, log, mc, err)

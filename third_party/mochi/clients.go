@@ -107,6 +107,7 @@ type Client struct {
 	Net          ClientConnection // network connection state of the client
 	ID           string           // the client id.
 	ops          *ops             // ops provides a reference to server ops.
+	park         *clientPark      // parking state, nil if the client never parks [iotq patch 18]
 	sync.RWMutex                  // mutex
 }
 
@@ -318,7 +319,8 @@ func (cl *Client) ParseConnect(lid string, pk packets.Packet) {
 }
 
 // refreshDeadline refreshes the read/write deadline for the net.Conn connection.
-func (cl *Client) refreshDeadline(keepalive uint16) {
+// It returns the deadline (zero: none). [iotq patch 18]
+func (cl *Client) refreshDeadline(keepalive uint16) time.Time {
 	var expiry time.Time // nil time can be used to disable deadline if keepalive = 0
 	if keepalive > 0 {
 		expiry = time.Now().Add(time.Duration(keepalive+(keepalive/2)) * time.Second) // [MQTT-3.1.2-22]
@@ -327,6 +329,7 @@ func (cl *Client) refreshDeadline(keepalive uint16) {
 	if cl.Net.Conn != nil {
 		_ = cl.Net.Conn.SetDeadline(expiry) // [MQTT-3.1.2-22]
 	}
+	return expiry
 }
 
 // NextPacketID returns the next available (unused) packet id for the client.
@@ -436,16 +439,34 @@ func (cl *Client) ClearExpiredInflights(now, maximumExpiry int64) []uint16 {
 // small frame; readPacket, whose frame holds packets by value, runs once
 // the packet has begun to arrive and returns before the next wait.
 func (cl *Client) Read(packetHandler ReadFn) error {
-	for {
-		if cl.Closed() {
-			return nil
-		}
+	return cl.read(packetHandler, false)
+}
 
-		cl.refreshDeadline(cl.State.Keepalive)
-		if cl.Net.bconn == nil {
-			return ErrConnectionClosed
+// read is Read; a client that may park returns errParked when it gave its
+// goroutine up, and resumed continues it. [iotq patch 18]
+func (cl *Client) read(packetHandler ReadFn, resumed bool) error {
+	for {
+		if !resumed { // a resumed client continues the wait it parked in
+			if cl.Closed() {
+				return nil
+			}
+
+			expiry := cl.refreshDeadline(cl.State.Keepalive)
+			if cl.Net.bconn == nil {
+				return ErrConnectionClosed
+			}
+			if cl.park != nil {
+				cl.park.expiry = expiry
+			}
 		}
-		b, err := cl.Net.bconn.ReadByte()
+		resumed = false
+		var b byte
+		var err error
+		if cl.park != nil && cl.Net.bconn.buffered() == 0 {
+			b, err = cl.waitOrPark()
+		} else {
+			b, err = cl.Net.bconn.ReadByte()
+		}
 		if err != nil {
 			return err
 		}
@@ -490,6 +511,7 @@ func (cl *Client) Stop(err error) {
 		}
 
 		atomic.StoreInt64(&cl.State.disconnected, time.Now().Unix())
+		cl.wakeParked() // a parked client has no read to fail: continue it [iotq patch 18]
 	})
 }
 

@@ -115,6 +115,24 @@ func (c *connReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// buffered returns the number of bytes read from rd and not yet returned.
+// [iotq patch 18]
+func (c *connReader) buffered() int { return c.w - c.r }
+
+// idle drops both buffers while nothing is buffered (a parked client); the
+// next read allocates the small one again. [iotq patch 18]
+func (c *connReader) idle() {
+	if c.r != c.w {
+		return
+	}
+	if c.big != nil {
+		c.pool.Put(c.big)
+		c.big = nil
+	}
+	c.small, c.buf = nil, nil
+	c.r, c.w, c.last = 0, 0, 0
+}
+
 // release returns the big buffer to the pool; the reader must not be used
 // afterwards.
 func (c *connReader) release() {

@@ -136,6 +136,12 @@ type Options struct {
 	// messages although the subscriber reads at full speed. [iotq patch 9]
 	OutboundFull func(cl *Client, pk packets.Packet) bool `yaml:"-" json:"-"`
 
+	// ParkIdleAfter, if positive, lets a client served by ServeConnection
+	// on a plain socket give its goroutine up after sending nothing for
+	// this long (see park.go; Linux only). 0: clients never park.
+	// [iotq patch 18]
+	ParkIdleAfter time.Duration `yaml:"-" json:"-"`
+
 	// Listeners specifies any listeners which should be dynamically added on serve. Used when setting listeners by config.
 	Listeners []listeners.Config `yaml:"listeners" json:"listeners"`
 
@@ -187,6 +193,7 @@ type Server struct {
 	inlineClient *Client              // inlineClient is a special client used for inline subscriptions and inline Publish
 	readBufs     *sync.Pool           // full-size client read buffers, lent while data arrives in bulk [iotq patch 12]
 	sessions     sessionLocks         // serialises the connects of one client id [iotq patch 17]
+	poller       *poller              // wakes parked clients; nil: no parking [iotq patch 18]
 }
 
 // loop contains interval tickers for the system events loop.
@@ -409,6 +416,15 @@ func (s *Server) Serve() error {
 		}
 	}
 
+	if s.Options.ParkIdleAfter > 0 && s.poller == nil { // [iotq patch 18]
+		p, err := newPoller(s.resumeClient, s.Log)
+		if err != nil {
+			s.Log.Warn("idle clients keep their goroutines", "error", err)
+		} else {
+			s.poller = p
+		}
+	}
+
 	go s.eventLoop()                            // spin up event loop for issuing $SYS values and closing server.
 	s.Listeners.ServeAll(s.EstablishConnection) // start listening on all listeners.
 	s.publishSysTopics()                        // begin publishing $SYS system values.
@@ -475,6 +491,9 @@ func (s *Server) attachClient(cl *Client, listener string) (err error) {
 func (s *Server) endClient(cl *Client, counted *bool) {
 	if *counted {
 		atomic.AddInt64(&s.Info.ClientsConnected, -1)
+	}
+	if cl.park != nil {
+		cl.park.release() // [iotq patch 18]
 	}
 	cl.Stop(nil) // no write goroutine to stop: enqueue starts one when there is something to write [iotq patch 11]
 	if cl.Net.bconn != nil {
@@ -1762,6 +1781,9 @@ func (s *Server) Close() error {
 	close(s.done)
 	s.Log.Info("gracefully stopping server")
 	s.Listeners.CloseAll(s.closeListenerClients)
+	if s.poller != nil {
+		s.poller.close() // every client has ended: none is parked [iotq patch 18]
+	}
 	s.hooks.OnStopped()
 	s.hooks.Stop()
 

@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: MIT
+
+package mqtt
+
+import (
+	"errors"
+	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Parking idle clients. [iotq patch 18]
+//
+// Upstream runs one goroutine per client, blocked in a read for the whole
+// life of the connection, so an idle client costs a goroutine stack. A
+// client served by ServeConnection whose connection exposes a plain socket
+// (syscall.Conn: *net.TCPConn, *net.UnixConn; not TLS, WebSocket or QUIC
+// streams, which hold data of their own) gives its goroutine up once it
+// has sent nothing for Options.ParkIdleAfter with no partial packet
+// buffered: its socket is registered, one-shot, with the server's poller
+// (epoll on Linux; no parking elsewhere), and a new goroutine continues
+// reading when data arrives, when the keep-alive deadline passes (a timer)
+// or when the client is stopped (Client.Stop wakes it). Writes are not
+// affected: the write goroutine runs only while packets are queued
+// (patch 11). The read that continues sees exactly what the blocked read
+// would have seen (the same keep-alive deadline, the same close error), so
+// Wills, takeovers and metrics behave as before.
+
+// errParked is returned by Client.read when the client gave its goroutine
+// up; another goroutine continues it.
+var errParked = errors.New("client parked")
+
+// Run states of a parked client (clientPark.state).
+const (
+	parkRunning int32 = iota // a goroutine owns the client
+	parkParked               // no goroutine: the first wake starts one
+	parkWoken                // running, and woken meanwhile: do not park
+)
+
+// clientPark is the parking state of a client served by ServeConnection
+// on a parkable connection.
+type clientPark struct {
+	p       *poller
+	rc      syscall.RawConn
+	state   atomic.Int32
+	token   uint64      // the poller's key for this client, 0 before the first park
+	timer   *time.Timer // wakes the client at its keep-alive deadline
+	expiry  time.Time   // keep-alive deadline of the current wait; zero: none
+	counted bool        // Info.ClientsConnected counts the client (see attachClient)
+	ended   func(error) // called once when the client ends
+}
+
+// parkableConn returns the raw socket of c when c's reads come straight
+// from it.
+func parkableConn(c net.Conn) (syscall.RawConn, bool) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil, false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil || rc == nil {
+		return nil, false
+	}
+	return rc, true
+}
+
+// ServeConnection runs the client of c, accepted by listener, like
+// EstablishConnection, but may return before the client ends: an idle
+// client on a parkable connection gives its goroutine up (see above).
+// ended is called exactly once, when the client has ended, with what
+// EstablishConnection would have returned, from whichever goroutine ran
+// the client last (before ServeConnection returns when the client never
+// parked). [iotq patch 18]
+func (s *Server) ServeConnection(listener string, c net.Conn, ended func(error)) {
+	cl := s.NewClient(c, listener, "", false)
+	if s.poller != nil && ended != nil {
+		if rc, ok := parkableConn(c); ok {
+			cl.park = &clientPark{p: s.poller, rc: rc, ended: ended}
+		}
+	}
+	err := s.serveClient(cl, listener)
+	if errors.Is(err, errParked) {
+		return
+	}
+	if ended != nil {
+		ended(err)
+	}
+}
+
+// serveClient is attachClient that may park (errParked).
+func (s *Server) serveClient(cl *Client, listener string) error {
+	s.Listeners.ClientsWg.Add(1)
+	counted, err := s.connectClient(cl, listener)
+	if err == nil {
+		if cl.park != nil {
+			cl.park.counted = counted // before a resumed goroutine may read it
+		}
+		err = cl.Read(s.receivePacket)
+		if errors.Is(err, errParked) {
+			return err
+		}
+		err = s.detachClient(cl, listener, err)
+	}
+	s.endClient(cl, &counted)
+	return err
+}
+
+// resumeClient continues a parked client on a goroutine of its own.
+func (s *Server) resumeClient(cl *Client) {
+	err := cl.read(s.receivePacket, true)
+	if errors.Is(err, errParked) {
+		return
+	}
+	err = s.detachClient(cl, cl.Net.Listener, err)
+	s.endClient(cl, &cl.park.counted)
+	cl.park.ended(err)
+}
+
+// waitOrPark waits up to Options.ParkIdleAfter for the first byte of the
+// next packet and parks the client if none came. The connection's read
+// deadline is the keep-alive deadline (park.expiry) whenever this returns.
+func (cl *Client) waitOrPark() (byte, error) {
+	pk := cl.park
+	for {
+		linger := time.Now().Add(cl.ops.options.ParkIdleAfter)
+		if !pk.expiry.IsZero() && !linger.Before(pk.expiry) {
+			// The keep-alive deadline comes first (or has passed):
+			// wait for it as upstream does.
+			return cl.Net.bconn.ReadByte()
+		}
+		_ = cl.Net.Conn.SetReadDeadline(linger)
+		b, err := cl.Net.bconn.ReadByte()
+		_ = cl.Net.Conn.SetReadDeadline(pk.expiry)
+		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return b, err
+		}
+		switch pk.park(cl) {
+		case parkParked:
+			return 0, errParked
+		case parkRunning: // could not register: the connection is closed
+			return cl.Net.bconn.ReadByte()
+		}
+		// Woken while parking: wait again.
+	}
+}
+
+// park registers cl with the poller and gives the goroutine up. It
+// returns parkParked when it did (another goroutine continues cl),
+// parkWoken when cl was woken meanwhile and parkRunning when cl cannot
+// park (closed); in both the caller keeps reading.
+func (pk *clientPark) park(cl *Client) int32 {
+	pk.state.Store(parkRunning) // wakes so far are stale: this goroutine was reading
+	if cl.Closed() {
+		return parkRunning
+	}
+	cl.Net.bconn.idle()
+	if !pk.expiry.IsZero() {
+		d := time.Until(pk.expiry)
+		if pk.timer == nil {
+			pk.timer = time.AfterFunc(d, cl.wakeParked)
+		} else {
+			pk.timer.Reset(d)
+		}
+	}
+	if err := pk.p.arm(cl); err != nil {
+		pk.stopTimer()
+		return parkRunning
+	}
+	if pk.state.CompareAndSwap(parkRunning, parkParked) {
+		return parkParked // from here on, cl belongs to whoever wakes it
+	}
+	pk.stopTimer()
+	return parkWoken
+}
+
+func (pk *clientPark) stopTimer() {
+	if pk.timer != nil {
+		pk.timer.Stop()
+	}
+}
+
+// wakeParked continues cl on a new goroutine if it is parked, or tells
+// the goroutine running it not to park now. Safe to call at any time, from
+// any goroutine, any number of times.
+func (cl *Client) wakeParked() {
+	pk := cl.park
+	if pk == nil {
+		return
+	}
+	for {
+		switch pk.state.Load() {
+		case parkParked:
+			if pk.state.CompareAndSwap(parkParked, parkRunning) {
+				pk.stopTimer()
+				go pk.p.resume(cl)
+				return
+			}
+		case parkRunning:
+			if pk.state.CompareAndSwap(parkRunning, parkWoken) {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// release drops the client's registration; called once, by the goroutine
+// that ends the client.
+func (pk *clientPark) release() {
+	pk.stopTimer()
+	pk.p.forget(pk)
+}

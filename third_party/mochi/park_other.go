@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: MIT
+
+//go:build !linux
+
+package mqtt
+
+import (
+	"errors"
+	"log/slog"
+)
+
+// poller is Linux only (epoll): elsewhere clients never park. [iotq patch 18]
+type poller struct{ resume func(*Client) }
+
+func newPoller(func(*Client), *slog.Logger) (*poller, error) {
+	return nil, errors.New("parking idle clients needs Linux (epoll)")
+}
+
+func (p *poller) close()             {}
+func (p *poller) arm(*Client) error  { return errors.New("no poller") }
+func (p *poller) forget(*clientPark) {}
