@@ -50,6 +50,8 @@ func benchTargets(b *testing.B) []benchTarget {
 		{"iotq", broker.Options{Store: broker.StoreNone}},
 		{"iotq-store", broker.Options{}},
 		{"iotq-nobackpressure", broker.Options{Store: broker.StoreNone, Flow: broker.FlowOptions{NoBackpressure: true}}},
+		// Idle clients keep their goroutine (mochi fork patch 18 off).
+		{"iotq-nopark", broker.Options{Store: broker.StoreNone, Flow: broker.FlowOptions{ParkIdleAfter: -1}}},
 	} {
 		opts := variant.opts
 		var schemes []string
