@@ -58,6 +58,12 @@ type Options struct {
 	// TimingRefuseP99 with Jobs > 1 it stops with ErrTimingBound. Its
 	// report goes into the manifest.
 	Timing *TimingGuard
+	// StartGap is the least time between two cell starts. A cell's set-up
+	// (namespaces, certificates, a broker and clients starting) is its
+	// busiest moment; with many jobs all of them starting at once
+	// saturated a 2-core host for minutes and delayed the cells already
+	// running. 0 starts cells as soon as a slot is free.
+	StartGap time.Duration
 }
 
 // MaxJobs bounds Options.Jobs: beyond it the forwarding threads and node
@@ -246,6 +252,7 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 		return nil
 	}
 	var fatal error
+	var lastStart time.Time // of the last cell started, for StartGap
 	for _, c := range mine {
 		cellDir := filepath.Join(opts.Dir, DirCells, c.ID)
 		d, ok, err := readDone(cellDir)
@@ -268,6 +275,19 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 			res.Interrupted, runErr = true, ctx.Err()
 			break
 		}
+		if wait := time.Until(lastStart.Add(opts.StartGap)); opts.StartGap > 0 && wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+			if ctx.Err() != nil {
+				res.Interrupted, runErr = true, ctx.Err()
+				break
+			}
+		}
+		lastStart = time.Now()
 		if err := os.RemoveAll(cellDir); err != nil {
 			fatal = fmt.Errorf("cell %s: clear old files: %w", c.ID, err)
 			break

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -290,4 +291,39 @@ func TestCombineTiming(t *testing.T) {
 	if s := CombineTiming(&ref, &ra).Status; s != TimingWarn {
 		t.Fatalf("resumed after a refusal: %s", s)
 	}
+}
+
+// TestCampaignStartGap: with StartGap, cells start at least that far
+// apart even when slots are free.
+func TestCampaignStartGap(t *testing.T) {
+	specs := testSpecs(t)
+	dir := filepath.Join(t.TempDir(), "out")
+	var mu sync.Mutex
+	var starts []time.Time
+	r := runnerFunc(func(ctx context.Context, c Cell, d string) (CellSummary, error) {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		mu.Unlock()
+		return (&fakeRunner{}).RunCell(ctx, c, d)
+	})
+	gap := 20 * time.Millisecond
+	if _, err := Run(context.Background(), specs, Options{Dir: dir, Runner: r, Now: safeClock(), Jobs: 12, StartGap: gap}); err != nil {
+		t.Fatal(err)
+	}
+	if len(starts) != 12 {
+		t.Fatalf("%d cells started", len(starts))
+	}
+	// The runner sees each start a little after the campaign made it, so
+	// judge the span of all starts, with room for one late first start.
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	if span, want := starts[len(starts)-1].Sub(starts[0]), 11*gap-gap/2; span < want {
+		t.Fatalf("12 cells started within %v, want at least %v (11 gaps of %v)", span, want, gap)
+	}
+}
+
+// runnerFunc is a CellRunner of one function.
+type runnerFunc func(ctx context.Context, c Cell, dir string) (CellSummary, error)
+
+func (f runnerFunc) RunCell(ctx context.Context, c Cell, dir string) (CellSummary, error) {
+	return f(ctx, c, dir)
 }

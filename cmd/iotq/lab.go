@@ -56,6 +56,9 @@ Flags of "lab run" (also "lab show" takes --scale and the overrides):
                      (99th percentile of its forwarding lateness over all packets) and the load
                      average go into manifest.json; above 1 ms the run warns, above 10 ms with
                      N > 1 it stops (completed cells kept): resume with fewer jobs
+  --start-gap D      least time between two cell starts (default 250ms): a cell's set-up is
+                     its busiest moment, and many cells setting up at once starve the
+                     running ones (0: no gap)
   --shard i/n        run every n-th cell starting with the i-th (1 <= i <= n); join with merge
   --iotq PATH        the iotq binary to run as broker, pub and sub (default: this binary)
   --fabric F         link (namespaces and emulated links; root) or local (loopback, no
@@ -337,6 +340,7 @@ func (a *app) labRun(ctx context.Context, args []string) error {
 	noPcap := fs.Bool("no-pcap", false, "no capture")
 	check := fs.Bool("check", false, "validate and exit")
 	jobs := fs.Int("jobs", 1, "cells at once")
+	startGap := fs.Duration("start-gap", 250*time.Millisecond, "least time between two cell starts (set-up storms of many jobs)")
 	logLevel := fs.String("log-level", "error", "debug, info, warn, error")
 	name, rest := splitScenarioArg(args)
 	if err := fs.Parse(rest); err != nil {
@@ -443,7 +447,7 @@ func (a *app) labRun(ctx context.Context, args []string) error {
 		lab.FormatWall(lab.EstimateWall(todo, *jobs)))
 	res, err := lab.Run(ctx, specs, lab.Options{Dir: dir, Resume: *resume, RetryFailed: *retry, Shard: si, Shards: sn,
 		Scenario: name, Scale: sel.scale, Runner: runner, Fabric: fab.Name(), Progress: a.stderr, Logger: logger,
-		Jobs: *jobs, Timing: timing})
+		Jobs: *jobs, Timing: timing, StartGap: *startGap})
 	if err != nil {
 		if res.Interrupted || errors.Is(err, context.Canceled) {
 			return &exitError{code: 130, msg: fmt.Sprintf("interrupted: %d cells done this run; complete it with: %s", res.Ran, resumeCommand(args, dir))}
