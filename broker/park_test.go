@@ -6,10 +6,12 @@ package broker_test
 
 import (
 	"bufio"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -313,5 +315,93 @@ func TestCloseWithParkedClients(t *testing.T) {
 		if _, err := io.ReadAll(rc.c); err != nil {
 			t.Fatalf("client %d: connection not closed by the broker: %v", i, err)
 		}
+	}
+}
+
+// TestParkedUnsubscribeBeatsLaterPublish: an UNSUBSCRIBE from a parked
+// client takes effect before a PUBLISH that another client connects and
+// sends after it, while the host's CPUs are busy (here: busy goroutines,
+// one per P). The Paho test_unsubscribe does this and failed in CI: the
+// poller blocked in epoll_wait and the goroutine it started for the woken
+// client waited behind that system call's P for milliseconds.
+func TestParkedUnsubscribeBeatsLaterPublish(t *testing.T) {
+	_, addr := startParkBroker(t, parkAfter)
+	stop := make(chan struct{})
+	var busy sync.WaitGroup
+	deadline := time.Now().Add(testutil.Scale(60 * time.Second)) // bounds the load whatever happens
+	for range runtime.GOMAXPROCS(0) {
+		busy.Add(1)
+		go func() {
+			defer busy.Done()
+			for i := 0; ; i++ {
+				if i%1024 == 0 {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if time.Now().After(deadline) {
+						return
+					}
+				}
+			}
+		}()
+	}
+	defer busy.Wait()
+	defer close(stop)
+
+	sub, _, err := rawConnectFull(dialRaw(t, addr), "unsub", true, 0, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.subscribe("marker", 0); err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 20
+	for i := range rounds {
+		topic := fmt.Sprintf("gone/%d", i)
+		if err := sub.subscribe(topic, 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * parkAfter) // the subscriber parks
+		var body []byte
+		body = binary.BigEndian.AppendUint16(body, uint16(i+2))
+		body = appendStr(body, topic)
+		sub.w.Write(append(appendVarint([]byte{0xa2}, len(body)), body...))
+		if err := sub.flush(); err != nil {
+			t.Fatal(err)
+		}
+		// Like Paho's test: connect a publisher only now, without waiting
+		// for the UNSUBACK, then publish to the filter and to a marker.
+		pub, err := rawConnect(dialRaw(t, addr), fmt.Sprintf("pub-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub.publish(topic, 0, 0, []byte("after unsubscribe"))
+		pub.publish("marker", 0, 0, []byte(topic))
+		if err := pub.flush(); err != nil {
+			t.Fatal(err)
+		}
+		// One publisher's messages reach a subscriber in order: whatever
+		// of topic arrives, arrives before the marker.
+		_ = sub.c.SetReadDeadline(time.Now().Add(testutil.Scale(10 * time.Second)))
+		for {
+			typ, _, b, err := sub.read()
+			if err != nil {
+				t.Fatalf("round %d: waiting for the marker: %v", i, err)
+			}
+			if typ != 3 || len(b) < 2 {
+				continue
+			}
+			got := string(b[2 : 2+int(binary.BigEndian.Uint16(b))])
+			if got == topic {
+				t.Fatalf("round %d: a PUBLISH sent after the UNSUBSCRIBE (by a client that connected after it) was delivered: the parked client's UNSUBSCRIBE was read too late", i)
+			}
+			if got == "marker" {
+				break
+			}
+		}
+		_ = sub.c.SetReadDeadline(time.Time{})
+		pub.disconnect()
 	}
 }
