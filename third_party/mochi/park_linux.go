@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -36,6 +37,7 @@ type poller struct {
 	log    *slog.Logger
 	done   chan struct{}
 	once   sync.Once
+	closed atomic.Bool // set before ep is closed: the wait's error is expected
 
 	mu      sync.Mutex
 	clients map[uint64]*Client // by token
@@ -67,7 +69,8 @@ func newPoller(resume func(*Client), log *slog.Logger) (*poller, error) {
 // not woken: the server closes after its clients have ended.
 func (p *poller) close() {
 	p.once.Do(func() {
-		_ = p.ep.Close() // the goroutine's wait ends with os.ErrClosed
+		p.closed.Store(true)
+		_ = p.ep.Close() // the goroutine's wait ends with an error
 		<-p.done
 	})
 }
@@ -92,7 +95,7 @@ func (p *poller) run() {
 			err = werr
 		}
 		if err != nil {
-			if !errors.Is(err, os.ErrClosed) {
+			if !p.closed.Load() {
 				p.log.Error("poller stopped: parked clients are no longer woken", "error", err)
 			}
 			return
