@@ -292,6 +292,37 @@ func TestReadyFileMetricsAndHealth(t *testing.T) {
 	})
 }
 
+// TestPprofEndpoints: --pprof serves a heap profile on the metrics
+// address; without it /debug/pprof/ is not found; pprof without metrics
+// is refused with the key to set.
+func TestPprofEndpoints(t *testing.T) {
+	status := func(srv *broker.Server, path string) (int, []byte) {
+		t.Helper()
+		resp, err := http.Get("http://" + srv.MetricsAddr().String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	on := brokertest.Start(t, broker.Options{Metrics: "127.0.0.1:0", Pprof: true})
+	if code, b := status(on, "/debug/pprof/heap?debug=1"); code != 200 || !strings.Contains(string(b), "heap profile") {
+		t.Fatalf("pprof on: heap profile: %d %.200s", code, b)
+	}
+	if code, b := status(on, "/debug/pprof/goroutine?debug=1"); code != 200 || !strings.Contains(string(b), "goroutine profile") {
+		t.Fatalf("pprof on: goroutine profile: %d %.200s", code, b)
+	}
+	off := brokertest.Start(t, broker.Options{Metrics: "127.0.0.1:0"})
+	if code, _ := status(off, "/debug/pprof/heap?debug=1"); code != 404 {
+		t.Fatalf("pprof off: /debug/pprof/heap answered %d, want 404", code)
+	}
+	err := broker.Options{Pprof: true}.Validate()
+	if err == nil || !strings.Contains(err.Error(), "pprof") || !strings.Contains(err.Error(), "--metrics") {
+		t.Fatalf("pprof without metrics: got %v, want an error naming pprof and --metrics", err)
+	}
+}
+
 func TestMosquittoClients(t *testing.T) {
 	testutil.RequireTool(t, "mosquitto_pub", "apt-get install mosquitto-clients")
 	srv, schemes := startMatrixBroker(t, broker.Options{})

@@ -57,6 +57,12 @@ type Options struct {
 	// Metrics is the listen address (HOST:PORT) of the HTTP server for
 	// /metrics (Prometheus) and /healthz. Empty: off.
 	Metrics string `yaml:"metrics"`
+	// Pprof adds Go's profiling endpoints (/debug/pprof/: CPU, heap,
+	// goroutines, allocations) to the metrics server, for profiling the
+	// running broker with go tool pprof. They expose the broker's
+	// internals: keep the metrics address on loopback or a trusted network.
+	// Needs Metrics.
+	Pprof bool `yaml:"pprof"`
 	// ReadyFile, if set, is written atomically once every listener accepts:
 	// JSON {"listeners": [...], "ca_file": "...", "pid": N}.
 	ReadyFile string `yaml:"ready_file"`
@@ -362,6 +368,9 @@ func (o Options) Validate() error {
 	}
 	if err := o.CoAP.Validate(); err != nil {
 		add("coap", "%v", err)
+	}
+	if o.Pprof && o.Metrics == "" {
+		add("pprof", "the profiling endpoints are served on the metrics server: give metrics (--metrics ADDR, e.g. 127.0.0.1:9100) too")
 	}
 	if o.ShutdownTimeout < 0 {
 		add("shutdown_timeout", "must not be negative, got %v", o.ShutdownTimeout)

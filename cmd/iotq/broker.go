@@ -43,7 +43,8 @@ messages survive a restart (STATE_DIR/store.db and inflight.db).
 
 --config FILE reads YAML (docs/broker.md); flags given on the command line win over the file.
 --print-config prints the effective configuration and exits; --check validates it and exits.
---metrics ADDR serves Prometheus /metrics and /healthz. --ready-file PATH is written (JSON:
+--metrics ADDR serves Prometheus /metrics and /healthz (--pprof adds Go's /debug/pprof/ there:
+keep ADDR on loopback). --ready-file PATH is written (JSON:
 listeners, ca_file, pid) once every listener accepts. SIGINT or SIGTERM stop the broker
 gracefully: stop accepting, disconnect clients, flush the store, exit 0.`,
 		Flags: newFlagSet("broker"),
@@ -67,6 +68,7 @@ gracefully: stop accepting, disconnect clients, flush the store, exit 0.`,
 	ov.String("acl-file", "", "ACL `file`", func(o *O) *string { return &o.Auth.ACLFile })
 	ov.BoolPtr("allow-anonymous", true, "allow clients without a username", func(o *O) **bool { return &o.Auth.AllowAnonymous })
 	ov.String("metrics", "", "serve Prometheus /metrics and /healthz on `ADDR` (e.g. 127.0.0.1:9100)", func(o *O) *string { return &o.Metrics })
+	ov.Bool("pprof", false, "also serve Go's profiling endpoints /debug/pprof/ on the --metrics address (exposes internals: keep it on loopback)", func(o *O) *bool { return &o.Pprof })
 	ov.String("ready-file", "", "write listener URLs, CA file and pid as JSON to `path` when ready", func(o *O) *string { return &o.ReadyFile })
 	ov.String("log-format", "text", "log format: text or json", func(o *O) *string { return &o.Log.Format })
 	ov.String("log-level", "info", "log level: debug, info, warn or error", func(o *O) *string { return &o.Log.Level })
