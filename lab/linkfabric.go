@@ -82,8 +82,8 @@ func (f LinkFabric) Up(ctx context.Context, t Topology) (Network, error) {
 		}
 		opts.CaptureDir = capDir
 	}
-	// Each Up names its namespaces with a fresh random token; with many
-	// cells at once (--jobs) two may draw the same one: draw again.
+	// Each Up names its namespaces with a fresh random 8-byte token; should
+	// two cells at once (--jobs) ever draw the same one: draw again.
 	var n *link.Network
 	var err error
 	for try := 0; try < 5; try++ {

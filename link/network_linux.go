@@ -121,7 +121,12 @@ func Up(ctx context.Context, topo Topology, opts Options) (*Network, error) {
 	} else if len(removed) > 0 {
 		log.Info("removed stale namespaces of dead runs", "namespaces", removed)
 	}
-	var tok [2]byte
+	// The token makes the names of this network's namespaces its own. It
+	// was 2 bytes: with 100 cells at once in one process (lab --jobs) two
+	// networks drew the same one now and then, and a namespace deleted on
+	// one's retried teardown could be the other's, just created under the
+	// same name ("ip link set ... netns NAME": argument is wrong).
+	var tok [8]byte
 	_, _ = rand.Read(tok[:]) // crypto/rand never fails on Linux
 	seed := opts.Seed
 	if seed == 0 {
