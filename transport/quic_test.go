@@ -508,3 +508,38 @@ func TestFileSessionCacheValues(t *testing.T) {
 		t.Fatal("removed value still in the file")
 	}
 }
+
+// TestQUICKeepAliveOutlivesIdleTimeout: a client with KeepAlivePeriod keeps
+// a silent connection open past the listener's idle timeout; without it the
+// connection is closed.
+func TestQUICKeepAliveOutlivesIdleTimeout(t *testing.T) {
+	noLeak(t)
+	srv, cli := serverTLS(t, t.TempDir())
+	const idle = time.Second
+	l := quicEcho(t, "127.0.0.1:0", srv, QUICOptions{MaxIdleTimeout: idle})
+	for _, tc := range []struct {
+		name      string
+		keepAlive time.Duration
+		alive     bool
+	}{{"keep-alive", idle / 4, true}, {"none", 0, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			c, err := Dial(ctx, l.Endpoint().String(), DialOptions{TLSConfig: cli, QUIC: QUICOptions{MaxIdleTimeout: idle, KeepAlivePeriod: tc.keepAlive}})
+			cancel() // the connection must not depend on the dial's context
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			roundTrip(t, c, []byte("before the silence"))
+			time.Sleep(3 * idle)
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			msg := []byte("after the silence")
+			_, werr := c.Write(msg)
+			buf := make([]byte, len(msg))
+			_, rerr := io.ReadFull(c, buf)
+			if alive := werr == nil && rerr == nil; alive != tc.alive {
+				t.Fatalf("after %v of silence with keep-alive %v: write %v, read %v; want alive=%v", 3*idle, tc.keepAlive, werr, rerr, tc.alive)
+			}
+		})
+	}
+}
