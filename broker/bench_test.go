@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -170,8 +172,24 @@ func pingPong(tb testing.TB, dial func() (net.Conn, error), n int) (p50, p99 tim
 // BenchmarkIdleConnectionMemory opens 1000 (IOTQ_IDLE_CONNS) idle MQTT
 // connections to a broker process (one per transport) and reports its RSS
 // growth per connection (b.N is ignored: one measurement per run). The
-// clients live in the test process: mind its open-file limit.
+// clients live in the test process: mind its open-file limit. RSS is read
+// IOTQ_IDLE_SETTLE (default 2s) after the last CONNACK; over 2 minutes
+// includes the runtime's periodic GC and its scavenger's returns. With
+// IOTQ_IDLE_PROFILE=DIR each broker runs with --pprof and, once its
+// clients are idle, its heap profile (after a GC), goroutine stacks and
+// metrics (go_memstats_*) go to DIR/heap-SCHEME.pb.gz,
+// DIR/goroutine-SCHEME.txt and DIR/metrics-SCHEME.txt (read the heap with
+// go tool pprof -top -sample_index=inuse_space).
 func BenchmarkIdleConnectionMemory(b *testing.B) {
+	profDir := os.Getenv("IOTQ_IDLE_PROFILE")
+	settle := 2 * time.Second
+	if v := os.Getenv("IOTQ_IDLE_SETTLE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			b.Fatalf("IOTQ_IDLE_SETTLE=%q: want a duration such as 150s", v)
+		}
+		settle = d
+	}
 	conns := 1000
 	if v := os.Getenv("IOTQ_IDLE_CONNS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -185,9 +203,11 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 		b.Fatalf("build iotq: %v\n%s", err, out)
 	}
 	type target struct {
-		name string
-		dial func() (net.Conn, error)
-		pid  int
+		name    string
+		scheme  string
+		dial    func() (net.Conn, error)
+		pid     int
+		metrics string // HOST:PORT of the metrics server with --pprof; "" without
 	}
 	var targets []target
 	// One broker process per transport, so each RSS delta is one transport's.
@@ -195,8 +215,14 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 		port := testutil.FreePort(b)
 		state := b.TempDir()
 		rf := filepath.Join(state, "ready.json")
-		cmd := exec.Command(bin, "broker", "--listen", fmt.Sprintf("%s://127.0.0.1:%d", scheme, port), "--log-level", "warn",
-			"--state-dir", state, "--store", "none", "--ready-file", rf)
+		args := []string{"broker", "--listen", fmt.Sprintf("%s://127.0.0.1:%d", scheme, port), "--log-level", "warn",
+			"--state-dir", state, "--store", "none", "--ready-file", rf}
+		var metrics string
+		if profDir != "" {
+			metrics = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(b))
+			args = append(args, "--metrics", metrics, "--pprof")
+		}
+		cmd := exec.Command(bin, args...)
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
 		}
@@ -216,15 +242,18 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 			pool.AppendCertsFromPEM(ca)
 			tlsConf = &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
 		}
-		targets = append(targets, target{"iotq/transport=" + scheme, func() (net.Conn, error) {
+		targets = append(targets, target{"iotq/transport=" + scheme, scheme, func() (net.Conn, error) {
 			ctx, cancel := contextTimeout(10 * time.Second)
 			defer cancel()
-			return transport.Dial(ctx, u, transport.DialOptions{TLSConfig: tlsConf})
-		}, cmd.Process.Pid})
+			// The broker closes a QUIC connection silent for
+			// quic.idle_timeout (2m): these clients send QUIC keep-alives,
+			// as an idle device would, so that IOTQ_IDLE_SETTLE may be longer.
+			return transport.Dial(ctx, u, transport.DialOptions{TLSConfig: tlsConf, QUIC: transport.QUICOptions{KeepAlivePeriod: 30 * time.Second}})
+		}, cmd.Process.Pid, metrics})
 	}
 	if fileExists("/usr/sbin/mosquitto") {
 		a, pid := startMosquitto(b)
-		targets = append(targets, target{"mosquitto/transport=mqtt", func() (net.Conn, error) { return net.Dial("tcp", a) }, pid})
+		targets = append(targets, target{"mosquitto/transport=mqtt", "mqtt", func() (net.Conn, error) { return net.Dial("tcp", a) }, pid, ""})
 	}
 	for _, tg := range targets {
 		b.Run("broker="+tg.name, func(b *testing.B) {
@@ -245,10 +274,31 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			time.Sleep(2 * time.Second)
+			time.Sleep(settle)
 			after := rssKB(b, tg.pid)
 			b.ReportMetric(float64(after-before)/float64(conns), "KB/conn")
+			if tg.metrics != "" {
+				saveProfile(b, "http://"+tg.metrics+"/debug/pprof/heap?gc=1", filepath.Join(profDir, "heap-"+tg.scheme+".pb.gz"))
+				saveProfile(b, "http://"+tg.metrics+"/debug/pprof/goroutine?debug=1", filepath.Join(profDir, "goroutine-"+tg.scheme+".txt"))
+				saveProfile(b, "http://"+tg.metrics+"/metrics", filepath.Join(profDir, "metrics-"+tg.scheme+".txt")) // go_memstats_*: heap, stacks
+			}
 		})
+	}
+}
+
+// saveProfile writes what url answers to path.
+func saveProfile(tb testing.TB, url, path string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		tb.Fatalf("profile: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		tb.Fatalf("profile %s: %s %v", url, resp.Status, err)
+	}
+	if err := os.WriteFile(path, body, 0o644); err != nil {
+		tb.Fatalf("profile: %v", err)
 	}
 }
 
