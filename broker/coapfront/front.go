@@ -194,9 +194,17 @@ type Front struct {
 	latest    map[string][]byte
 	observers map[string]map[*observer]struct{} // by MQTT topic
 	byKey     map[string]*observer              // by client and token
-	topics    map[string]*psTopic               // pub-sub topics by id
-	byName    map[string]string                 // topic-name -> id
-	blocks    map[string]*upload                // block-wise uploads by peer|path
+	// earlyRST holds the last RSTs that matched no NON notification: a
+	// client's RST can be read before the sender has recorded the
+	// notification's message ID (see observer.transmit).
+	earlyRST [16]struct {
+		peer string
+		mid  uint16
+	}
+	nEarlyRST int
+	topics    map[string]*psTopic // pub-sub topics by id
+	byName    map[string]string   // topic-name -> id
+	blocks    map[string]*upload  // block-wise uploads by peer|path
 	endpoints []datagramEndpoint
 	streams   map[*streamConn]struct{}
 	byScheme  map[string]*transportCounters // listener URL scheme -> counters

@@ -619,3 +619,50 @@ func TestContentFormatAndObserverCheck(t *testing.T) {
 		t.Fatalf("notification after observer_check: %v, want CON", typ)
 	}
 }
+
+// rstFirstSink is a UDP-like sink whose peer's RST is read before send
+// returns, as happens on loopback when the sending goroutine is
+// descheduled right after the write.
+type rstFirstSink struct {
+	f    *Front
+	peer net.Addr
+	mid  uint16
+	tc   transportCounters
+}
+
+func (s *rstFirstSink) key() string                  { return (&udpSink{peer: s.peer}).key() }
+func (s *rstFirstSink) confirmable() bool            { return false }
+func (s *rstFirstSink) counters() *transportCounters { return &s.tc }
+func (s *rstFirstSink) send(m *message.Message, con bool, done func(error)) (uint16, error) {
+	s.mid++
+	s.f.onReset(s.peer, s.mid) // the client's RST, before the sender records the ID
+	if done != nil {
+		done(nil)
+	}
+	return s.mid, nil
+}
+
+// TestObserverRemovedByEarlyRST: an RST that arrives before the NON
+// notification's message ID was recorded still ends the observation (CI
+// saw TestObserverRemoval keep the observer: the RST had been read first).
+func TestObserverRemovedByEarlyRST(t *testing.T) {
+	f, err := New(&memTopics{}, Options{Notifications: NotifyNON})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s := &rstFirstSink{f: f, peer: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5683}}
+	if _, ok := f.register(s, "early/rst", message.Token("tok"), nil); !ok {
+		t.Fatal("register refused")
+	}
+	if n := f.Stats().Observers; n != 1 {
+		t.Fatalf("%d observers after register, want 1", n)
+	}
+	f.mu.Lock()
+	o := f.byKey[obsKey(s, message.Token("tok"))]
+	f.mu.Unlock()
+	o.notify(f, codes.Content, []byte("x"))
+	if n := f.Stats().Observers; n != 0 {
+		t.Fatalf("%d observers after an early RST, want 0", n)
+	}
+}

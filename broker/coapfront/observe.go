@@ -155,9 +155,27 @@ func (f *Front) onReset(peer net.Addr, mid uint16) {
 			o.mu.Unlock()
 			if hit {
 				f.removeLocked(o)
+				return
 			}
 		}
 	}
+	f.earlyRST[f.nEarlyRST%len(f.earlyRST)] = struct {
+		peer string
+		mid  uint16
+	}{key, mid}
+	f.nEarlyRST++
+}
+
+// rejectedEarlyLocked reports (once) whether sink key's RST for mid arrived
+// before the notification's message ID was recorded. Called with f.mu held.
+func (f *Front) rejectedEarlyLocked(key string, mid uint16) bool {
+	for i := range min(f.nEarlyRST, len(f.earlyRST)) {
+		if r := &f.earlyRST[i]; r.peer == key && r.mid == mid {
+			r.peer = "" // used up
+			return true
+		}
+	}
+	return false
 }
 
 // notify sends the observer a notification with code and payload. A final
@@ -226,12 +244,25 @@ func (o *observer) transmit(f *Front, m *message.Message) {
 			o.transmit(f, next)
 		}
 	})
-	o.mu.Lock()
-	if err != nil {
-		o.busy = false
-	} else if !con {
-		o.mids[o.nmid%len(o.mids)] = mid
-		o.nmid++
+	if err != nil || con {
+		o.mu.Lock()
+		if err != nil {
+			o.busy = false
+		}
+		o.mu.Unlock()
+		return
 	}
+	// A NON notification: remember its message ID so that an RST for it
+	// ends the observation. The RST may already have been read (loopback,
+	// or this goroutine descheduled after the write): onReset then left
+	// it in f.earlyRST. Both run under f.mu, so one of them sees the other.
+	f.mu.Lock()
+	o.mu.Lock()
+	o.mids[o.nmid%len(o.mids)] = mid
+	o.nmid++
 	o.mu.Unlock()
+	if f.rejectedEarlyLocked(o.sink.key(), mid) {
+		f.removeLocked(o)
+	}
+	f.mu.Unlock()
 }
