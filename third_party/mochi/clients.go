@@ -588,41 +588,9 @@ func (cl *Client) ReadPacket(fh *packets.FixedHeader) (pk packets.Packet, err er
 
 	// p is this packet's own slice (read fresh above), so it is decoded in
 	// place: upstream copied it once more. [iotq patch 13]
-	px := p
-	switch pk.FixedHeader.Type {
-	case packets.Connect:
-		err = pk.ConnectDecode(px)
-	case packets.Disconnect:
-		err = pk.DisconnectDecode(px)
-	case packets.Connack:
-		err = pk.ConnackDecode(px)
-	case packets.Publish:
-		err = pk.PublishDecode(px)
-		if err == nil {
-			atomic.AddInt64(&cl.ops.info.MessagesReceived, 1)
-		}
-	case packets.Puback:
-		err = pk.PubackDecode(px)
-	case packets.Pubrec:
-		err = pk.PubrecDecode(px)
-	case packets.Pubrel:
-		err = pk.PubrelDecode(px)
-	case packets.Pubcomp:
-		err = pk.PubcompDecode(px)
-	case packets.Subscribe:
-		err = pk.SubscribeDecode(px)
-	case packets.Suback:
-		err = pk.SubackDecode(px)
-	case packets.Unsubscribe:
-		err = pk.UnsubscribeDecode(px)
-	case packets.Unsuback:
-		err = pk.UnsubackDecode(px)
-	case packets.Pingreq:
-	case packets.Pingresp:
-	case packets.Auth:
-		err = pk.AuthDecode(px)
-	default:
-		err = fmt.Errorf("invalid packet type; %v", pk.FixedHeader.Type)
+	err = pk.DecodeBody(p)
+	if err == nil && pk.FixedHeader.Type == packets.Publish {
+		atomic.AddInt64(&cl.ops.info.MessagesReceived, 1)
 	}
 
 	if err != nil {

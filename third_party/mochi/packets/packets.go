@@ -957,8 +957,13 @@ func (pk *Packet) SubscribeDecode(buf []byte) error {
 		}
 
 		if pk.ProtocolVersion == 5 {
-			sub.decode(buf[offset])
-			offset += 1
+			// [iotq patch 19] a filter without its options byte is
+			// malformed; upstream read past the end and panicked.
+			option, offset, err = decodeByte(buf, offset)
+			if err != nil {
+				return ErrMalformedQos
+			}
+			sub.decode(option)
 		} else {
 			option, offset, err = decodeByte(buf, offset)
 			if err != nil {
@@ -1170,4 +1175,43 @@ func (pk *Packet) AuthValidate() Code {
 // FormatID returns the PacketID field as a decimal integer.
 func (pk *Packet) FormatID() string {
 	return strconv.FormatUint(uint64(pk.PacketID), 10)
+}
+
+// DecodeBody decodes buf, the bytes after the fixed header, as the packet
+// type and protocol version already set in pk. buf becomes part of pk (no
+// copy). Every malformed input returns an error, never a panic; the fuzz
+// targets in fuzz_test.go hold it to that. [iotq patch 19]
+func (pk *Packet) DecodeBody(buf []byte) error {
+	switch pk.FixedHeader.Type {
+	case Connect:
+		return pk.ConnectDecode(buf)
+	case Disconnect:
+		return pk.DisconnectDecode(buf)
+	case Connack:
+		return pk.ConnackDecode(buf)
+	case Publish:
+		return pk.PublishDecode(buf)
+	case Puback:
+		return pk.PubackDecode(buf)
+	case Pubrec:
+		return pk.PubrecDecode(buf)
+	case Pubrel:
+		return pk.PubrelDecode(buf)
+	case Pubcomp:
+		return pk.PubcompDecode(buf)
+	case Subscribe:
+		return pk.SubscribeDecode(buf)
+	case Suback:
+		return pk.SubackDecode(buf)
+	case Unsubscribe:
+		return pk.UnsubscribeDecode(buf)
+	case Unsuback:
+		return pk.UnsubackDecode(buf)
+	case Pingreq, Pingresp:
+		return nil
+	case Auth:
+		return pk.AuthDecode(buf)
+	default:
+		return fmt.Errorf("invalid packet type %d: %w", pk.FixedHeader.Type, ErrMalformedPacket)
+	}
 }
