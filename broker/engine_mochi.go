@@ -9,19 +9,19 @@ import (
 	"sync/atomic"
 	"time"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/iotq/iotq/internal/mqttcore"
+	"github.com/iotq/iotq/internal/mqttcore/packets"
 )
 
 // mochiEngine is the engine backed by mochi-mqtt v2.7.9, carried as a
-// patched fork in third_party/mochi (see third_party/mochi/PATCHES.md and
+// patched fork in internal/mqttcore (see internal/mqttcore/PATCHES.md and
 // docs/broker.md, "Engine"). Its behaviour is shaped by hooks, each in its
 // own file: authHook (hook_auth.go: CONNECT checks and ACL), flowHook
 // (hook_flow.go: backpressure and the slow-consumer policy), packetIDHook
 // (hook_packetid.go: separate packet-identifier spaces) and storeHook
 // (store.go: persistence with group commit).
 type mochiEngine struct {
-	srv   *mqtt.Server
+	srv   *mqttcore.Server
 	cfg   engineConfig
 	log   *slog.Logger
 	flow  *flowHook
@@ -39,7 +39,7 @@ type mochiEngine struct {
 }
 
 func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
-	caps := mqtt.NewDefaultServerCapabilities()
+	caps := mqttcore.NewDefaultServerCapabilities()
 	caps.MaximumClientWritesPending = int32(cfg.flow.QueueLength)
 	caps.MaximumInflight = uint16(cfg.flow.MaxInflight)
 	caps.MaximumPacketSize = uint32(cfg.flow.MaxPacketSize)
@@ -57,7 +57,7 @@ func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
 		caps.MaximumClientSubscriptions = DefaultMaxSubscriptions
 	}
 	caps.MaximumClientQueuedBytes = max(0, int64(cfg.limits.MaxQueuedBytes))
-	srv := mqtt.New(&mqtt.Options{
+	srv := mqttcore.New(&mqttcore.Options{
 		Capabilities:             caps,
 		ClientNetWriteBufferSize: cfg.flow.WriteBuffer,
 		ClientNetReadBufferSize:  cfg.flow.ReadBuffer,
@@ -76,7 +76,7 @@ func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
 		return nil, fmt.Errorf("broker: add auth hook: %w", err)
 	}
 	e.flow = newFlowHook(e)
-	srv.Options.InflightFull = func(cl *mqtt.Client, pk packets.Packet) {
+	srv.Options.InflightFull = func(cl *mqttcore.Client, pk packets.Packet) {
 		e.flow.drop(dropInflightFull, cl.ID, pk.TopicName, pk.FixedHeader.Qos)
 	}
 	srv.Options.OutboundFull = e.flow.outboundFull
@@ -98,7 +98,7 @@ func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
 		}
 		e.store = st
 		// Acknowledge QoS 1/2 publishes only once their copies are stored.
-		srv.Options.AckAfter = func(_ *mqtt.Client, send func()) { st.afterCommit(send) }
+		srv.Options.AckAfter = func(_ *mqttcore.Client, send func()) { st.afterCommit(send) }
 	}
 	return e, nil
 }
@@ -176,7 +176,7 @@ func (e *mochiEngine) disconnectAll() {
 		// a client that does not read cannot block us: close its conn
 		// after a short grace period.
 		done := make(chan struct{})
-		go func(cl *mqtt.Client) {
+		go func(cl *mqttcore.Client) {
 			defer close(done)
 			_ = e.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
 		}(cl)

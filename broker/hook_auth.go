@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/iotq/iotq/internal/mqttcore"
+	"github.com/iotq/iotq/internal/mqttcore/packets"
 )
 
 // authHook decides at CONNECT who may connect, and on every publish and
@@ -33,9 +33,9 @@ import (
 //     section 5.4.2). The owner is the username stored with the session,
 //     so it survives restarts.
 type authHook struct {
-	mqtt.HookBase
+	mqttcore.HookBase
 	a        authorizer // nil: everyone may connect, read and write
-	srv      *mqtt.Server
+	srv      *mqttcore.Server
 	maxIDLen int
 	maxKeep  uint16 // seconds; 0: no limit
 	maxSubs  int    // subscriptions per client
@@ -47,12 +47,12 @@ type authHook struct {
 func (h *authHook) ID() string { return "iotq-auth" }
 
 func (h *authHook) Provides(b byte) bool {
-	return b == mqtt.OnConnect || b == mqtt.OnConnectAuthenticate || b == mqtt.OnACLCheck || b == mqtt.OnSubscribed
+	return b == mqttcore.OnConnect || b == mqttcore.OnConnectAuthenticate || b == mqttcore.OnACLCheck || b == mqttcore.OnSubscribed
 }
 
 // OnSubscribed counts refused subscriptions: over the per-client limit, or
 // refused by the ACL.
-func (h *authHook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
+func (h *authHook) OnSubscribed(cl *mqttcore.Client, pk packets.Packet, codes []byte) {
 	for i, c := range codes {
 		if c < packets.ErrUnspecifiedError.Code || i >= len(pk.Filters) {
 			continue
@@ -81,7 +81,7 @@ const (
 	logClientIDPrefixBytes = 64
 )
 
-func (h *authHook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
+func (h *authHook) OnConnect(cl *mqttcore.Client, pk packets.Packet) error {
 	user := cl.Properties.Username
 	anonymous := len(user) == 0
 	if n := len(cl.ID); n > h.maxIDLen {
@@ -108,7 +108,7 @@ func (h *authHook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 // for more, or for none, is given the limit as Server Keep Alive
 // [MQTT-3.2.2-21]. An MQTT 3.1.1 client cannot be told; one that asks for
 // more is refused (false); one without keep-alive (0) is let through.
-func (h *authHook) boundKeepAlive(cl *mqtt.Client) bool {
+func (h *authHook) boundKeepAlive(cl *mqttcore.Client) bool {
 	k := cl.State.Keepalive
 	if h.maxKeep == 0 || (k != 0 && k <= h.maxKeep) {
 		return true
@@ -123,7 +123,7 @@ func (h *authHook) boundKeepAlive(cl *mqtt.Client) bool {
 
 // refuse answers a CONNECT with a refusal and returns the error that ends
 // the connection.
-func (h *authHook) refuse(cl *mqtt.Client, kind string, v5 packets.Code, v3 byte, why string) error {
+func (h *authHook) refuse(cl *mqttcore.Client, kind string, v5 packets.Code, v3 byte, why string) error {
 	h.obs.refused(kind)
 	ack := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connack}, ReasonCode: v5.Code}
 	if cl.Properties.ProtocolVersion < 5 {
@@ -141,9 +141,9 @@ func (h *authHook) refuse(cl *mqtt.Client, kind string, v5 packets.Code, v3 byte
 }
 
 // OnConnectAuthenticate lets through what OnConnect accepted.
-func (h *authHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool { return true }
+func (h *authHook) OnConnectAuthenticate(cl *mqttcore.Client, pk packets.Packet) bool { return true }
 
-func (h *authHook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
+func (h *authHook) OnACLCheck(cl *mqttcore.Client, topic string, write bool) bool {
 	if h.a == nil {
 		return true
 	}

@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/iotq/iotq/internal/mqttcore"
+	"github.com/iotq/iotq/internal/mqttcore/packets"
 )
 
 // Why mochi drops QoS 0 messages: a publisher's read goroutine hands each
@@ -58,7 +58,7 @@ var errSlowConsumer = errors.New("slow consumer: outbound queue full")
 
 // clientFlow is the flow-control state of one connection.
 type clientFlow struct {
-	cl      *mqtt.Client
+	cl      *mqttcore.Client
 	stalled atomic.Bool
 	// progress is notified whenever the client's writer finished a packet,
 	// the client acknowledged a QoS 1/2 message or it disconnected:
@@ -67,7 +67,7 @@ type clientFlow struct {
 }
 
 type flowHook struct {
-	mqtt.HookBase
+	mqttcore.HookBase
 	e        *mochiEngine
 	obs      observer
 	capacity int
@@ -76,7 +76,7 @@ type flowHook struct {
 	maxBytes int64 // limits.max_queued_bytes; 0: no limit
 
 	mu      sync.RWMutex
-	clients map[*mqtt.Client]*clientFlow
+	clients map[*mqttcore.Client]*clientFlow
 
 	pressure  atomic.Bool
 	published atomic.Uint64 // publishes since start; the scanner skips idle periods
@@ -96,7 +96,7 @@ func newFlowHook(e *mochiEngine) *flowHook {
 		high:     max(1, c/2),
 		low:      max(1, c/4),
 		maxBytes: max(0, int64(e.cfg.limits.MaxQueuedBytes)),
-		clients:  map[*mqtt.Client]*clientFlow{},
+		clients:  map[*mqttcore.Client]*clientFlow{},
 		dropLog:  newRateLimitedLog(e.log, time.Second),
 		slowLog:  newRateLimitedLog(e.log, time.Second),
 	}
@@ -106,32 +106,32 @@ func (h *flowHook) ID() string { return "iotq-flow" }
 
 func (h *flowHook) Provides(b byte) bool {
 	return bytes.IndexByte([]byte{
-		mqtt.OnSessionEstablished,
-		mqtt.OnDisconnect,
-		mqtt.OnPublish,
-		mqtt.OnPublished,
-		mqtt.OnPublishDropped,
-		mqtt.OnPacketSent,
-		mqtt.OnQosComplete,
-		mqtt.OnQosDropped,
-		mqtt.OnPacketIDExhausted,
+		mqttcore.OnSessionEstablished,
+		mqttcore.OnDisconnect,
+		mqttcore.OnPublish,
+		mqttcore.OnPublished,
+		mqttcore.OnPublishDropped,
+		mqttcore.OnPacketSent,
+		mqttcore.OnQosComplete,
+		mqttcore.OnQosDropped,
+		mqttcore.OnPacketIDExhausted,
 	}, b) >= 0
 }
 
-func (h *flowHook) flowOf(cl *mqtt.Client) *clientFlow {
+func (h *flowHook) flowOf(cl *mqttcore.Client) *clientFlow {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	return h.clients[cl]
 }
 
-func (h *flowHook) OnSessionEstablished(cl *mqtt.Client, pk packets.Packet) {
+func (h *flowHook) OnSessionEstablished(cl *mqttcore.Client, pk packets.Packet) {
 	h.mu.Lock()
 	h.clients[cl] = &clientFlow{cl: cl}
 	h.mu.Unlock()
 	h.obs.sessionOpened(cl.Net.Listener)
 }
 
-func (h *flowHook) OnDisconnect(cl *mqtt.Client, err error, expire bool) {
+func (h *flowHook) OnDisconnect(cl *mqttcore.Client, err error, expire bool) {
 	h.mu.Lock()
 	f, ok := h.clients[cl]
 	delete(h.clients, cl)
@@ -142,13 +142,13 @@ func (h *flowHook) OnDisconnect(cl *mqtt.Client, err error, expire bool) {
 	}
 }
 
-func (h *flowHook) OnPublished(cl *mqtt.Client, pk packets.Packet) {
+func (h *flowHook) OnPublished(cl *mqttcore.Client, pk packets.Packet) {
 	h.obs.messageIn(pk.FixedHeader.Qos)
 }
 
 // OnPacketSent runs on the client's writer after each packet: count it and
 // wake publishers waiting for this client's queue to drain.
-func (h *flowHook) OnPacketSent(cl *mqtt.Client, pk packets.Packet, b []byte) {
+func (h *flowHook) OnPacketSent(cl *mqttcore.Client, pk packets.Packet, b []byte) {
 	if pk.FixedHeader.Type == packets.Publish {
 		h.obs.messageOut(pk.FixedHeader.Qos, len(b))
 	}
@@ -159,7 +159,7 @@ func (h *flowHook) OnPacketSent(cl *mqtt.Client, pk packets.Packet, b []byte) {
 
 // OnQosComplete runs when the client acknowledged a QoS 1/2 message (its
 // session holds fewer bytes): progress.
-func (h *flowHook) OnQosComplete(cl *mqtt.Client, pk packets.Packet) {
+func (h *flowHook) OnQosComplete(cl *mqttcore.Client, pk packets.Packet) {
 	if f := h.flowOf(cl); f != nil {
 		f.progress.notify()
 	}
@@ -171,7 +171,7 @@ func (h *flowHook) OnQosComplete(cl *mqtt.Client, pk packets.Packet) {
 // the subscriber's session (in-flight store, persisted if a store is
 // configured) and the slow subscriber is disconnected, so it receives the
 // message when it reconnects.
-func (h *flowHook) OnPublishDropped(cl *mqtt.Client, pk packets.Packet) {
+func (h *flowHook) OnPublishDropped(cl *mqttcore.Client, pk packets.Packet) {
 	qos := byte(0)
 	if pk.FixedHeader.Qos > 0 {
 		var kept bool
@@ -185,7 +185,7 @@ func (h *flowHook) OnPublishDropped(cl *mqtt.Client, pk packets.Packet) {
 // keepForRedelivery stores pk in cl's session for redelivery and
 // disconnects cl. It reports false if pk was a QoS 0 delivery for cl or
 // could not be stored, and the QoS of the delivery to cl.
-func (h *flowHook) keepForRedelivery(cl *mqtt.Client, pk packets.Packet) (bool, byte) {
+func (h *flowHook) keepForRedelivery(cl *mqttcore.Client, pk packets.Packet) (bool, byte) {
 	var qos byte
 	matched := false
 	for filter, sub := range cl.State.Subscriptions.GetAll() {
@@ -227,14 +227,14 @@ func (h *flowHook) keepForRedelivery(cl *mqtt.Client, pk packets.Packet) (bool, 
 // session ends or is taken over (not a loss: the client chose a clean
 // session, or the new connection inherited the messages). Only the bare
 // expiry notification, which comes from the expiry sweep alone, counts.
-func (h *flowHook) OnQosDropped(cl *mqtt.Client, pk packets.Packet) {
+func (h *flowHook) OnQosDropped(cl *mqttcore.Client, pk packets.Packet) {
 	if pk.FixedHeader.Type != 0 || cl.IsTakenOver() {
 		return
 	}
 	h.drop(dropExpired, cl.ID, "", 1)
 }
 
-func (h *flowHook) OnPacketIDExhausted(cl *mqtt.Client, pk packets.Packet) {
+func (h *flowHook) OnPacketIDExhausted(cl *mqttcore.Client, pk packets.Packet) {
 	h.drop(dropPacketIDs, cl.ID, pk.TopicName, pk.FixedHeader.Qos)
 }
 
@@ -245,7 +245,7 @@ func (h *flowHook) drop(reason, client, topic string, qos byte) {
 
 // OnPublish runs on the publisher's read goroutine before the message is
 // handed to subscribers: the only place where waiting slows the publisher.
-func (h *flowHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+func (h *flowHook) OnPublish(cl *mqttcore.Client, pk packets.Packet) (packets.Packet, error) {
 	if h.published.Add(1)%16 == 0 {
 		h.maybeScan()
 	}
@@ -269,7 +269,7 @@ func (h *flowHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 // congested reports whether sc should hold its publishers back: its queue
 // is at least half full, it holds at least half of max_queued_bytes, or (for
 // QoS 1/2) its writer is blocked: a blocked writer cannot take more.
-func (h *flowHook) congested(sc *mqtt.Client, qos byte) bool {
+func (h *flowHook) congested(sc *mqttcore.Client, qos byte) bool {
 	return sc.OutboundLen() >= h.high ||
 		(h.maxBytes > 0 && sc.QueuedBytes() >= h.maxBytes/2) ||
 		(qos > 0 && blockedWriter(sc))
@@ -277,7 +277,7 @@ func (h *flowHook) congested(sc *mqtt.Client, qos byte) bool {
 
 // waitFor holds the caller while sc is congested and making progress, then
 // applies the slow-consumer policy if sc stalled.
-func (h *flowHook) waitFor(sc *mqtt.Client, qos byte) {
+func (h *flowHook) waitFor(sc *mqttcore.Client, qos byte) {
 	f := h.flowOf(sc)
 	if f == nil || !h.congested(sc, qos) {
 		return
@@ -331,7 +331,7 @@ func (h *flowHook) awaitProgress(f *clientFlow, ok func() bool) bool {
 // again (room, or cl was disconnected and its session keeps a QoS 1/2
 // message); false: drop (QoS 0 under PolicyDrop, counted by
 // OnPublishDropped).
-func (h *flowHook) outboundFull(cl *mqtt.Client, pk packets.Packet) bool {
+func (h *flowHook) outboundFull(cl *mqttcore.Client, pk packets.Packet) bool {
 	f := h.flowOf(cl)
 	if f == nil || h.e.cfg.flow.NoBackpressure {
 		return cl.Closed()
@@ -352,7 +352,7 @@ func (h *flowHook) outboundFull(cl *mqtt.Client, pk packets.Packet) bool {
 // progress holds the publisher until pk fits (true); for an offline or
 // stalled client pk is not delivered to it, counted as queued_bytes
 // (false). Messages already queued are never removed.
-func (h *flowHook) queuedBytesFull(cl *mqtt.Client, pk packets.Packet) bool {
+func (h *flowHook) queuedBytesFull(cl *mqttcore.Client, pk packets.Packet) bool {
 	qos := pk.FixedHeader.Qos
 	if qos == 0 && cl.Closed() {
 		return false // QoS 0 is never queued for an offline session: nothing to count
@@ -370,7 +370,7 @@ func (h *flowHook) queuedBytesFull(cl *mqtt.Client, pk packets.Packet) bool {
 	return false
 }
 
-func (h *flowHook) disconnectSlow(sc *mqtt.Client, qos byte) {
+func (h *flowHook) disconnectSlow(sc *mqttcore.Client, qos byte) {
 	if sc.Closed() {
 		return
 	}
@@ -427,7 +427,7 @@ func (h *flowHook) scanOnce() {
 	defer h.scanMu.Unlock()
 	h.lastScan.Store(time.Now().UnixNano())
 	pressure := false
-	var stuck []*mqtt.Client
+	var stuck []*mqttcore.Client
 	now := time.Now().UnixNano()
 	h.mu.RLock()
 	for cl, f := range h.clients {
@@ -464,7 +464,7 @@ const blockThreshold = 20 * time.Millisecond
 
 // blockedWriter reports whether cl's connection has had a write blocked for
 // more than blockThreshold.
-func blockedWriter(cl *mqtt.Client) bool {
+func blockedWriter(cl *mqttcore.Client) bool {
 	mc, ok := cl.Net.Conn.(*meteredConn)
 	return ok && mc.writeBlockedFor(time.Now().UnixNano()) > blockThreshold
 }

@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/iotq/iotq/internal/mqttcore"
+	"github.com/iotq/iotq/internal/mqttcore/packets"
 )
 
 // Packet identifiers: MQTT gives each direction its own identifier space,
@@ -23,12 +23,12 @@ import (
 // outbound message in between, it may be delivered once more after a
 // reconnect: a duplicate, never a loss.
 type packetIDHook struct {
-	mqtt.HookBase
+	mqttcore.HookBase
 	e          *mochiEngine
 	receiveMax uint16 // the broker's Receive Maximum (CONNACK)
 
 	mu      sync.RWMutex
-	clients map[*mqtt.Client]*stash
+	clients map[*mqttcore.Client]*stash
 }
 
 // stash holds one connection's set-aside outbound messages.
@@ -49,28 +49,28 @@ type stash struct {
 const restoreWait = time.Second
 
 func newPacketIDHook(e *mochiEngine) *packetIDHook {
-	return &packetIDHook{e: e, receiveMax: e.srv.Options.Capabilities.ReceiveMaximum, clients: map[*mqtt.Client]*stash{}}
+	return &packetIDHook{e: e, receiveMax: e.srv.Options.Capabilities.ReceiveMaximum, clients: map[*mqttcore.Client]*stash{}}
 }
 
 func (h *packetIDHook) ID() string { return "iotq-packet-ids" }
 
 func (h *packetIDHook) Provides(b byte) bool {
 	return bytes.IndexByte([]byte{
-		mqtt.OnSessionEstablish,
-		mqtt.OnSessionEstablished,
-		mqtt.OnDisconnect,
-		mqtt.OnPacketRead,
-		mqtt.OnPacketProcessed,
+		mqttcore.OnSessionEstablish,
+		mqttcore.OnSessionEstablished,
+		mqttcore.OnDisconnect,
+		mqttcore.OnPacketRead,
+		mqttcore.OnPacketProcessed,
 	}, b) >= 0
 }
 
-func (h *packetIDHook) stashOf(cl *mqtt.Client) *stash {
+func (h *packetIDHook) stashOf(cl *mqttcore.Client) *stash {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	return h.clients[cl]
 }
 
-func (h *packetIDHook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+func (h *packetIDHook) OnPacketRead(cl *mqttcore.Client, pk packets.Packet) (packets.Packet, error) {
 	if err := h.receiveMaximum(cl, pk); err != nil {
 		return pk, err
 	}
@@ -93,7 +93,7 @@ func (h *packetIDHook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets
 	return pk, nil
 }
 
-func (h *packetIDHook) OnPacketProcessed(cl *mqtt.Client, pk packets.Packet, err error) {
+func (h *packetIDHook) OnPacketProcessed(cl *mqttcore.Client, pk packets.Packet, err error) {
 	switch {
 	case pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos == 1,
 		pk.FixedHeader.Type == packets.Pubrel: // end of an inbound QoS 2 exchange
@@ -111,7 +111,7 @@ func (h *packetIDHook) OnPacketProcessed(cl *mqtt.Client, pk packets.Packet, err
 // DISCONNECT 0x93 "receive maximum exceeded" [MQTT-3.3.4-9]. (mochi counts
 // a quota but never enforces it. QoS 1 messages are acknowledged at once,
 // so they never pile up.)
-func (h *packetIDHook) receiveMaximum(cl *mqtt.Client, pk packets.Packet) error {
+func (h *packetIDHook) receiveMaximum(cl *mqttcore.Client, pk packets.Packet) error {
 	if cl.Properties.ProtocolVersion < 5 {
 		return nil
 	}
@@ -156,7 +156,7 @@ const (
 // PUBRECs with PUBRELs before it reads the DISCONNECT, which took longer
 // than a fixed second on a loaded machine) is not cut off mid-answer.
 // Read goroutine only.
-func disconnectLingering(cl *mqtt.Client, code packets.Code) {
+func disconnectLingering(cl *mqttcore.Client, code packets.Code) {
 	_ = cl.WritePacket(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect}, ReasonCode: code.Code,
 		Properties: packets.Properties{ReasonString: code.Reason}})
 	c := cl.Net.Conn
@@ -179,7 +179,7 @@ func disconnectLingering(cl *mqtt.Client, code packets.Code) {
 
 // restore puts the set-aside outbound message with identifier id back.
 // Read goroutine only.
-func (h *packetIDHook) restore(cl *mqtt.Client, s *stash, id uint16) {
+func (h *packetIDHook) restore(cl *mqttcore.Client, s *stash, id uint16) {
 	out, ok := s.msgs[id]
 	if !ok {
 		return
@@ -200,7 +200,7 @@ func (h *packetIDHook) restore(cl *mqtt.Client, s *stash, id uint16) {
 // after writing its last acknowledgement, and the client may reconnect
 // within that instant: wait (notified, at most restoreWait) for the
 // restore, so the new connection inherits the messages.
-func (h *packetIDHook) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
+func (h *packetIDHook) OnSessionEstablish(cl *mqttcore.Client, pk packets.Packet) {
 	old, ok := h.e.srv.Clients.Get(cl.ID)
 	if !ok || old == cl {
 		return
@@ -210,13 +210,13 @@ func (h *packetIDHook) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 	}
 }
 
-func (h *packetIDHook) OnSessionEstablished(cl *mqtt.Client, pk packets.Packet) {
+func (h *packetIDHook) OnSessionEstablished(cl *mqttcore.Client, pk packets.Packet) {
 	h.mu.Lock()
 	h.clients[cl] = &stash{pending: newCounter()}
 	h.mu.Unlock()
 }
 
-func (h *packetIDHook) OnDisconnect(cl *mqtt.Client, err error, expire bool) {
+func (h *packetIDHook) OnDisconnect(cl *mqttcore.Client, err error, expire bool) {
 	s := h.stashOf(cl)
 	if s == nil {
 		return

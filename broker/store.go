@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/storage"
-	"github.com/mochi-mqtt/server/v2/hooks/storage/bolt"
-	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/iotq/iotq/internal/mqttcore"
+	"github.com/iotq/iotq/internal/mqttcore/hooks/storage"
+	"github.com/iotq/iotq/internal/mqttcore/hooks/storage/bolt"
+	"github.com/iotq/iotq/internal/mqttcore/packets"
 	"go.etcd.io/bbolt"
 )
 
@@ -87,12 +87,12 @@ func openStoreHook(path, inflightPath string, fsync bool, log *slog.Logger) (*st
 	return h, &bolt.Options{Path: path, Bucket: "iotq", Options: &bo2}, nil
 }
 
-func inflightKeyOf(cl *mqtt.Client, pk packets.Packet) string {
+func inflightKeyOf(cl *mqttcore.Client, pk packets.Packet) string {
 	return cl.ID + ":" + strconv.FormatUint(uint64(pk.PacketID), 10)
 }
 
 // OnQosPublish queues the in-flight message for storage.
-func (h *storeHook) OnQosPublish(cl *mqtt.Client, pk packets.Packet, sent int64, resends int) {
+func (h *storeHook) OnQosPublish(cl *mqttcore.Client, pk packets.Packet, sent int64, resends int) {
 	props := &pk.Properties // encoded at once: no copy needed
 	m := &storage.Message{
 		ID:          inflightKeyOf(cl, pk),
@@ -122,12 +122,12 @@ func (h *storeHook) OnQosPublish(cl *mqtt.Client, pk packets.Packet, sent int64,
 }
 
 // OnQosComplete removes a resolved in-flight message.
-func (h *storeHook) OnQosComplete(cl *mqtt.Client, pk packets.Packet) {
+func (h *storeHook) OnQosComplete(cl *mqttcore.Client, pk packets.Packet) {
 	h.enqueue(storeOp{key: inflightKeyOf(cl, pk)})
 }
 
 // OnQosDropped removes a dropped in-flight message.
-func (h *storeHook) OnQosDropped(cl *mqtt.Client, pk packets.Packet) {
+func (h *storeHook) OnQosDropped(cl *mqttcore.Client, pk packets.Packet) {
 	h.enqueue(storeOp{key: inflightKeyOf(cl, pk)})
 }
 

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/mochi-mqtt/server/v2/hooks/storage"
-	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/iotq/iotq/internal/mqttcore/hooks/storage"
+	"github.com/iotq/iotq/internal/mqttcore/packets"
 )
 
 // The in-flight store (inflight.db) holds one record per queued or

@@ -6,9 +6,9 @@ import (
 	"reflect"
 	"testing"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/storage"
-	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/iotq/iotq/internal/mqttcore"
+	"github.com/iotq/iotq/internal/mqttcore/hooks/storage"
+	"github.com/iotq/iotq/internal/mqttcore/packets"
 	"go.etcd.io/bbolt"
 )
 
@@ -93,7 +93,7 @@ func TestStoreReadsOldJSONRecords(t *testing.T) {
 	if err := h.db.Update(func(tx *bbolt.Tx) error { return tx.Bucket([]byte(inflightBucket)).Put([]byte(old.ID), js) }); err != nil {
 		t.Fatal(err)
 	}
-	srv := mqtt.New(&mqtt.Options{InlineClient: false})
+	srv := mqttcore.New(&mqttcore.Options{InlineClient: false})
 	cl := srv.NewClient(nil, "t", "dev-8", false)
 	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1}, TopicName: "x/y", Payload: []byte("new"), PacketID: 7, Created: 5}
 	h.OnQosPublish(cl, pk, 6, 0)

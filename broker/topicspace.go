@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/iotq/iotq/internal/mqttcore"
+	"github.com/iotq/iotq/internal/mqttcore/packets"
 )
 
 // Message is a message of the topic space, as seen by local fronts.
@@ -53,7 +53,7 @@ func (e *mochiEngine) subscribe(filter string, fn func(Message)) (func(), error)
 		return nil, fmt.Errorf("broker: subscribe %q: %w", filter, err)
 	}
 	id := int(e.localSubID.Add(1))
-	err := e.srv.Subscribe(filter, id, func(_ *mqtt.Client, _ packets.Subscription, pk packets.Packet) {
+	err := e.srv.Subscribe(filter, id, func(_ *mqttcore.Client, _ packets.Subscription, pk packets.Packet) {
 		fn(Message{Topic: pk.TopicName, Payload: pk.Payload, QoS: pk.FixedHeader.Qos, Retain: pk.FixedHeader.Retain})
 	})
 	if err != nil {

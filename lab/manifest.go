@@ -43,7 +43,7 @@ func loadavg() string { return readTrim("/proc/loadavg") }
 func toolInfo(ctx context.Context) ToolInfo {
 	bi := buildinfo.Read()
 	t := ToolInfo{Version: bi.Version, Commit: bi.Commit, GoVersion: bi.GoVersion,
-		QUICGo: bi.DepVersion("quic-go/quic-go"), Mochi: bi.DepVersion("mochi-mqtt/server/v2"),
+		QUICGo: bi.DepVersion("quic-go/quic-go"), Mochi: buildinfo.Engine,
 		Paho: bi.DepVersion("paho.mqtt.golang"), Paho5: bi.DepVersion("paho.golang")}
 	if t.Commit == "unknown" || t.Commit == "" {
 		var dirs []string

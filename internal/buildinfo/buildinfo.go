@@ -11,6 +11,10 @@ import (
 // Version is the iotq release. Overridable with -ldflags "-X".
 var Version = "0.1.0-dev"
 
+// Engine names the MQTT engine, which is part of this module: a fork of
+// mochi-mqtt/server at the tag below (internal/mqttcore/PATCHES.md).
+const Engine = "internal/mqttcore, forked from mochi-mqtt/server v2.7.9"
+
 // Dep is one module dependency.
 type Dep struct {
 	Path    string `json:"path"`
@@ -28,7 +32,9 @@ type Info struct {
 // keyDeps are the modules whose versions shape measurements.
 var keyDeps = []string{
 	"github.com/quic-go/quic-go",
-	"github.com/mochi-mqtt/server/v2",
+	"github.com/Azure/go-amqp",
+	"github.com/plgd-dev/go-coap/v3",
+	"github.com/pion/dtls/v3",
 	"github.com/eclipse/paho.mqtt.golang",
 	"github.com/eclipse/paho.golang",
 }

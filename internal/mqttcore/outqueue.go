@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 
-package mqtt
+package mqttcore
 
 import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/iotq/iotq/internal/mqttcore/packets"
 )
 
 // outQueue is a client's queue of outbound packets. [iotq patch 11]

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/mochi-mqtt/server/v2/mempool"
+	"github.com/iotq/iotq/internal/mqttcore/mempool"
 )
 
 // All valid packet types and their packet identifiers.

@@ -2,7 +2,7 @@
 // SPDX-FileCopyrightText: 2022 mochi-mqtt, mochi-co
 // SPDX-FileContributor: mochi-co, thedevop, dgduncan
 
-package mqtt
+package mqttcore
 
 import (
 	"errors"
@@ -11,9 +11,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/mochi-mqtt/server/v2/hooks/storage"
-	"github.com/mochi-mqtt/server/v2/packets"
-	"github.com/mochi-mqtt/server/v2/system"
+	"github.com/iotq/iotq/internal/mqttcore/hooks/storage"
+	"github.com/iotq/iotq/internal/mqttcore/packets"
+	"github.com/iotq/iotq/internal/mqttcore/system"
 )
 
 const (

@@ -2,7 +2,7 @@
 
 //go:build !linux
 
-package mqtt
+package mqttcore
 
 import (
 	"errors"

@@ -2,7 +2,7 @@
 // SPDX-FileCopyrightText: 2023 mochi-mqtt, mochi-co
 // SPDX-FileContributor: mochi-co
 
-package mqtt
+package mqttcore
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 
 	"github.com/rs/xid"
 
-	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/iotq/iotq/internal/mqttcore/packets"
 )
 
 const (

@@ -3,7 +3,7 @@
 // SPDX-FileContributor: mochi-co
 
 // Package mqtt provides a high performance, fully compliant MQTT v5 broker server with v3.1.1 backward compatibility.
-package mqtt
+package mqttcore
 
 import (
 	"bytes"
@@ -20,10 +20,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mochi-mqtt/server/v2/hooks/storage"
-	"github.com/mochi-mqtt/server/v2/listeners"
-	"github.com/mochi-mqtt/server/v2/packets"
-	"github.com/mochi-mqtt/server/v2/system"
+	"github.com/iotq/iotq/internal/mqttcore/hooks/storage"
+	"github.com/iotq/iotq/internal/mqttcore/listeners"
+	"github.com/iotq/iotq/internal/mqttcore/packets"
+	"github.com/iotq/iotq/internal/mqttcore/system"
 
 	"log/slog"
 )

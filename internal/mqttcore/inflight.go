@@ -2,14 +2,14 @@
 // SPDX-FileCopyrightText: 2023 mochi-mqtt, mochi-co
 // SPDX-FileContributor: mochi-co
 
-package mqtt
+package mqttcore
 
 import (
 	"sort"
 	"sync"
 	"sync/atomic"
 
-	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/iotq/iotq/internal/mqttcore/packets"
 )
 
 // Inflight is a map of InflightMessage keyed on packet id.

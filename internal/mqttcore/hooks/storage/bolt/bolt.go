@@ -10,10 +10,10 @@ import (
 	"errors"
 	"time"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/storage"
-	"github.com/mochi-mqtt/server/v2/packets"
-	"github.com/mochi-mqtt/server/v2/system"
+	"github.com/iotq/iotq/internal/mqttcore"
+	"github.com/iotq/iotq/internal/mqttcore/hooks/storage"
+	"github.com/iotq/iotq/internal/mqttcore/packets"
+	"github.com/iotq/iotq/internal/mqttcore/system"
 	"go.etcd.io/bbolt"
 )
 
@@ -33,12 +33,12 @@ const (
 )
 
 // clientKey returns a primary key for a client.
-func clientKey(cl *mqtt.Client) string {
+func clientKey(cl *mqttcore.Client) string {
 	return storage.ClientKey + "_" + cl.ID
 }
 
 // subscriptionKey returns a primary key for a subscription.
-func subscriptionKey(cl *mqtt.Client, filter string) string {
+func subscriptionKey(cl *mqttcore.Client, filter string) string {
 	return storage.SubscriptionKey + "_" + cl.ID + ":" + filter
 }
 
@@ -48,7 +48,7 @@ func retainedKey(topic string) string {
 }
 
 // inflightKey returns a primary key for an inflight message.
-func inflightKey(cl *mqtt.Client, pk packets.Packet) string {
+func inflightKey(cl *mqttcore.Client, pk packets.Packet) string {
 	return storage.InflightKey + "_" + cl.ID + ":" + pk.FormatID()
 }
 
@@ -66,7 +66,7 @@ type Options struct {
 
 // Hook is a persistent storage hook based using boltdb file store as a backend.
 type Hook struct {
-	mqtt.HookBase
+	mqttcore.HookBase
 	config *Options  // options for configuring the boltdb instance.
 	db     *bbolt.DB // the boltdb instance.
 }
@@ -79,30 +79,30 @@ func (h *Hook) ID() string {
 // Provides indicates which hook methods this hook provides.
 func (h *Hook) Provides(b byte) bool {
 	return bytes.Contains([]byte{
-		mqtt.OnSessionEstablished,
-		mqtt.OnDisconnect,
-		mqtt.OnSubscribed,
-		mqtt.OnUnsubscribed,
-		mqtt.OnRetainMessage,
-		mqtt.OnWillSent,
-		mqtt.OnQosPublish,
-		mqtt.OnQosComplete,
-		mqtt.OnQosDropped,
-		mqtt.OnSysInfoTick,
-		mqtt.OnClientExpired,
-		mqtt.OnRetainedExpired,
-		mqtt.StoredClients,
-		mqtt.StoredInflightMessages,
-		mqtt.StoredRetainedMessages,
-		mqtt.StoredSubscriptions,
-		mqtt.StoredSysInfo,
+		mqttcore.OnSessionEstablished,
+		mqttcore.OnDisconnect,
+		mqttcore.OnSubscribed,
+		mqttcore.OnUnsubscribed,
+		mqttcore.OnRetainMessage,
+		mqttcore.OnWillSent,
+		mqttcore.OnQosPublish,
+		mqttcore.OnQosComplete,
+		mqttcore.OnQosDropped,
+		mqttcore.OnSysInfoTick,
+		mqttcore.OnClientExpired,
+		mqttcore.OnRetainedExpired,
+		mqttcore.StoredClients,
+		mqttcore.StoredInflightMessages,
+		mqttcore.StoredRetainedMessages,
+		mqttcore.StoredSubscriptions,
+		mqttcore.StoredSysInfo,
 	}, []byte{b})
 }
 
 // Init initializes and connects to the boltdb instance.
 func (h *Hook) Init(config any) error {
 	if _, ok := config.(*Options); !ok && config != nil {
-		return mqtt.ErrInvalidConfigType
+		return mqttcore.ErrInvalidConfigType
 	}
 
 	if config == nil {
@@ -144,17 +144,17 @@ func (h *Hook) Stop() error {
 }
 
 // OnSessionEstablished adds a client to the store when their session is established.
-func (h *Hook) OnSessionEstablished(cl *mqtt.Client, pk packets.Packet) {
+func (h *Hook) OnSessionEstablished(cl *mqttcore.Client, pk packets.Packet) {
 	h.updateClient(cl)
 }
 
 // OnWillSent is called when a client sends a Will Message and the Will Message is removed from the client record.
-func (h *Hook) OnWillSent(cl *mqtt.Client, pk packets.Packet) {
+func (h *Hook) OnWillSent(cl *mqttcore.Client, pk packets.Packet) {
 	h.updateClient(cl)
 }
 
 // updateClient writes the client data to the store.
-func (h *Hook) updateClient(cl *mqtt.Client) {
+func (h *Hook) updateClient(cl *mqttcore.Client) {
 	if h.db == nil {
 		h.Log.Error("", "error", storage.ErrDBFileNotOpen)
 		return
@@ -187,7 +187,7 @@ func (h *Hook) updateClient(cl *mqtt.Client) {
 }
 
 // OnDisconnect removes a client from the store if they were using a clean session.
-func (h *Hook) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
+func (h *Hook) OnDisconnect(cl *mqttcore.Client, _ error, expire bool) {
 	if h.db == nil {
 		h.Log.Error("", "error", storage.ErrDBFileNotOpen)
 		return
@@ -205,7 +205,7 @@ func (h *Hook) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
 }
 
 // OnSubscribed adds one or more client subscriptions to the store.
-func (h *Hook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, reasonCodes []byte) {
+func (h *Hook) OnSubscribed(cl *mqttcore.Client, pk packets.Packet, reasonCodes []byte) {
 	if h.db == nil {
 		h.Log.Error("", "error", storage.ErrDBFileNotOpen)
 		return
@@ -229,7 +229,7 @@ func (h *Hook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, reasonCodes []by
 }
 
 // OnUnsubscribed removes one or more client subscriptions from the store.
-func (h *Hook) OnUnsubscribed(cl *mqtt.Client, pk packets.Packet) {
+func (h *Hook) OnUnsubscribed(cl *mqttcore.Client, pk packets.Packet) {
 	if h.db == nil {
 		h.Log.Error("", "error", storage.ErrDBFileNotOpen)
 		return
@@ -241,7 +241,7 @@ func (h *Hook) OnUnsubscribed(cl *mqtt.Client, pk packets.Packet) {
 }
 
 // OnRetainMessage adds a retained message for a topic to the store.
-func (h *Hook) OnRetainMessage(cl *mqtt.Client, pk packets.Packet, r int64) {
+func (h *Hook) OnRetainMessage(cl *mqttcore.Client, pk packets.Packet, r int64) {
 	if h.db == nil {
 		h.Log.Error("", "error", storage.ErrDBFileNotOpen)
 		return
@@ -278,7 +278,7 @@ func (h *Hook) OnRetainMessage(cl *mqtt.Client, pk packets.Packet, r int64) {
 }
 
 // OnQosPublish adds or updates an inflight message in the store.
-func (h *Hook) OnQosPublish(cl *mqtt.Client, pk packets.Packet, sent int64, resends int) {
+func (h *Hook) OnQosPublish(cl *mqttcore.Client, pk packets.Packet, sent int64, resends int) {
 	if h.db == nil {
 		h.Log.Error("", "error", storage.ErrDBFileNotOpen)
 		return
@@ -311,7 +311,7 @@ func (h *Hook) OnQosPublish(cl *mqtt.Client, pk packets.Packet, sent int64, rese
 }
 
 // OnQosComplete removes a resolved inflight message from the store.
-func (h *Hook) OnQosComplete(cl *mqtt.Client, pk packets.Packet) {
+func (h *Hook) OnQosComplete(cl *mqttcore.Client, pk packets.Packet) {
 	if h.db == nil {
 		h.Log.Error("", "error", storage.ErrDBFileNotOpen)
 		return
@@ -321,7 +321,7 @@ func (h *Hook) OnQosComplete(cl *mqtt.Client, pk packets.Packet) {
 }
 
 // OnQosDropped removes a dropped inflight message from the store.
-func (h *Hook) OnQosDropped(cl *mqtt.Client, pk packets.Packet) {
+func (h *Hook) OnQosDropped(cl *mqttcore.Client, pk packets.Packet) {
 	if h.db == nil {
 		h.Log.Error("", "error", storage.ErrDBFileNotOpen)
 	}
@@ -355,7 +355,7 @@ func (h *Hook) OnRetainedExpired(filter string) {
 }
 
 // OnClientExpired deleted expired clients from the store.
-func (h *Hook) OnClientExpired(cl *mqtt.Client) {
+func (h *Hook) OnClientExpired(cl *mqttcore.Client) {
 	if h.db == nil {
 		h.Log.Error("", "error", storage.ErrDBFileNotOpen)
 		return

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 
-package mqtt
+package mqttcore
 
 import "sync"
 
