@@ -112,4 +112,5 @@ type engineStats struct {
 	inflight         int64
 	messagesDropped  int64 // engine's own count of outbound-queue drops
 	inflightDropped  int64
+	clientPanics     int64 // recovered panics, each closed one connection
 }

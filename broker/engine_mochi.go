@@ -236,6 +236,7 @@ func (e *mochiEngine) stats() engineStats {
 		inflight:         atomic.LoadInt64(&i.Inflight),
 		messagesDropped:  atomic.LoadInt64(&i.MessagesDropped),
 		inflightDropped:  atomic.LoadInt64(&i.InflightDropped),
+		clientPanics:     atomic.LoadInt64(&i.ClientPanics),
 	}
 }
 

@@ -241,13 +241,14 @@ var (
 	descInflight = prometheus.NewDesc("iotq_broker_inflight_messages", "QoS 1/2 messages in flight or queued for offline sessions.", nil, nil)
 	descQueued   = prometheus.NewDesc("iotq_broker_queued_bytes", "Payload and topic bytes held for delivery by sessions (connected and offline): stat=sum over all, stat=max of the largest (limits.max_queued_bytes).", []string{"stat"}, nil)
 	descInflDrop = prometheus.NewDesc("iotq_broker_inflight_dropped_total", "QoS 1/2 messages not stored because a client's in-flight store was full.", nil, nil)
+	descPanics   = prometheus.NewDesc("iotq_broker_client_panics_total", "Internal errors (recovered panics) while serving a client; each closed that client's connection only.", nil, nil)
 	descQUICRTT  = prometheus.NewDesc("iotq_broker_quic_smoothed_rtt_seconds", "Smoothed RTT over open QUIC connections (stat=mean or max).", []string{"stat"}, nil)
 	descQUICLost = prometheus.NewDesc("iotq_broker_quic_open_packets_lost", "Packets lost so far on open QUIC connections.", nil, nil)
 	descQUICOpen = prometheus.NewDesc("iotq_broker_quic_connections_with_stats", "Open QUIC connections that report statistics.", nil, nil)
 )
 
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descClients, descSubs, descRetained, descInflight, descQueued, descInflDrop, descQUICRTT, descQUICLost, descQUICOpen} {
+	for _, d := range []*prometheus.Desc{descClients, descSubs, descRetained, descInflight, descQueued, descInflDrop, descPanics, descQUICRTT, descQUICLost, descQUICOpen} {
 		ch <- d
 	}
 }
@@ -260,6 +261,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descRetained, prometheus.GaugeValue, float64(st.retained))
 		ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(st.inflight))
 		ch <- prometheus.MustNewConstMetric(descInflDrop, prometheus.CounterValue, float64(st.inflightDropped))
+		ch <- prometheus.MustNewConstMetric(descPanics, prometheus.CounterValue, float64(st.clientPanics))
 		sum, largest := r.e.queuedBytes()
 		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(sum), "sum")
 		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(largest), "max")

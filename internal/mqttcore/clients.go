@@ -234,6 +234,11 @@ func (cl *Client) enqueue(pk *packets.Packet) bool {
 // It runs only while packets are queued (enqueue starts it); upstream ran
 // it for the client's whole life.
 func (cl *Client) WriteLoop() {
+	defer func() { // [iotq patch 19]
+		if r := recover(); r != nil {
+			cl.Stop(cl.recovered(r, "writing"))
+		}
+	}()
 	for {
 		if cl.Closed() {
 			// Nothing will be written: let go of the queue (and of the
@@ -480,14 +485,21 @@ func (cl *Client) read(packetHandler ReadFn, resumed bool) error {
 // handles it. [iotq patch 14]
 //
 //go:noinline
-func (cl *Client) readPacket(b byte, packetHandler ReadFn) error {
+func (cl *Client) readPacket(b byte, packetHandler ReadFn) (err error) {
+	defer func() { // [iotq patch 19]
+		if r := recover(); r != nil {
+			err = cl.recovered(r, "handling a packet")
+		}
+	}()
 	fh := new(packets.FixedHeader)
 	if err := cl.decodeFixedHeader(b, fh); err != nil {
+		cl.refuseMalformed(err)
 		return err
 	}
 
 	pk, err := cl.ReadPacket(fh)
 	if err != nil {
+		cl.refuseMalformed(err)
 		return err
 	}
 

@@ -509,6 +509,11 @@ func (s *Server) endClient(cl *Client, counted *bool) {
 //
 //go:noinline
 func (s *Server) connectClient(cl *Client, listener string) (counted bool, err error) {
+	defer func() { // [iotq patch 19]
+		if r := recover(); r != nil {
+			err = cl.recovered(r, "connecting")
+		}
+	}()
 	pk, err := s.readConnectionPacket(cl)
 	if err != nil {
 		return false, fmt.Errorf("read connection: %w", err)
@@ -549,6 +554,7 @@ func (s *Server) connectClient(cl *Client, listener string) (counted bool, err e
 	}
 
 	atomic.AddInt64(&s.Info.ClientsConnected, 1)
+	counted = true // also when a panic below ends the connect [iotq patch 19]
 
 	s.hooks.OnSessionEstablish(cl, pk)
 
@@ -556,7 +562,8 @@ func (s *Server) connectClient(cl *Client, listener string) (counted bool, err e
 	// the session over until the new connection is the delivery target
 	// and holds the previous one's in-flight messages: a later connect
 	// of the id then takes over this connection, never the one before.
-	unlock := s.sessions.lock(cl.ID)
+	unlock := sync.OnceFunc(s.sessions.lock(cl.ID))
+	defer unlock()                  // a panic below must not keep the id locked [iotq patch 19]
 	prev, _ := s.Clients.Get(cl.ID) // [iotq patch 6]
 	sessionPresent := s.inheritClientSession(pk, cl)
 

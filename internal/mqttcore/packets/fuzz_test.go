@@ -13,6 +13,8 @@ package packets
 
 import (
 	"bytes"
+	"log/slog"
+	"strings"
 	"testing"
 )
 
@@ -224,5 +226,20 @@ func TestSeedsRoundTrip(t *testing.T) {
 				t.Fatalf("v%d type %d: decoded %+v", v, pk.FixedHeader.Type, got)
 			}
 		}
+	}
+}
+
+// TestPacketLogValueBounded: a logged packet never carries its payload or
+// a long topic.
+func TestPacketLogValueBounded(t *testing.T) {
+	long := strings.Repeat("t/", 50000)
+	pk := Packet{FixedHeader: FixedHeader{Type: Publish, Qos: 1}, PacketID: 3, TopicName: long, Payload: bytes.Repeat([]byte("x"), 1<<20)}
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Warn("error processing packet", "pk", pk)
+	if buf.Len() > 512 {
+		t.Fatalf("log line of %d bytes for a 1 MiB packet: %.300s", buf.Len(), buf.String())
+	}
+	if !strings.Contains(buf.String(), "payload_bytes=1048576") || !strings.Contains(buf.String(), "pk.type=Publish") {
+		t.Fatalf("log line lacks the packet's type or size: %s", buf.String())
 	}
 }

@@ -31,6 +31,7 @@ type Info struct {
 	PacketsSent         int64  `json:"packets_sent"`         // total number of messages of any type sent since the broker started
 	MemoryAlloc         int64  `json:"memory_alloc"`         // memory currently allocated
 	Threads             int64  `json:"threads"`              // number of active goroutines, named as threads for platform ambiguity
+	ClientPanics        int64  `json:"client_panics"`        // panics recovered while serving a client, each of which closed its connection [iotq patch 19]
 }
 
 // Clone makes a copy of Info using atomic operation
@@ -57,5 +58,6 @@ func (i *Info) Clone() *Info {
 		PacketsSent:         atomic.LoadInt64(&i.PacketsSent),
 		MemoryAlloc:         atomic.LoadInt64(&i.MemoryAlloc),
 		Threads:             atomic.LoadInt64(&i.Threads),
+		ClientPanics:        atomic.LoadInt64(&i.ClientPanics),
 	}
 }
