@@ -113,4 +113,3 @@ func TestMalformedPacketsEndOnlyThatConnection(t *testing.T) {
 		t.Fatalf("iotq_broker_client_panics_total = %v: a malformed packet reached a panic (recovered, but the decoder must reject it)", n)
 	}
 }
-
