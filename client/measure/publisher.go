@@ -24,8 +24,9 @@ type PublisherOptions struct {
 	Size int
 	// Count is the number of messages (with Gate: at most). At least 1.
 	Count int
-	// Interval is the time between message starts (0: back to back).
-	// Ignored with Gate.
+	// Interval is the time between message starts (0: back to back):
+	// message i is due at message 0's send time plus i*Interval (see
+	// Result.DueNs). Ignored with Gate.
 	Interval time.Duration
 	// ClosedLoop publishes message i+1 only once message i's receipt
 	// completed (acknowledged or failed): one message in flight, as a
@@ -84,9 +85,15 @@ func (o PublisherOptions) Validate() error {
 
 // Result is the outcome of one message.
 type Result struct {
-	Seq        uint32
-	Size       int
-	SendNs     int64 // taken just before the hand-over; the payload's send time
+	Seq    uint32
+	Size   int
+	SendNs int64 // taken just before the hand-over; the payload's send time
+	// DueNs is when a paced message (Interval, no Gate) was due: message
+	// 0's SendNs plus Seq*Interval, in SendNs's clock. SendNs-DueNs is how
+	// late it left: the scheduling delay of the publishing goroutine after
+	// its timer, or a hand-over that blocked past the slot. 0 when not
+	// paced.
+	DueNs      int64
 	AcceptedNs int64 // receipt time; 0 when not accepted
 	Err        error // nil when accepted
 }
@@ -113,6 +120,7 @@ type pending struct {
 	seq    uint32
 	size   int
 	sendNs int64
+	dueNs  int64
 	r      *client.Receipt
 	err    error // Publish itself failed
 }
@@ -178,10 +186,18 @@ func (p *Publisher) Run(ctx context.Context, c client.Client) Summary {
 		}
 	}()
 
-	start := time.Now()
+	// The schedule is anchored at message 0's send time, read from the
+	// wall clock like every SendNs: message i is due at that plus
+	// i*Interval, so its lateness (SendNs-DueNs) follows from the records
+	// alone, and a publisher whose goroutine woke late shows it.
+	var start time.Time
+	paced := p.o.Interval > 0 && p.o.Gate == nil
 	first := 0
 	if p.early != nil {
 		pe := *p.early // its receipt is the early message's (client.EarlyMessage.Receipt)
+		if paced {
+			pe.dueNs = pe.sendNs
+		}
 		p.sent(pe.sendNs)
 		queue <- pe
 		first = 1
@@ -192,6 +208,12 @@ func (p *Publisher) Run(ctx context.Context, c client.Client) Summary {
 			break
 		}
 		pe := p.publish(ctx, c, uint32(i))
+		if i == 0 {
+			start = time.Unix(0, pe.sendNs)
+		}
+		if paced {
+			pe.dueNs = start.Add(time.Duration(i) * p.o.Interval).UnixNano()
+		}
 		queue <- pe
 		if errors.Is(pe.err, client.ErrConnectionLost) {
 			break
@@ -269,7 +291,7 @@ func (p *Publisher) sent(sendNs int64) {
 
 // collect waits for one receipt (until stop), counts and reports it.
 func (p *Publisher) collect(pe pending, stop <-chan struct{}) {
-	res := Result{Seq: pe.seq, Size: pe.size, SendNs: pe.sendNs, Err: pe.err}
+	res := Result{Seq: pe.seq, Size: pe.size, SendNs: pe.sendNs, DueNs: pe.dueNs, Err: pe.err}
 	if res.Err == nil {
 		select {
 		case <-pe.r.Done():

@@ -94,6 +94,22 @@ func TestPublisher(t *testing.T) {
 				t.Fatalf("message %d left %v after message 0, before its slot %v", i, d, time.Duration(i)*iv)
 			}
 		}
+		// Each message's due time is message 0's send time plus its slot,
+		// so the records alone tell how late it left.
+		for i, r := range res {
+			if want := res[0].SendNs + int64(i)*int64(iv); r.DueNs != want || r.SendNs < r.DueNs {
+				t.Fatalf("message %d: due %d (want %d), sent %d", i, r.DueNs, want, r.SendNs)
+			}
+		}
+	})
+
+	t.Run("unpaced messages have no due time", func(t *testing.T) {
+		_, res := run(t, url, measure.PublisherOptions{Topic: "m/f", Message: []byte("x"), Count: 2, AckWait: 5 * time.Second})
+		for _, r := range res {
+			if r.DueNs != 0 {
+				t.Fatalf("back-to-back message with due time: %+v", r)
+			}
+		}
 	})
 
 	t.Run("an early message rides with CONNECT and is reported as message 0", func(t *testing.T) {
