@@ -7,7 +7,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -48,7 +50,7 @@ func TestMain(m *testing.M) {
 
 // crashBrokerMain serves until killed.
 func crashBrokerMain(state, listen string, fsync bool) int {
-	srv, err := broker.New(broker.Options{StateDir: state, Listen: []string{listen}, Fsync: fsync})
+	srv, err := broker.New(broker.Options{StateDir: state, Listen: []string{listen}, Fsync: fsync, Metrics: "127.0.0.1:0"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -65,7 +67,7 @@ func crashBrokerMain(state, listen string, fsync bool) int {
 	if ca == "" {
 		ca = "-"
 	}
-	fmt.Println("READY", srv.Endpoints()[0], ca)
+	fmt.Println("READY", srv.Endpoints()[0], ca, srv.MetricsAddr())
 	select {} // until SIGKILL
 }
 
@@ -74,6 +76,7 @@ type crashBroker struct {
 	cmd      *exec.Cmd
 	endpoint string      // e.g. quic://127.0.0.1:40123
 	tls      *tls.Config // trusts the child's generated CA; nil without one
+	metrics  string      // the child's metrics address
 }
 
 // startCrashBroker starts the child broker and waits until it is ready.
@@ -111,7 +114,7 @@ func startCrashBroker(t *testing.T, state, scheme string, fsync bool) *crashBrok
 	var f []string
 	select {
 	case f = <-ready:
-		if len(f) != 3 || f[0] != "READY" {
+		if len(f) != 4 || f[0] != "READY" {
 			kill()
 			t.Fatalf("crash broker did not start (said %q)", f)
 		}
@@ -120,7 +123,7 @@ func startCrashBroker(t *testing.T, state, scheme string, fsync bool) *crashBrok
 		t.Fatal("crash broker not ready in time")
 	}
 	t.Cleanup(kill)
-	b := &crashBroker{cmd: cmd, endpoint: f[1]}
+	b := &crashBroker{cmd: cmd, endpoint: f[1], metrics: f[3]}
 	if f[2] != "-" {
 		pem, err := os.ReadFile(f[2])
 		if err != nil {
@@ -458,6 +461,8 @@ func crashRun(t *testing.T, r crashRow) (ackedN, lost, dups int) {
 	}
 
 	b = startCrashBroker(t, state, r.v.scheme, r.fsync)
+	gauge := watchInflightGauge(t, b.metrics)
+	defer gauge.check(t)
 	sub, err = dialDur(r.v, b.endpoint, b.tls, "crash-sub", true, handler)
 	if err != nil {
 		t.Fatal(err)
@@ -533,8 +538,10 @@ func TestReconnectUnderLoadLosesNothing(t *testing.T) {
 }
 
 func reconnectRun(t *testing.T, v durVariant, store string, n int) {
-	srv := brokertest.Start(t, broker.Options{StateDir: t.TempDir(), Store: store, Listen: []string{v.scheme + "://127.0.0.1:0"}})
+	srv := brokertest.Start(t, broker.Options{StateDir: t.TempDir(), Store: store, Listen: []string{v.scheme + "://127.0.0.1:0"}, Metrics: "127.0.0.1:0"})
 	u := brokertest.Endpoint(t, srv, v.scheme)
+	gauge := watchInflightGauge(t, srv.MetricsAddr().String())
+	defer gauge.check(t)
 	tc := brokertest.ClientTLS(t, srv)
 	var mu sync.Mutex
 	got := map[string]int{}
@@ -643,5 +650,59 @@ func settledAcks(toks []durTok, quiet, total time.Duration) []string {
 			return acked
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// inflightGauge samples iotq_broker_inflight_messages while a test runs:
+// the gauge counts messages in flight or queued, and must never go below 0
+// (it once went 3 -> -3 after an offline session drained).
+type inflightGauge struct {
+	stop   chan struct{}
+	done   chan struct{}
+	min    float64
+	errors int
+}
+
+func watchInflightGauge(t *testing.T, addr string) *inflightGauge {
+	t.Helper()
+	g := &inflightGauge{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(g.done)
+		client := &http.Client{Timeout: 2 * time.Second}
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-g.stop:
+				return
+			case <-tick.C:
+			}
+			resp, err := client.Get("http://" + addr + "/metrics")
+			if err != nil {
+				g.errors++
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, line := range strings.Split(string(b), "\n") {
+				var v float64
+				if rest, ok := strings.CutPrefix(line, "iotq_broker_inflight_messages "); ok {
+					if _, err := fmt.Sscan(rest, &v); err == nil && v < g.min {
+						g.min = v
+					}
+				}
+			}
+		}
+	}()
+	return g
+}
+
+// check stops the sampling and fails the test if the gauge went below 0.
+func (g *inflightGauge) check(t *testing.T) {
+	t.Helper()
+	close(g.stop)
+	<-g.done
+	if g.min < 0 {
+		t.Errorf("iotq_broker_inflight_messages went down to %v: the gauge must never be below 0", g.min)
 	}
 }

@@ -211,7 +211,7 @@ func (h *flowHook) keepForRedelivery(cl *mqttcore.Client, pk packets.Packet) (bo
 		return false, qos
 	}
 	out.PacketID = uint16(id)
-	if !cl.State.Inflight.Set(out) {
+	if !cl.State.Inflight.SetSeq(&out) {
 		return false, qos
 	}
 	atomic.AddInt64(&h.e.srv.Info.Inflight, 1)

@@ -103,6 +103,7 @@ func (h *storeHook) OnQosPublish(cl *mqttcore.Client, pk packets.Packet, sent in
 		TopicName:   pk.TopicName,
 		Payload:     pk.Payload,
 		Sent:        sent,
+		Seq:         pk.Seq,
 		Created:     pk.Created,
 		PacketID:    pk.PacketID,
 		Properties: storage.MessageProperties{

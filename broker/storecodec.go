@@ -16,16 +16,21 @@ import (
 // bytes. Records are read in either format, so a state directory written
 // by an older broker still loads; new records are binary.
 //
-// Binary record: the byte inflightRecordV1, then the fields of
+// Binary record: the byte inflightRecordV2, then the fields of
 // storage.Message in a fixed order: strings and byte slices as a uvarint
-// length and the bytes, integers as (u)varints, booleans as one byte.
-const inflightRecordV1 = 0x01
+// length and the bytes, integers as (u)varints, booleans as one byte; last
+// the message's Seq (its order in the session). A V1 record is the same
+// without Seq (read as 0: such messages come first, by packet id).
+const (
+	inflightRecordV1 = 0x01
+	inflightRecordV2 = 0x02
+)
 
 var errShortRecord = errors.New("record ends early")
 
 // encodeInflight appends the binary record of m to dst.
 func encodeInflight(dst []byte, m *storage.Message) []byte {
-	dst = append(dst, inflightRecordV1)
+	dst = append(dst, inflightRecordV2)
 	for _, s := range [...]string{m.T, m.ID, m.Client, m.Origin, m.TopicName} {
 		dst = appendString(dst, s)
 	}
@@ -51,7 +56,8 @@ func encodeInflight(dst []byte, m *storage.Message) []byte {
 	dst = appendString(dst, p.ResponseTopic)
 	dst = binary.AppendUvarint(dst, uint64(p.MessageExpiryInterval))
 	dst = binary.AppendUvarint(dst, uint64(p.TopicAlias))
-	return append(dst, p.PayloadFormat, boolByte(p.PayloadFormatFlag))
+	dst = append(dst, p.PayloadFormat, boolByte(p.PayloadFormatFlag))
+	return binary.AppendUvarint(dst, m.Seq)
 }
 
 // decodeInflight reads a record in either format: binary, or the JSON
@@ -63,9 +69,10 @@ func decodeInflight(b []byte, m *storage.Message) error {
 		}
 		return nil
 	}
-	if len(b) == 0 || b[0] != inflightRecordV1 {
+	if len(b) == 0 || (b[0] != inflightRecordV1 && b[0] != inflightRecordV2) {
 		return fmt.Errorf("unknown record format (first byte %#x)", firstByte(b))
 	}
+	version := b[0]
 	d := recordDecoder{b: b[1:]}
 	*m = storage.Message{}
 	for _, s := range [...]*string{&m.T, &m.ID, &m.Client, &m.Origin, &m.TopicName} {
@@ -100,6 +107,9 @@ func decodeInflight(b []byte, m *storage.Message) error {
 	p.TopicAlias = uint16(d.uvarint())
 	p.PayloadFormat = d.byte()
 	p.PayloadFormatFlag = d.byte() != 0
+	if version >= inflightRecordV2 {
+		m.Seq = d.uvarint()
+	}
 	if d.err != nil {
 		return fmt.Errorf("binary record: %w", d.err)
 	}

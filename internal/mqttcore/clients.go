@@ -259,6 +259,8 @@ func (cl *Client) WriteLoop() {
 		if err := cl.WritePacket(*pk); err != nil {
 			// TODO : Figure out what to do with error
 			cl.ops.log.Debug("failed publishing packet", "error", err, "client", cl.ID, "packet", pk)
+		} else if pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos > 0 {
+			cl.State.Inflight.MarkSent(pk.PacketID, pk.Seq) // a resend is now a re-delivery [iotq patch 20]
 		}
 		cl.sent(pk)
 	}
@@ -384,11 +386,18 @@ func (cl *Client) ResendInflightMessages(force bool) error {
 	}
 
 	for _, tk := range cl.State.Inflight.GetAll(false) {
-		if tk.FixedHeader.Type == packets.Publish {
-			tk.FixedHeader.Dup = true // [MQTT-3.3.1-1] [MQTT-3.3.1-3]
+		// [iotq patch 20] A PUBLISH in the session carries DUP 1 if it
+		// may have been written before [MQTT-3.3.1-1]; one queued while
+		// the client was away goes out with DUP 0, and from now on its
+		// session copy (stored again here) says it was sent. Upstream set
+		// DUP on every resend, first deliveries included.
+		stored := tk
+		if tk.FixedHeader.Type == packets.Publish && !tk.FixedHeader.Dup {
+			if m, ok := cl.State.Inflight.MarkSent(tk.PacketID, tk.Seq); ok {
+				stored = m
+			}
 		}
-
-		cl.ops.hooks.OnQosPublish(cl, tk, tk.Created, 0)
+		cl.ops.hooks.OnQosPublish(cl, stored, stored.Created, 0)
 		err := cl.WritePacket(tk)
 		if err != nil {
 			return err
@@ -504,6 +513,17 @@ func (cl *Client) readPacket(b byte, packetHandler ReadFn) (err error) {
 	}
 
 	return packetHandler(cl, pk) // Process inbound packet.
+}
+
+// clientPacketIDInUse reports whether the client's own packet identifier id
+// is in use: an inbound QoS 2 exchange under id awaits the client's PUBREL.
+// The server's identifiers for its outbound messages are a separate space
+// (3.1.1 section 2.3.1, 5.0 section 2.2.1), though they share the in-flight
+// map: upstream refused a SUBSCRIBE with 0x91 whenever a queued outbound
+// message had its id. [iotq patch 20]
+func (cl *Client) clientPacketIDInUse(id uint16) bool {
+	pk, ok := cl.State.Inflight.Get(id)
+	return ok && pk.FixedHeader.Type == packets.Pubrec
 }
 
 // Stop instructs the client to shut down all processing goroutines and disconnect.

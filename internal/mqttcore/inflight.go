@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/iotq/iotq/internal/mqttcore/packets"
 )
@@ -21,6 +22,7 @@ type Inflight struct {
 	maximumReceiveQuota int32                     // maximum allowed receive quota
 	maximumSendQuota    int32                     // maximum allowed send quota
 	bytes               int64                     // payload and topic bytes of the packets held [iotq patch 10]
+	lastSeq             uint64                    // the Seq last assigned [iotq patch 20]
 }
 
 // packetBytes is what a held packet counts against a client's queued-bytes
@@ -45,17 +47,61 @@ func NewInflights() *Inflight {
 }
 
 // Set adds or updates an inflight packet by packet id.
+//
+// [iotq patch 20] A packet without a Seq gets one: the Seq of the packet it
+// replaces (a PUBREL keeps its PUBLISH's place), or else the next in this
+// store's order, so GetAll returns messages in the order they were put in
+// flight, which for a subscriber is the order they were published (MQTT
+// section 4.6). Seqs are wall-clock nanoseconds made strictly increasing
+// per store: they stay ordered when sessions move between connections and
+// across a restart with the store, where they are kept. Upstream ordered
+// by the creation second truncated to 16 bits, and sort.Slice is not
+// stable, so an offline session's messages came back shuffled.
 func (i *Inflight) Set(m packets.Packet) bool {
 	i.Lock()
 	defer i.Unlock()
+	return i.setLocked(&m)
+}
 
+// SetSeq is Set that also writes the Seq it assigned into *m, for a caller
+// that stores the packet elsewhere too (the storage hooks). [iotq patch 20]
+func (i *Inflight) SetSeq(m *packets.Packet) bool {
+	i.Lock()
+	defer i.Unlock()
+	return i.setLocked(m)
+}
+
+func (i *Inflight) setLocked(m *packets.Packet) bool {
 	old, ok := i.internal[m.PacketID]
 	if ok {
 		i.bytes -= packetBytes(&old) // [iotq patch 10]
 	}
-	i.internal[m.PacketID] = m
-	i.bytes += packetBytes(&m)
+	switch {
+	case m.Seq == 0 && ok && old.Seq != 0:
+		m.Seq = old.Seq
+	case m.Seq == 0:
+		m.Seq = max(uint64(time.Now().UnixNano()), i.lastSeq+1)
+		i.lastSeq = m.Seq
+	default:
+		i.lastSeq = max(i.lastSeq, m.Seq)
+	}
+	i.internal[m.PacketID] = *m
+	i.bytes += packetBytes(m)
 	return !ok
+}
+
+// MarkSent records that the message under id (with sequence seq) has been
+// written to the client, so that a later resend carries DUP 1. [iotq patch 20]
+func (i *Inflight) MarkSent(id uint16, seq uint64) (packets.Packet, bool) {
+	i.Lock()
+	defer i.Unlock()
+	m, ok := i.internal[id]
+	if !ok || m.Seq != seq || m.FixedHeader.Type != packets.Publish {
+		return m, false
+	}
+	m.FixedHeader.Dup = true
+	i.internal[id] = m
+	return m, true
 }
 
 // Get returns an inflight packet by packet id.
@@ -86,7 +132,8 @@ func (i *Inflight) Clone() *Inflight {
 	for k, v := range i.internal {
 		c.internal[k] = v
 	}
-	c.bytes = i.bytes // [iotq patch 10]
+	c.bytes = i.bytes     // [iotq patch 10]
+	c.lastSeq = i.lastSeq // [iotq patch 20]
 	return c
 }
 
@@ -102,8 +149,11 @@ func (i *Inflight) GetAll(immediate bool) []packets.Packet {
 		}
 	}
 
-	sort.Slice(m, func(i, j int) bool {
-		return uint16(m[i].Created) < uint16(m[j].Created)
+	sort.Slice(m, func(i, j int) bool { // [iotq patch 20]
+		if m[i].Seq != m[j].Seq {
+			return m[i].Seq < m[j].Seq
+		}
+		return m[i].PacketID < m[j].PacketID
 	})
 
 	return m

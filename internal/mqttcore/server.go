@@ -669,7 +669,7 @@ func (s *Server) validateConnect(cl *Client, pk packets.Packet) packets.Code {
 	}
 
 	if cl.Properties.ProtocolVersion < 5 && !pk.Connect.Clean && pk.Connect.ClientIdentifier == "" {
-		return packets.ErrUnspecifiedError
+		return packets.ErrClientIdentifierNotValid // CONNACK 0x02 [MQTT-3.1.3-8] [iotq patch 20]
 	}
 
 	if cl.Properties.ProtocolVersion < s.Options.Capabilities.MinimumProtocolVersion {
@@ -752,6 +752,9 @@ func (s *Server) moveInflights(prev, cl *Client) []packets.Packet {
 		have, ok := cl.State.Inflight.Get(tk.PacketID)
 		if ok && samePublish(have, tk) {
 			cl.State.packetIDMu.Unlock()
+			// cl holds it already (the session's copy): one message,
+			// counted once, not removed. [iotq patch 20]
+			atomic.AddInt64(&s.Info.Inflight, 1)
 			s.hooks.OnQosPublish(cl, tk, tk.Created, 0)
 			continue
 		}
@@ -1325,11 +1328,21 @@ func (s *Server) publishToClient(cl *Client, sub packets.Subscription, pk packet
 		out.PacketID = uint16(i) // [MQTT-2.2.1-4]
 		sentQuota := atomic.LoadInt32(&cl.State.Inflight.sendQuota)
 
-		ok := cl.State.Inflight.Set(out)
+		// The session's copy gets DUP 1 once the write loop has written
+		// it: a resend is then a re-delivery [MQTT-3.3.1-1]. Queued for an
+		// offline session it was never sent, and its first delivery
+		// (ResendInflightMessages) carries DUP 0. The stored record cannot
+		// follow every write at no cost, so it says DUP 1 whenever the
+		// client was connected: after a restart a message that may have
+		// been sent is resent as a duplicate. [iotq patch 20]
+		stored := out
+		ok := cl.State.Inflight.SetSeq(&stored)
+		out.Seq = stored.Seq
 		cl.State.packetIDMu.Unlock()
 		if ok { // [MQTT-4.3.2-3] [MQTT-4.3.3-3]
 			atomic.AddInt64(&s.Info.Inflight, 1)
-			s.hooks.OnQosPublish(cl, out, out.Created, 0)
+			stored.FixedHeader.Dup = cl.Net.Conn != nil && !cl.Closed()
+			s.hooks.OnQosPublish(cl, stored, stored.Created, 0)
 			cl.State.Inflight.DecreaseSendQuota()
 		}
 		if cl.IsTakenOver() {
@@ -1530,7 +1543,7 @@ func hasSubscription(cl *Client, filter string) bool {
 func (s *Server) processSubscribe(cl *Client, pk packets.Packet) error {
 	pk = s.hooks.OnSubscribe(cl, pk)
 	code := packets.CodeSuccess
-	if _, ok := cl.State.Inflight.Get(pk.PacketID); ok {
+	if cl.clientPacketIDInUse(pk.PacketID) {
 		code = packets.ErrPacketIdentifierInUse
 	}
 
@@ -1606,7 +1619,7 @@ func (s *Server) processSubscribe(cl *Client, pk packets.Packet) error {
 // processUnsubscribe processes an unsubscribe packet.
 func (s *Server) processUnsubscribe(cl *Client, pk packets.Packet) error {
 	code := packets.CodeSuccess
-	if _, ok := cl.State.Inflight.Get(pk.PacketID); ok {
+	if cl.clientPacketIDInUse(pk.PacketID) {
 		code = packets.ErrPacketIdentifierInUse
 	}
 
@@ -1911,7 +1924,6 @@ func (s *Server) loadServerInfo(v system.Info) {
 		atomic.StoreInt64(&s.Info.InflightDropped, v.InflightDropped)
 	}
 	atomic.StoreInt64(&s.Info.Retained, v.Retained)
-	atomic.StoreInt64(&s.Info.Inflight, v.Inflight)
 	atomic.StoreInt64(&s.Info.Subscriptions, v.Subscriptions)
 }
 
@@ -1974,7 +1986,9 @@ func (s *Server) loadClients(v []storage.Client) {
 func (s *Server) loadInflight(v []storage.Message) {
 	for _, msg := range v {
 		if client, ok := s.Clients.Get(msg.Client); ok {
-			client.State.Inflight.Set(msg.ToPacket())
+			if client.State.Inflight.Set(msg.ToPacket()) {
+				atomic.AddInt64(&s.Info.Inflight, 1) // acknowledgements decrement it [iotq patch 20]
+			}
 		}
 	}
 }

@@ -140,6 +140,7 @@ type Packet struct {
 	ReservedBit     byte            // reserved, do not use (except in testing)
 	Ignore          bool            // if true, do not perform any message forwarding operations
 	Shared          *SharedEncoding `json:"-"` // the encoding shared by the copies of one PUBLISH for several subscribers, or nil [iotq patch 16]
+	Seq             uint64          // order of a message in its client's in-flight store (Inflight.Set assigns it) [iotq patch 20]
 }
 
 // Mods specifies certain values required for certain mqtt v5 compliance within packet encoding/decoding.

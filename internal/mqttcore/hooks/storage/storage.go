@@ -95,6 +95,7 @@ type Message struct {
 	FixedHeader packets.FixedHeader `json:"fixedheader"`             // the header properties of the message
 	Created     int64               `json:"created,omitempty"`       // the time the message was created in unixtime
 	Sent        int64               `json:"sent,omitempty"`          // the last time the message was sent (for retries) in unixtime (if inflight)
+	Seq         uint64              `json:"seq,omitempty"`           // the message's order in its client's in-flight store [iotq patch 20]
 	PacketID    uint16              `json:"packet_id,omitempty"`     // the unique id of the packet (if inflight)
 }
 
@@ -150,6 +151,7 @@ func (d *Message) ToPacket() packets.Packet {
 	// continue pointing at the values from the storage packet.
 	pk = pk.Copy(true)
 	pk.FixedHeader.Dup = d.FixedHeader.Dup
+	pk.Seq = d.Seq // [iotq patch 20]
 
 	return pk
 }
