@@ -136,6 +136,10 @@ type Done struct {
 	Published int    `json:"published"`
 	Delivered int    `json:"delivered"`
 	RepsOK    int    `json:"reps_ok"`
+	// Timing (version 4) is the cell's timing record: its publishers'
+	// send lateness and the host probe while it ran; absent in older
+	// cells and when the campaign ran without a timing guard.
+	Timing *CellTiming `json:"timing,omitempty"`
 }
 
 // ReadDone reads CELLDIR/done.json; ok is false when it is absent.

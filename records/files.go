@@ -6,9 +6,13 @@ package records
 // same columns (docs/records.md). Version 2 appended protocol to cells.csv
 // and accepted_ns to messages.csv; version 3 added pattern
 // reconnect-early, quic_0rtt to cells.csv and early_sent_ns to
-// connections.csv. Readers read by column name, so older files read with
+// connections.csv; version 4 measures the manifest's host probe when its
+// goroutine runs (no longer the timer's back-dated time) and adds the
+// publishers' send lateness and the admission of cells to the manifest's
+// emulator_timing (status fail instead of refused) and a timing record to
+// done.json. Readers read by column name, so older files read with
 // those empty.
-const Version = 3
+const Version = 4
 
 // Files of a results directory DIR (docs/records.md). Per-cell record files
 // in DIR/cells/CELL/ have the same header as their aggregate in DIR.

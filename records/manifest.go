@@ -34,29 +34,36 @@ type Manifest struct {
 	// write it; the lab writes one per experiment instead. Experiments'
 	// records win over it.
 	Energy *Energy `json:"energy,omitempty"`
-	// Jobs is how many cells ran at once (lab run --jobs); 0 in older
-	// directories (one at a time).
+	// Jobs is how many cells were asked to run at once (lab run --jobs);
+	// 0 in older directories (one at a time). EmulatorTiming.JobsRun says
+	// how many the timing guard let run.
 	Jobs int `json:"jobs,omitempty"`
 	// EmulatorTiming is the link emulator's timing error and the host load
 	// while the cells ran (link fabric only).
 	EmulatorTiming *EmulatorTiming `json:"emulator_timing,omitempty"`
 }
 
-// EmulatorTiming records how late the link emulator's forwarding threads
-// wrote packets compared with the link model (write time minus departure
-// time) over every cell of a run, judged against stated bounds.
+// EmulatorTiming records the timing error of a run: how late the link
+// emulator's forwarding threads wrote packets compared with the link model
+// (write time minus departure time), how late an ordinary timer of the lab
+// process woke (the host probe), and how late the publishers' paced sends
+// left compared with their intended instants, over every cell of a run,
+// judged against stated bounds (docs/lab.md, "Parallel cells").
 type EmulatorTiming struct {
-	// Jobs is how many cells ran at once.
-	Jobs int `json:"jobs"`
+	// Jobs is how many cells were asked to run at once (lab run --jobs);
+	// JobsRun the most that did run at once: the timing guard's admission
+	// control may allow fewer (Admission says when and why).
+	Jobs    int `json:"jobs"`
+	JobsRun int `json:"jobs_run,omitempty"`
 	// Cells is how many cell networks reported; Judged how many had enough
 	// packets to give a per-cell 99th percentile; Pkts the packets.
 	Cells  int   `json:"cells"`
 	Judged int   `json:"cells_judged"`
 	Pkts   int64 `json:"packets"`
 	// P99 is the 99th percentile over every packet of the run
-	// (interpolated within Hist's buckets): the value judged against the
-	// bounds. CellP99Median and CellP99Worst are the median and largest
-	// per-cell 99th percentile; Max the largest single lateness.
+	// (interpolated within Hist's buckets). CellP99Median and CellP99Worst
+	// are the median and largest per-cell 99th percentile; Max the
+	// largest single lateness.
 	P99           time.Duration `json:"p99_ns"`
 	CellP99Median time.Duration `json:"cell_p99_median_ns"`
 	CellP99Worst  time.Duration `json:"cell_p99_worst_ns"`
@@ -64,39 +71,112 @@ type EmulatorTiming struct {
 	// Hist counts lateness over all cells in power-of-two buckets.
 	Hist []TimingBucket `json:"hist,omitempty"`
 	// HostP99 and HostMax are how late an ordinary (not real-time) timer
-	// of the lab process woke while the cells ran: the scheduling delay
-	// the node processes (broker, pub, sub) see on a loaded host, which
-	// the emulator's own real-time lateness does not show. HostSamples
-	// counts the wake-ups (0: not measured).
+	// of the lab process woke while the cells ran, measured when its
+	// goroutine ran again (records before records version 4 took the
+	// timer's own, back-dated time and show next to nothing): the
+	// scheduling delay the node processes (broker, pub, sub) see on a
+	// loaded host, which the emulator's own real-time lateness does not
+	// show. HostSamples counts the wake-ups (0: not measured).
 	HostP99     time.Duration `json:"host_p99_ns,omitempty"`
 	HostMax     time.Duration `json:"host_max_ns,omitempty"`
 	HostSamples int64         `json:"host_samples,omitempty"`
 	// HostHist counts the probe's lateness in power-of-two buckets, so
 	// that runs (resumed, or shards) combine into one HostP99.
 	HostHist []TimingBucket `json:"host_hist,omitempty"`
+	// Send is how late the node processes' paced publishers sent their
+	// messages compared with each message's intended instant (the first
+	// send plus seq times the interval), over every paced message of the
+	// run; SendCellP99Worst the largest per-cell 99th percentile (cells
+	// of at least 100 paced messages). Zero when no cell paces its sends.
+	Send             *Lateness     `json:"send,omitempty"`
+	SendCellP99Worst time.Duration `json:"send_cell_p99_worst_ns,omitempty"`
+	// IdleP99 and IdleSamples are the host probe's figures in the short
+	// idle calibration before the first cell (0: none ran).
+	IdleP99     time.Duration `json:"idle_p99_ns,omitempty"`
+	IdleSamples int64         `json:"idle_samples,omitempty"`
+	// Admission lists the changes of the number of cells allowed at once.
+	Admission []AdmissionStep `json:"admission,omitempty"`
 	// CellP99s holds every judged cell's 99th percentile, so that combined
 	// runs give the true CellP99Median.
 	CellP99s []time.Duration `json:"cell_p99s_ns,omitempty"`
 	// Runs counts the runs combined into this record: a campaign resumed
 	// twice, or the shards of a merged one (0 or 1: a single run).
 	Runs int `json:"runs,omitempty"`
-	// WarnP99 and RefuseP99 are the bounds applied.
+	// WarnP99 and RefuseP99 are the bounds applied: the warn bound and
+	// the fail bound.
 	WarnP99   time.Duration `json:"warn_p99_ns"`
 	RefuseP99 time.Duration `json:"refuse_p99_ns"`
-	// Status: ok, warn (P99 or HostP99 above WarnP99) or refused (either
-	// above RefuseP99 with Jobs > 1: the campaign stopped).
+	// Status judges the largest of P99, HostP99 and Send.P99 (each
+	// with at least 200 samples): ok (up to WarnP99), warn (above it) or
+	// fail (above RefuseP99: the results are no evidence of the links'
+	// behaviour and must not be published as such). Records before
+	// records version 4 say refused where a run with several jobs
+	// stopped above RefuseP99; readers treat it as fail.
 	Status string `json:"status"`
+	// Note says in one sentence what a warn or fail status means.
+	Note string `json:"note,omitempty"`
 	// LoadavgMax1 is the largest 1-minute load average sampled at the end
 	// of each cell; LoadavgEnd /proc/loadavg at the last sample.
 	LoadavgMax1 float64 `json:"loadavg_max_1min"`
 	LoadavgEnd  string  `json:"loadavg_end,omitempty"`
 }
 
-// TimingBucket is one bar of EmulatorTiming.Hist: N packets were late by
-// at least UpperUS/2 and less than UpperUS microseconds.
+// Failed reports whether the timing guard failed the run: its results
+// are no evidence (status fail, or refused in older records).
+func (t *EmulatorTiming) Failed() bool {
+	return t != nil && (t.Status == TimingStatusFail || t.Status == TimingStatusRefused)
+}
+
+// Timing guard statuses (EmulatorTiming.Status, CellTiming.Status).
+const (
+	TimingStatusOK   = "ok"
+	TimingStatusWarn = "warn"
+	TimingStatusFail = "fail"
+	// TimingStatusRefused is the fail status of records before version 4
+	// (a run with several jobs that stopped above the hard bound).
+	TimingStatusRefused = "refused"
+)
+
+// TimingBucket is one bar of a lateness histogram: N events were late by
+// at least UpperUS/2 and less than UpperUS microseconds (the first bucket,
+// UpperUS 1, holds everything below 1 µs).
 type TimingBucket struct {
 	UpperUS int64 `json:"upper_us"`
 	N       int64 `json:"n"`
+}
+
+// Lateness summarises how late N timed events were: percentiles, the
+// largest, and the histogram they pool from.
+type Lateness struct {
+	N    int64          `json:"n"`
+	P50  time.Duration  `json:"p50_ns"`
+	P99  time.Duration  `json:"p99_ns"`
+	Max  time.Duration  `json:"max_ns"`
+	Hist []TimingBucket `json:"hist,omitempty"`
+}
+
+// CellTiming is a cell's timing record in its done.json: how late its
+// publishers' paced sends were (Send; absent when no publisher of the cell
+// paces its sends) and how late the lab's host probe woke while the cell
+// ran (Host). Status judges the larger 99th percentile of the two (each
+// with at least 100 samples) against the campaign's bounds.
+type CellTiming struct {
+	Send   *Lateness `json:"send,omitempty"`
+	Host   *Lateness `json:"host,omitempty"`
+	Status string    `json:"status,omitempty"`
+}
+
+// AdmissionStep is one change of the number of cells the timing guard
+// allows at once: from AtNs (Unix ns) on at most Limit, because the
+// lateness over the window before (P99 over N samples, with Running cells
+// running) said so (Reason).
+type AdmissionStep struct {
+	AtNs    int64         `json:"at_ns"`
+	Limit   int           `json:"limit"`
+	Running int           `json:"running"`
+	P99     time.Duration `json:"p99_ns"`
+	N       int64         `json:"n"`
+	Reason  string        `json:"reason"`
 }
 
 // ToolInfo records the versions that shape measurements.
