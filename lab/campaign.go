@@ -48,15 +48,22 @@ type Options struct {
 	// AggregateEvery rebuilds the aggregate files after this many finished
 	// cells (besides at the end). 0 means 10.
 	AggregateEvery int
-	// Jobs is how many cells run at once (each in its own namespaces); 0
-	// or 1 runs them one after another. The Runner must be safe for
-	// concurrent use when Jobs > 1.
+	// Jobs is how many cells may run at once (each in its own
+	// namespaces); 0 or 1 runs them one after another. The Timing guard
+	// may allow fewer. The Runner must be safe for concurrent use when
+	// Jobs > 1.
 	Jobs int
-	// Timing, when set, holds the link emulator's timing error of the
-	// cells (LinkFabric.Timing points to the same guard). It is checked
-	// after every cell: above TimingWarnP99 the campaign warns, above
-	// TimingRefuseP99 with Jobs > 1 it stops with ErrTimingBound. Its
-	// report goes into the manifest.
+	// Timing, when set, measures the cells' timing error: the link
+	// emulator's (LinkFabric.Timing points to the same guard), the
+	// publishers' send lateness (CellSummary.SendLate) and, with a probe,
+	// the host's. With a probe it calibrates on the idle host first
+	// (refusing to start with ErrTimingBound when that is already above
+	// the fail bound) and its admission control decides how many of the
+	// Jobs cells run at once; without one every reduction comes from the
+	// cells' reports. Above TimingWarnP99 the campaign warns; a campaign
+	// whose figures end above TimingRefuseP99 is marked fail in the
+	// manifest and Run returns ErrTimingBound. Its report goes into the
+	// manifest.
 	Timing *TimingGuard
 	// StartGap is the least time between two cell starts. A cell's set-up
 	// (namespaces, certificates, a broker and clients starting) is its
@@ -102,8 +109,10 @@ func shardString(i, n int) string {
 // cancelled the running cells are abandoned (no done marker), the
 // aggregate files are rebuilt from the completed cells and Run returns
 // with Result.Interrupted set and ctx's error. When the timing guard
-// refuses, the running cells are abandoned likewise and Run returns
-// ErrTimingBound.
+// refuses to start (the idle host is already too late), Run returns
+// ErrTimingBound before touching the directory; when its figures end above
+// the fail bound, every file is written, the manifest says fail and Run
+// returns ErrTimingBound.
 func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 	if opts.Dir == "" {
 		return Result{}, errors.New("campaign: no results directory given")
@@ -146,6 +155,28 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 		cf.Mine = append(cf.Mine, c.ID)
 	}
 	res := Result{Total: len(all), InShard: len(mine)}
+
+	var adm *admission // nil: no guard, jobs at once
+	if opts.Timing != nil {
+		limit, fixed, msg, err := opts.Timing.admitStart(ctx, jobs)
+		if err != nil {
+			res.Interrupted = ctx.Err() != nil
+			return res, err
+		}
+		if msg != "" {
+			log.Info(msg)
+			if opts.Progress != nil {
+				fmt.Fprintln(opts.Progress, msg)
+			}
+		}
+		adm = newAdmission(opts.Timing, jobs, limit, fixed, time.Now())
+	}
+	limit := func() int {
+		if adm == nil {
+			return jobs
+		}
+		return adm.limit
+	}
 
 	if err := prepareDir(opts, cf); err != nil {
 		return res, err
@@ -194,13 +225,38 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 		start, end time.Time
 		sum        CellSummary
 		err        error
+		host       hostMark // the probe's figures when the cell started
 	}
 	results := make(chan outcome)
 	running := 0
-	warned := false
-	stopped := false // no further cells start
+	warned, failWarned := false, false
+	// The admission control is judged after every cell's end and start
+	// and, while the loop waits for a slot, every quarter window.
+	var tick <-chan time.Time
+	if adm != nil && opts.Timing.ProbeEvery > 0 {
+		tk := time.NewTicker(adm.window / 4)
+		defer tk.Stop()
+		tick = tk.C
+	}
+	evaluate := func() {
+		if adm == nil {
+			return
+		}
+		was := adm.limit
+		st := adm.evaluate(time.Now(), running)
+		if st == nil {
+			return
+		}
+		log.Info("timing guard: cells at once", "limit", st.Limit, "requested", jobs, "running", st.Running, "p99", st.P99, "samples", st.N, "reason", st.Reason)
+		if st.Limit < was && opts.Progress != nil {
+			fmt.Fprintf(opts.Progress, "\ntiming guard: at most %s at once from now (--jobs %d): %s\n", cellsWord(st.Limit), jobs, st.Reason)
+		}
+	}
 	finish := func(o outcome) error {
 		running--
+		if adm != nil {
+			adm.observe(time.Now(), running)
+		}
 		opts.Timing.sampleLoad()
 		if cctx.Err() != nil {
 			// Interrupted or refused: the cell stays incomplete (no done marker).
@@ -210,8 +266,10 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 			}
 			return nil
 		}
+		opts.Timing.RecordSend(o.sum.SendLate)
 		d := Done{Cell: o.c, Status: StatusOK, StartNs: o.start.UnixNano(), EndNs: o.end.UnixNano(),
-			Published: o.sum.Published, Delivered: o.sum.Delivered, RepsOK: o.sum.RepsOK}
+			Published: o.sum.Published, Delivered: o.sum.Delivered, RepsOK: o.sum.RepsOK,
+			Timing: opts.Timing.cellTiming(o.sum.SendLate, opts.Timing.hostSince(o.host))}
 		if o.err != nil {
 			d.Status, d.Error = StatusFailed, o.err.Error()
 			log.Warn("cell failed", "cell", o.c.ID, "err", o.err)
@@ -233,19 +291,20 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 			}
 		}
 		if opts.Timing != nil {
-			switch tr := opts.Timing.Report(jobs); tr.Status {
-			case TimingRefused:
-				stopped = true
-				runErr = fmt.Errorf("%w: %s; the completed cells are kept: resume with fewer --jobs (or on an idler machine)", ErrTimingBound, explainTiming(tr))
-				log.Error("timing bound exceeded; abandoning the running cells", "p99", tr.P99, "host_p99", tr.HostP99, "jobs", jobs)
-				cancelCells()
-			case TimingWarn:
-				if !warned {
-					warned = true
-					log.Warn("link emulator timing", "msg", explainTiming(tr))
-					if opts.Progress != nil {
-						fmt.Fprintf(opts.Progress, "\nwarning: %s\n", explainTiming(tr))
-					}
+			// Said once each: the campaign goes on (the admission control
+			// lowers the cells at once), the manifest keeps the verdict.
+			switch tr := opts.Timing.Report(jobs); {
+			case tr.Status == TimingFail && !failWarned:
+				failWarned, warned = true, true
+				log.Error("timing guard: fail so far", "msg", tr.Note)
+				if opts.Progress != nil {
+					fmt.Fprintf(opts.Progress, "\nwarning: timing guard failing so far: %s\n", tr.Note)
+				}
+			case tr.Status == TimingWarn && !warned:
+				warned = true
+				log.Warn("timing guard: warn", "msg", tr.Note)
+				if opts.Progress != nil {
+					fmt.Fprintf(opts.Progress, "\nwarning: %s\n", tr.Note)
 				}
 			}
 		}
@@ -265,10 +324,16 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 			pb.skip(c)
 			continue
 		}
-		for running >= jobs && fatal == nil {
-			fatal = finish(<-results)
+		evaluate()
+		for running >= limit() && fatal == nil {
+			select {
+			case o := <-results:
+				fatal = finish(o)
+			case <-tick:
+			}
+			evaluate()
 		}
-		if fatal != nil || stopped {
+		if fatal != nil {
 			break
 		}
 		if ctx.Err() != nil {
@@ -299,10 +364,14 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 		pb.start(c)
 		log.Info("cell start", "cell", c.ID)
 		running++
+		if adm != nil {
+			adm.observe(time.Now(), running)
+		}
+		mark := opts.Timing.markHost()
 		go func(c Cell, dir string) {
 			start := now()
 			sum, cerr := runCellSafely(cctx, opts.Runner, c, dir)
-			results <- outcome{c: c, dir: dir, start: start, end: now(), sum: sum, err: cerr}
+			results <- outcome{c: c, dir: dir, start: start, end: now(), sum: sum, err: cerr, host: mark}
 		}(c, cellDir)
 	}
 	if fatal != nil {
@@ -343,14 +412,27 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 	man.Host.LoadavgEnd = loadavg()
 	man.Interrupted = res.Interrupted
 	man.Jobs = jobs
+	var tr TimingReport
 	if opts.Timing != nil {
 		// A resumed campaign's record covers its earlier runs too: their
 		// cells are in the results as much as this run's.
-		tr := opts.Timing.Report(jobs)
+		tr = opts.Timing.Report(jobs)
 		man.EmulatorTiming = CombineTiming(before, &tr)
 	}
 	if err := writeJSONAtomic(filepath.Join(opts.Dir, FileManifest), man); err != nil {
 		return res, err
+	}
+	if et := man.EmulatorTiming; et != nil && opts.Timing != nil {
+		if tr.JobsRun > 0 && tr.JobsRun < min(jobs, res.Ran) && opts.Progress != nil { // fewer than there was work for
+			fmt.Fprintf(opts.Progress, "timing guard: at most %s ran at once, of the %d asked for (manifest.json emulator_timing.admission says when and why)\n", cellsWord(tr.JobsRun), jobs)
+		}
+		if et.Failed() && runErr == nil {
+			if opts.Progress != nil {
+				fmt.Fprintf(opts.Progress, "TIMING GUARD FAILED: %s. Not evidence: do not publish these results.\n", et.Note)
+			}
+			runErr = fmt.Errorf("%w: %s; the results in %s are kept, marked status fail in manifest.json: do not publish them as evidence; rerun with fewer --jobs or on an idler host",
+				ErrTimingBound, et.Note, opts.Dir)
+		}
 	}
 	return res, runErr
 }
@@ -536,4 +618,12 @@ func Pending(dir string, cells []Cell, retryFailed bool) ([]Cell, error) {
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// cellsWord is "one cell" or "N cells".
+func cellsWord(n int) string {
+	if n == 1 {
+		return "one cell"
+	}
+	return fmt.Sprintf("%d cells", n)
 }

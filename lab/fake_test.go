@@ -98,19 +98,23 @@ func fakeMain(args []string) int {
 		rec, _ := os.Create(*records)
 		fmt.Fprintln(rec, "seq,size,send_ns,accepted_ns,ok,error")
 		in := bufio.NewScanner(os.Stdin)
+		var anchor time.Time // message 0's send time: a paced schedule starts there, as iotq pub's
 		for i := 0; i < *n; i++ {
 			if *gate == "stdin" && !in.Scan() {
 				break
 			}
+			if *interval > 0 && i > 0 {
+				time.Sleep(time.Until(anchor.Add(time.Duration(i) * *interval)))
+			}
 			send := time.Now().UnixNano()
+			if i == 0 {
+				anchor = time.Unix(0, send)
+			}
 			name := strings.ReplaceAll(*topic, "/", "_") + "-" + strconv.Itoa(i)
 			tmp := filepath.Join(bus, "."+name)
 			os.WriteFile(tmp, []byte(fmt.Sprintf("%s %d %d %d", *topic, i, send, *size)), 0o644)
 			os.Rename(tmp, filepath.Join(bus, name))
 			fmt.Fprintf(rec, "%d,%d,%d,%d,true,\n", i, *size, send, time.Now().UnixNano())
-			if *interval > 0 && i < *n-1 {
-				time.Sleep(*interval)
-			}
 		}
 		rec.Close()
 		st, _ := json.Marshal(map[string]any{"connection": map[string]any{"transport": "fake", "used_0rtt": resumed, "tls_resumed": resumed,

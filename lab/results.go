@@ -105,6 +105,9 @@ type CellSummary struct {
 	Published int // messages the publishers reported as published
 	Delivered int // distinct messages the subscriber received
 	RepsOK    int // repetitions that completed without error
+	// SendLate is how late the cell's paced publishers sent their
+	// messages against each one's due time (nil: none paced).
+	SendLate *records.Lateness
 }
 
 // readDone reads DIR/cells/ID/done.json; ok is false when it is absent.

@@ -90,6 +90,9 @@ type cellRun struct {
 	ca      string // CA file of the broker
 	lastCnt map[string]LinkCounter
 	sum     CellSummary
+	// sendLate holds how late every paced message of the cell left
+	// (addSendLateness), summarised into sum.SendLate.
+	sendLate []time.Duration
 }
 
 // RunCell builds the cell's network, starts the broker and runs every
@@ -121,6 +124,7 @@ func (r *ProcRunner) RunCell(ctx context.Context, c Cell, dir string) (sum CellS
 		}
 	}()
 	cr := &cellRun{r: r, c: c, dir: dir, net: n, w: w, lastCnt: map[string]LinkCounter{}}
+	defer func() { sum.SendLate = summarizeLateness(cr.sendLate) }()
 	if err := cr.writeNetInfo(); err != nil {
 		return sum, err
 	}
@@ -334,6 +338,9 @@ func (cr *cellRun) runRep(ctx context.Context, rep int) error {
 		return err
 	}
 	base := fmt.Sprintf("lab/%d", rep)
+	// The publishers' records are complete once the pattern returns,
+	// whether it succeeded or not.
+	defer cr.addSendLateness(repDir)
 	switch cr.c.Pattern {
 	case PatternStopAndWait:
 		return cr.repStopAndWait(ctx, rep, repDir, base)

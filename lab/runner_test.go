@@ -65,6 +65,23 @@ func TestProcRunnerPatternsWithFakeNodes(t *testing.T) {
 			if len(seqs) != want {
 				t.Fatalf("(rep, seq) not unique: %v", seqs)
 			}
+			// A periodic cell's done.json says how late each paced send
+			// left (its due time: message 0's send plus seq intervals);
+			// other patterns pace nothing.
+			cellDir := filepath.Join(dir, DirCells, cells[0].Cell)
+			d, _, err := readDone(cellDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pattern == PatternPeriodic {
+				if d.Timing == nil || d.Timing.Send == nil || d.Timing.Send.N != int64(want) || d.Timing.Send.P99 < d.Timing.Send.P50 ||
+					d.Timing.Send.Max < d.Timing.Send.P99 || d.Timing.Status == "" {
+					t.Fatalf("periodic cell's timing record: %+v", d.Timing)
+				}
+				t.Logf("fake publisher's send lateness: p50 %v p99 %v max %v", d.Timing.Send.P50, d.Timing.Send.P99, d.Timing.Send.Max)
+			} else if d.Timing != nil {
+				t.Fatalf("a %s cell has a timing record: %+v", pattern, d.Timing)
+			}
 			conns, _, _ := records.ReadFile[records.Connection](filepath.Join(dir, FileConnections))
 			cpu, _, _ := records.ReadFile[records.CPU](filepath.Join(dir, FileCPU))
 			comp, _, _ := records.ReadFile[records.Completion](filepath.Join(dir, FileCompletions))

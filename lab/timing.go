@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -14,32 +15,62 @@ import (
 	"github.com/iotq/iotq/records"
 )
 
-// Bounds on the link emulator's timing error: the lateness of its
-// forwarding thread (write time minus the model's departure time), judged
-// at the 99th percentile over every packet the run's cells forwarded. Above TimingWarnP99 the campaign warns
-// and the manifest says so; above TimingRefuseP99 a campaign running
-// several cells at once (--jobs > 1) stops: its cells no longer see the
-// links they claim to. One cell at a time only warns (nothing to reduce).
+// Bounds on a campaign's timing error, judged at the 99th percentile of
+// three measurements pooled over every cell of the run: the link
+// emulator's lateness (write time minus the model's departure time, every
+// forwarded packet), the host probe's (how late an ordinary timer of the
+// lab process woke: the scheduling delay of the node processes) and the
+// publishers' send lateness (send time minus each paced message's due
+// time). The largest decides: above TimingWarnP99 the campaign warns
+// (status warn) and the admission control lets fewer cells run at once;
+// above TimingRefuseP99 the results are no evidence (status fail).
 const (
 	TimingWarnP99   = time.Millisecond
 	TimingRefuseP99 = 10 * time.Millisecond
-	// timingMinPackets: below this many forwarded packets the 99th
-	// percentile is one or two packets and is not judged (likewise a
-	// single cell's).
+	// timingMinPackets: below this many samples the 99th percentile is
+	// one or two of them and is not judged (likewise a single cell's).
 	timingMinPackets = 200
+	// cellMinSamples: a cell's own send and probe figures are judged from
+	// this many samples on.
+	cellMinSamples = 100
+	// DefaultCalibration is how long the probe measures the idle host
+	// before the first cell starts.
+	DefaultCalibration = 2 * time.Second
+	// DefaultAdmitWindow is the admission control's evaluation window.
+	DefaultAdmitWindow = 2 * time.Second
 )
 
-// ErrTimingBound: the emulator's timing error exceeded TimingRefuseP99
-// while several cells ran at once.
-var ErrTimingBound = errors.New("link emulator timing error above the hard bound")
+// ErrTimingBound: the host's timing error exceeded the bounds: the idle
+// calibration refused to start, or the campaign's guard failed.
+var ErrTimingBound = errors.New("timing error above the hard bound")
 
-// TimingGuard collects the emulator's timing error of every cell's network
-// (LinkFabric reports each network when it is closed) and judges it
-// against the bounds. Safe for concurrent use.
+// TimingGuard measures a campaign's timing error and judges it: the link
+// emulator's lateness of every cell's network (LinkFabric reports each
+// network when it is closed), the publishers' send lateness of every cell
+// (the runner's CellSummary), and, with ProbeEvery, a host probe running
+// beside the cells. Run uses it for admission control: how many cells
+// may run at once (docs/lab.md, "Parallel cells"). Safe for concurrent
+// use.
 type TimingGuard struct {
 	// Warn and Refuse override TimingWarnP99 and TimingRefuseP99 when
 	// positive (tests).
 	Warn, Refuse time.Duration
+	// ProbeEvery, when positive, runs a probe while the campaign runs: an
+	// ordinary timer of this period whose lateness, taken when its
+	// goroutine runs again, stands for the scheduling delay of the node
+	// processes.
+	ProbeEvery time.Duration
+	// ProbeThread, when set, is called by the probe on its own locked OS
+	// thread before it starts (to keep that thread at normal priority
+	// when the rest of the process runs real-time).
+	ProbeThread func()
+	// Calibrate is how long the probe measures the idle host before the
+	// first cell (with ProbeEvery): 0 means DefaultCalibration, negative
+	// none.
+	Calibrate time.Duration
+	// Window is the admission control's evaluation window; 0 means
+	// DefaultAdmitWindow.
+	Window time.Duration
 
 	mu      sync.Mutex
 	cells   int   // networks reported
@@ -47,21 +78,103 @@ type TimingGuard struct {
 	packets int64 // forwarded packets of all networks
 	p99s    []time.Duration
 	max     time.Duration
-	hist    map[int64]int64 // power-of-two buckets (upper bound in µs) over all cells
-	loads   []float64       // 1-minute load averages sampled at cell ends
+	hist    latHist   // emulator lateness over all cells
+	loads   []float64 // 1-minute load averages sampled at cell ends
 	loadEnd string
+	host    latHist // probe lateness while the cells ran
+	hostN   int64
+	hostMax time.Duration
+	send    latHist // the publishers' send lateness over all cells
+	sendN   int64
+	sendMax time.Duration
+	sendP99 []time.Duration // per cell, cells with cellMinSamples
+	idle    records.Lateness
+	// win pools the probe's samples and the cells' reports since winStart:
+	// what the admission control judges.
+	win      latHist
+	winMax   time.Duration // caps the window's interpolated percentile
+	winStart time.Time
+	jobsRun  int
+	steps    []records.AdmissionStep
+}
 
-	// ProbeEvery, when positive, runs a probe while the campaign runs: an
-	// ordinary timer of this period whose lateness stands for the
-	// scheduling delay of the node processes.
-	ProbeEvery time.Duration
-	// ProbeThread, when set, is called by the probe on its own locked OS
-	// thread before it starts (to keep that thread at normal priority
-	// when the rest of the process runs real-time).
-	ProbeThread func()
-	host        map[int64]int64 // probe lateness, power-of-two buckets (µs)
-	hostN       int64
-	hostMax     time.Duration
+// latHist counts lateness in power-of-two buckets of microseconds, keyed
+// by the bucket's upper bound (records.TimingBucket).
+type latHist map[int64]int64
+
+// latBucket returns the upper bound (µs) of late's bucket.
+func latBucket(late time.Duration) int64 {
+	ub := int64(1)
+	for time.Duration(ub)*time.Microsecond <= late && ub < 1<<40 {
+		ub *= 2
+	}
+	return ub
+}
+
+func (h latHist) add(late time.Duration) { h[latBucket(max(late, 0))]++ }
+
+func (h latHist) addBuckets(b []records.TimingBucket) {
+	for _, x := range b {
+		h[x.UpperUS] += x.N
+	}
+}
+
+func (h latHist) n() int64 {
+	var n int64
+	for _, c := range h {
+		n += c
+	}
+	return n
+}
+
+// buckets returns h sorted by bucket.
+func (h latHist) buckets() []records.TimingBucket {
+	var out []records.TimingBucket
+	for ub, n := range h {
+		out = append(out, records.TimingBucket{UpperUS: ub, N: n})
+	}
+	sortBuckets(out)
+	return out
+}
+
+func sortBuckets(h []records.TimingBucket) {
+	slices.SortFunc(h, func(a, b records.TimingBucket) int { return int(a.UpperUS - b.UpperUS) })
+}
+
+// summarizeLateness returns the exact percentiles of samples and their
+// histogram; nil when there are none.
+func summarizeLateness(samples []time.Duration) *records.Lateness {
+	if len(samples) == 0 {
+		return nil
+	}
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	rank := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))] }
+	h := latHist{}
+	for _, d := range s {
+		h.add(d)
+	}
+	return &records.Lateness{N: int64(len(s)), P50: rank(0.5), P99: rank(0.99), Max: max(s[len(s)-1], 0), Hist: h.buckets()}
+}
+
+// histLateness summarises a histogram (percentiles interpolated in its
+// buckets) with its largest sample max; nil when it is empty.
+func histLateness(h latHist, largest time.Duration) *records.Lateness {
+	if h.n() == 0 {
+		return nil
+	}
+	b := h.buckets()
+	return &records.Lateness{N: h.n(), P50: capAt(histQuantile(b, 0.5), largest), P99: capAt(histQuantile(b, 0.99), largest), Max: largest, Hist: b}
+}
+
+// capAt caps a percentile interpolated within a power-of-two bucket at
+// the largest sample, when that is known (> 0): all samples of a bucket
+// may lie in its lower part.
+func capAt(p, largest time.Duration) time.Duration {
+	if largest > 0 {
+		return min(p, largest)
+	}
+	return p
 }
 
 // startProbe starts the host timer probe (when ProbeEvery is set) and
@@ -70,26 +183,37 @@ func (g *TimingGuard) startProbe() (stop func()) {
 	if g == nil || g.ProbeEvery <= 0 {
 		return func() {}
 	}
+	return runProbe(g.ProbeEvery, g.ProbeThread, g.recordHost)
+}
+
+// runProbe runs an ordinary timer of period every on its own goroutine
+// (on a locked OS thread prepared by thread, when set) and passes record
+// how late each wake-up was. It returns the function that stops it and
+// waits for it.
+func runProbe(every time.Duration, thread func(), record func(time.Duration)) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		if g.ProbeThread != nil {
+		if thread != nil {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
-			g.ProbeThread()
+			thread()
 		}
-		t := time.NewTimer(g.ProbeEvery)
+		t := time.NewTimer(every)
 		defer t.Stop()
-		want := time.Now().Add(g.ProbeEvery)
+		want := time.Now().Add(every)
 		for {
 			select {
 			case <-done:
 				return
-			case now := <-t.C:
-				g.recordHost(now.Sub(want))
-				want = time.Now().Add(g.ProbeEvery)
-				t.Reset(g.ProbeEvery)
+			case <-t.C:
+				// The time received is when the timer was due (the
+				// runtime back-dates it), not when this goroutine ran:
+				// the wake-up delay is only seen on the clock, now.
+				record(time.Since(want))
+				want = time.Now().Add(every)
+				t.Reset(every)
 			}
 		}
 	}()
@@ -98,22 +222,32 @@ func (g *TimingGuard) startProbe() (stop func()) {
 
 func (g *TimingGuard) recordHost(late time.Duration) {
 	late = max(late, 0)
-	ub := int64(1)
-	for time.Duration(ub)*time.Microsecond <= late && ub < 1<<40 {
-		ub *= 2
-	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.host == nil {
-		g.host = map[int64]int64{}
+		g.host = latHist{}
 	}
-	g.host[ub]++
+	g.host.add(late)
 	g.hostN++
 	g.hostMax = max(g.hostMax, late)
+	g.winAdd(late, func(w latHist) { w.add(late) })
+}
+
+// winAdd adds to the admission window samples whose largest is largest;
+// g.mu is held.
+func (g *TimingGuard) winAdd(largest time.Duration, f func(latHist)) {
+	if g.win == nil {
+		g.win = latHist{}
+	}
+	f(g.win)
+	g.winMax = max(g.winMax, largest)
 }
 
 func (g *TimingGuard) bounds() (warn, refuse time.Duration) {
 	warn, refuse = TimingWarnP99, TimingRefuseP99
+	if g == nil {
+		return warn, refuse
+	}
 	if g.Warn > 0 {
 		warn = g.Warn
 	}
@@ -138,11 +272,148 @@ func (g *TimingGuard) Record(s link.DelaySummary) {
 		g.p99s = append(g.p99s, s.P99)
 	}
 	if g.hist == nil {
-		g.hist = map[int64]int64{}
+		g.hist = latHist{}
 	}
 	for _, b := range s.Hist {
 		g.hist[b.UpperUS] += b.N
 	}
+	g.winAdd(s.Max, func(w latHist) {
+		for _, b := range s.Hist {
+			w[b.UpperUS] += b.N
+		}
+	})
+}
+
+// RecordSend adds one cell's send lateness (nil: the cell paced no
+// message).
+func (g *TimingGuard) RecordSend(l *records.Lateness) {
+	if g == nil || l == nil || l.N == 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.send == nil {
+		g.send = latHist{}
+	}
+	g.send.addBuckets(l.Hist)
+	g.sendN += l.N
+	g.sendMax = max(g.sendMax, l.Max)
+	if l.N >= cellMinSamples {
+		g.sendP99 = append(g.sendP99, l.P99)
+	}
+	g.winAdd(l.Max, func(w latHist) { w.addBuckets(l.Hist) })
+}
+
+// hostMark is a copy of the probe's histogram, for hostSince.
+type hostMark struct {
+	hist latHist
+	max  time.Duration
+}
+
+// markHost returns the probe's figures so far.
+func (g *TimingGuard) markHost() hostMark {
+	if g == nil {
+		return hostMark{}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m := hostMark{hist: latHist{}}
+	for ub, n := range g.host {
+		m.hist[ub] = n
+	}
+	return m
+}
+
+// hostSince returns the probe's lateness since m (interpolated
+// percentiles; Max is the largest bucket's bound, the exact maximum
+// of the interval is not kept); nil without samples.
+func (g *TimingGuard) hostSince(m hostMark) *records.Lateness {
+	if g == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	d := latHist{}
+	var top int64
+	for ub, n := range g.host {
+		if n -= m.hist[ub]; n > 0 {
+			d[ub] = n
+			top = max(top, ub)
+		}
+	}
+	return histLateness(d, min(time.Duration(top)*time.Microsecond, g.hostMax))
+}
+
+// window returns the admission window: its samples, their 99th
+// percentile and when it began.
+func (g *TimingGuard) window() (n int64, p99 time.Duration, start time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n = g.win.n()
+	if n > 0 {
+		p99 = min(histQuantile(g.win.buckets(), 0.99), g.winMax)
+	}
+	return n, p99, g.winStart
+}
+
+// resetWindow starts a new admission window at now.
+func (g *TimingGuard) resetWindow(now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.win, g.winMax, g.winStart = latHist{}, 0, now
+}
+
+// noteRunning records how many cells run at once.
+func (g *TimingGuard) noteRunning(n int) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	g.jobsRun = max(g.jobsRun, n)
+	g.mu.Unlock()
+}
+
+func (g *TimingGuard) addStep(s records.AdmissionStep) {
+	g.mu.Lock()
+	g.steps = append(g.steps, s)
+	g.mu.Unlock()
+}
+
+// calibrate runs the probe for the calibration time on the host before
+// any cell runs and records its lateness; nil when it does not run (no
+// probe, calibration off) or ctx ended first.
+func (g *TimingGuard) calibrate(ctx context.Context) *records.Lateness {
+	if g == nil || g.ProbeEvery <= 0 || g.Calibrate < 0 {
+		return nil
+	}
+	d := g.Calibrate
+	if d == 0 {
+		d = DefaultCalibration
+	}
+	var mu sync.Mutex
+	var samples []time.Duration
+	stop := runProbe(g.ProbeEvery, g.ProbeThread, func(late time.Duration) {
+		mu.Lock()
+		samples = append(samples, late)
+		mu.Unlock()
+	})
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	t.Stop()
+	stop()
+	if ctx.Err() != nil {
+		return nil
+	}
+	l := summarizeLateness(samples)
+	if l != nil {
+		g.mu.Lock()
+		g.idle = *l
+		g.mu.Unlock()
+	}
+	return l
 }
 
 // sampleLoad records the 1-minute load average now.
@@ -158,18 +429,22 @@ func (g *TimingGuard) sampleLoad() {
 	g.mu.Unlock()
 }
 
-// TimingReport is the manifest's record of the emulator's timing error
-// and the host load while the campaign's cells ran.
+// TimingReport is the manifest's record of the timing error and the host
+// load while the campaign's cells ran.
 type TimingReport = records.EmulatorTiming
 
-// Timing status values.
+// Timing status values (records.TimingStatus*).
 const (
-	TimingOK      = "ok"
-	TimingWarn    = "warn"
-	TimingRefused = "refused"
+	TimingOK   = records.TimingStatusOK
+	TimingWarn = records.TimingStatusWarn
+	TimingFail = records.TimingStatusFail
+	// TimingRefused is what records before version 4 say for a run that
+	// stopped above the hard bound; it counts as TimingFail.
+	TimingRefused = records.TimingStatusRefused
 )
 
-// Report summarises what was recorded, judged for jobs cells at once.
+// Report summarises what was recorded; jobs is how many cells were asked
+// to run at once.
 func (g *TimingGuard) Report(jobs int) TimingReport {
 	warn, refuse := g.bounds()
 	r := TimingReport{Jobs: jobs, WarnP99: warn, RefuseP99: refuse, Status: TimingOK}
@@ -178,19 +453,22 @@ func (g *TimingGuard) Report(jobs int) TimingReport {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	r.JobsRun = g.jobsRun
 	r.Cells, r.Judged, r.Pkts, r.Max = g.cells, g.judged, g.packets, g.max
 	r.CellP99s = slices.Clone(g.p99s)
-	for ub, n := range g.hist {
-		r.Hist = append(r.Hist, records.TimingBucket{UpperUS: ub, N: n})
-	}
+	r.Hist = g.hist.buckets()
 	for _, l := range g.loads {
 		r.LoadavgMax1 = max(r.LoadavgMax1, l)
 	}
 	r.LoadavgEnd = g.loadEnd
-	for ub, n := range g.host {
-		r.HostHist = append(r.HostHist, records.TimingBucket{UpperUS: ub, N: n})
-	}
+	r.HostHist = g.host.buckets()
 	r.HostMax, r.HostSamples = g.hostMax, g.hostN
+	r.Send = histLateness(g.send, g.sendMax)
+	if len(g.sendP99) > 0 {
+		r.SendCellP99Worst = slices.Max(g.sendP99)
+	}
+	r.IdleP99, r.IdleSamples = g.idle.P99, g.idle.N
+	r.Admission = slices.Clone(g.steps)
 	judgeTiming(&r)
 	return r
 }
@@ -205,9 +483,6 @@ func judgeTiming(r *TimingReport) {
 // timingPercentiles computes r's percentiles from its histograms and
 // per-cell figures.
 func timingPercentiles(r *TimingReport) {
-	sortBuckets := func(h []records.TimingBucket) {
-		slices.SortFunc(h, func(a, b records.TimingBucket) int { return int(a.UpperUS - b.UpperUS) })
-	}
 	sortBuckets(r.Hist)
 	sortBuckets(r.HostHist)
 	slices.Sort(r.CellP99s)
@@ -219,51 +494,94 @@ func timingPercentiles(r *TimingReport) {
 	if len(r.Hist) > 0 {
 		r.P99 = 0
 		if r.Pkts >= timingMinPackets {
-			r.P99 = histQuantile(r.Hist, 0.99)
+			r.P99 = capAt(histQuantile(r.Hist, 0.99), r.Max)
 		}
 	}
 	if len(r.HostHist) > 0 {
-		r.HostP99 = histQuantile(r.HostHist, 0.99)
+		r.HostP99 = capAt(histQuantile(r.HostHist, 0.99), r.HostMax)
 	}
+	if r.Send != nil && len(r.Send.Hist) > 0 {
+		sortBuckets(r.Send.Hist)
+		r.Send.P50, r.Send.P99 = capAt(histQuantile(r.Send.Hist, 0.5), r.Send.Max), capAt(histQuantile(r.Send.Hist, 0.99), r.Send.Max)
+	}
+}
+
+// judgedP99 is the figure the guard judges: the largest 99th percentile
+// with enough samples, and what it measured.
+func judgedP99(r *TimingReport) (time.Duration, string) {
+	d, what := r.P99, "emulator"
+	if r.HostSamples >= timingMinPackets && r.HostP99 > d {
+		d, what = r.HostP99, "host"
+	}
+	if r.Send != nil && r.Send.N >= timingMinPackets && r.Send.P99 > d {
+		d, what = r.Send.P99, "send"
+	}
+	return d, what
 }
 
 // timingStatus judges r's percentiles against its bounds.
 func timingStatus(r *TimingReport) {
-	judged := r.P99
-	if r.HostSamples >= timingMinPackets {
-		judged = max(judged, r.HostP99)
-	}
+	judged, _ := judgedP99(r)
 	switch {
-	case judged > r.RefuseP99 && r.Jobs > 1:
-		r.Status = TimingRefused
+	case judged > r.RefuseP99:
+		r.Status = TimingFail
 	case judged > r.WarnP99:
 		r.Status = TimingWarn
 	default:
 		r.Status = TimingOK
 	}
+	r.Note = explainTiming(*r)
+}
+
+// cellTiming is a cell's timing record, judged against the bounds.
+func (g *TimingGuard) cellTiming(send, host *records.Lateness) *records.CellTiming {
+	if send == nil && host == nil {
+		return nil
+	}
+	warn, refuse := g.bounds()
+	ct := &records.CellTiming{Send: send, Host: host, Status: TimingOK}
+	var judged time.Duration
+	for _, l := range []*records.Lateness{send, host} {
+		if l != nil && l.N >= cellMinSamples {
+			judged = max(judged, l.P99)
+		}
+	}
+	switch {
+	case judged > refuse:
+		ct.Status = TimingFail
+	case judged > warn:
+		ct.Status = TimingWarn
+	}
+	return ct
 }
 
 // CombineTiming joins the timing records of several runs of one campaign
 // (a resumed run and the runs before it, or the shards of a merged
 // campaign) into one, as if one guard had seen every cell: histograms and
-// counts add up, percentiles are computed again from them, Jobs and the
-// maxima are the largest of the runs, and the status is judged again on
-// the combined figures (the late packets of a refused run are in them;
-// refused only when the last run was). Records written before histograms of the probe and
-// per-cell figures were kept (no host_hist, no cell_p99s_ns) contribute
-// what they have. Nil entries are skipped; nil when all are.
+// counts add up, percentiles are computed again from them, Jobs, JobsRun
+// and the maxima are the largest of the runs, admission steps follow one
+// another, and the status is judged again on the combined figures (a
+// failed run's late samples are in them). Records written before
+// histograms of the probe and per-cell figures were kept (no host_hist,
+// no cell_p99s_ns) contribute what they have. Nil entries are skipped;
+// nil when all are.
 func CombineTiming(rs ...*TimingReport) *TimingReport {
-	var out, last *TimingReport
+	var out *TimingReport
 	var oldHostP99 time.Duration
 	for _, r := range rs {
 		if r == nil {
 			continue
 		}
-		last = r
 		runs := max(r.Runs, 1)
 		if out == nil {
 			c := *r
 			c.Hist, c.HostHist, c.CellP99s = slices.Clone(r.Hist), slices.Clone(r.HostHist), slices.Clone(r.CellP99s)
+			c.Admission = slices.Clone(r.Admission)
+			if r.Send != nil {
+				s := *r.Send
+				s.Hist = slices.Clone(r.Send.Hist)
+				c.Send = &s
+			}
 			if len(c.CellP99s) == 0 && r.CellP99Worst > 0 {
 				c.CellP99s = []time.Duration{r.CellP99Worst}
 			}
@@ -276,6 +594,7 @@ func CombineTiming(rs ...*TimingReport) *TimingReport {
 		}
 		out.Runs += runs
 		out.Jobs = max(out.Jobs, r.Jobs)
+		out.JobsRun = max(out.JobsRun, r.JobsRun)
 		out.Cells += r.Cells
 		out.Judged += r.Judged
 		out.Pkts += r.Pkts
@@ -287,6 +606,18 @@ func CombineTiming(rs ...*TimingReport) *TimingReport {
 		out.HostSamples += r.HostSamples
 		out.Hist = addBuckets(out.Hist, r.Hist)
 		out.HostHist = addBuckets(out.HostHist, r.HostHist)
+		if r.Send != nil {
+			if out.Send == nil {
+				out.Send = &records.Lateness{}
+			}
+			out.Send.N += r.Send.N
+			out.Send.Max = max(out.Send.Max, r.Send.Max)
+			out.Send.Hist = addBuckets(out.Send.Hist, r.Send.Hist)
+		}
+		out.SendCellP99Worst = max(out.SendCellP99Worst, r.SendCellP99Worst)
+		out.IdleP99 = max(out.IdleP99, r.IdleP99)
+		out.IdleSamples += r.IdleSamples
+		out.Admission = append(out.Admission, r.Admission...)
 		if len(r.CellP99s) > 0 {
 			out.CellP99s = append(out.CellP99s, r.CellP99s...)
 		} else if r.CellP99Worst > 0 {
@@ -302,11 +633,6 @@ func CombineTiming(rs ...*TimingReport) *TimingReport {
 		timingPercentiles(out)
 		out.HostP99 = max(out.HostP99, oldHostP99)
 		timingStatus(out)
-		if out.Status == TimingRefused && last.Status != TimingRefused {
-			// Refused means the campaign stopped; the last run went on
-			// to the end (with fewer jobs): the figures warn.
-			out.Status = TimingWarn
-		}
 	}
 	return out
 }
@@ -347,26 +673,42 @@ func histQuantile(h []records.TimingBucket, q float64) time.Duration {
 	return 0
 }
 
-// explainTiming says in one sentence what a warn or refused report means.
+// fmtMs prints a duration in milliseconds with two decimals.
+func fmtMs(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + " ms" }
+
+// explainTiming says in one sentence what a warn or fail report means;
+// "" when it is ok.
 func explainTiming(r TimingReport) string {
-	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + " ms" }
+	if r.Status == TimingOK || r.Status == "" {
+		return ""
+	}
 	worst := ""
 	if r.CellP99Worst > 0 {
-		worst = "; worst cell " + ms(r.CellP99Worst)
+		worst = "; worst cell's emulator " + fmtMs(r.CellP99Worst)
 	}
-	what := fmt.Sprintf("the link emulator forwarded packets %s late at the 99th percentile", ms(r.P99))
-	if r.HostSamples >= timingMinPackets && r.HostP99 > r.P99 {
-		what = fmt.Sprintf("ordinary processes (broker, pub, sub) woke %s late at the 99th percentile (the emulator: %s)", ms(r.HostP99), ms(r.P99))
+	judged, which := judgedP99(&r)
+	var what string
+	switch which {
+	case "host":
+		what = fmt.Sprintf("ordinary processes (broker, pub, sub) woke %s late at the 99th percentile (the lab's probe; the emulator: %s)", fmtMs(judged), fmtMs(r.P99))
+	case "send":
+		what = fmt.Sprintf("the publishers sent their paced messages %s late at the 99th percentile (the emulator: %s)", fmtMs(judged), fmtMs(r.P99))
+	default:
+		what = fmt.Sprintf("the link emulator forwarded packets %s late at the 99th percentile", fmtMs(judged))
 	}
+	n := r.JobsRun
+	if n == 0 { // records before the admission control
+		n = r.Jobs
+	}
+	jobs := cellsWord(max(n, 1)) + " at once"
 	switch r.Status {
-	case TimingRefused:
-		return fmt.Sprintf("with %d cells at once %s (hard bound %s%s; load average up to %.1f): delays are no longer the links' own",
-			r.Jobs, what, ms(r.RefuseP99), worst, r.LoadavgMax1)
-	case TimingWarn:
-		return fmt.Sprintf("%s (warn bound %s%s; %d cells at once, load average up to %.1f); delays may be inflated by about that much",
-			what, ms(r.WarnP99), worst, r.Jobs, r.LoadavgMax1)
+	case TimingFail, TimingRefused:
+		return fmt.Sprintf("%s (fail bound %s%s; at most %s, load average up to %.1f): the measured delays are not the links' own, so these results are no evidence",
+			what, fmtMs(r.RefuseP99), worst, jobs, r.LoadavgMax1)
+	default:
+		return fmt.Sprintf("%s (warn bound %s%s; at most %s, load average up to %.1f); delays may be inflated by about that much",
+			what, fmtMs(r.WarnP99), worst, jobs, r.LoadavgMax1)
 	}
-	return ""
 }
 
 // EstimateWall estimates the wall time of running cells with jobs cells at

@@ -1,0 +1,133 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/iotq/iotq/records"
+)
+
+// admitMinSamples: an admission window is judged from this many samples
+// (probe wake-ups, forwarded packets, paced sends) on; once the window is
+// complete any number will do for a reduction (a badly late probe wakes
+// rarely: two wake-ups in a window are two late ones).
+const admitMinSamples = 100
+
+// admission decides how many cells may run at once from the timing
+// guard's window, the lateness measured over the last few seconds
+// (docs/lab.md, "Parallel cells"). Above the warn bound the limit halves
+// (once per window, and only when no more cells than the limit run: a
+// reduction takes effect as cells end); a complete window with at most
+// half the warn bound, measured while as many cells ran as the limit
+// allows, raises it: doubling until the first reduction, then by one. It
+// never exceeds the requested jobs. Only Run's goroutine uses it.
+type admission struct {
+	g         *TimingGuard
+	requested int
+	limit     int
+	slowStart bool // double while calm, until the first reduction
+	fixed     bool // never raise: the idle host is already late
+	window    time.Duration
+	fullSince time.Time // since when running >= limit; zero while below
+}
+
+// newAdmission starts at limit cells at once (at most jobs).
+func newAdmission(g *TimingGuard, jobs, limit int, fixed bool, now time.Time) *admission {
+	w := g.Window
+	if w <= 0 {
+		w = DefaultAdmitWindow
+	}
+	a := &admission{g: g, requested: jobs, limit: min(max(limit, 1), jobs), slowStart: true, fixed: fixed, window: w}
+	g.resetWindow(now)
+	return a
+}
+
+// observe notes how many cells run now (after every start and end).
+func (a *admission) observe(now time.Time, running int) {
+	a.g.noteRunning(running)
+	if running >= a.limit {
+		if a.fullSince.IsZero() {
+			a.fullSince = now
+		}
+		return
+	}
+	a.fullSince = time.Time{}
+}
+
+// evaluate judges the window and changes the limit; it returns the step
+// taken, or nil.
+func (a *admission) evaluate(now time.Time, running int) *records.AdmissionStep {
+	n, p99, start := a.g.window()
+	age := now.Sub(start)
+	warn, _ := a.g.bounds()
+	enough := n >= admitMinSamples || (age >= a.window && n > 0)
+	if enough && p99 > warn && running <= a.limit {
+		a.g.resetWindow(now)
+		if a.limit <= 1 {
+			return nil
+		}
+		a.slowStart = false
+		return a.step(now, running, max(1, a.limit/2), n, p99,
+			fmt.Sprintf("lateness p99 %s over the last %s with %s running, above the warn bound %s", fmtMs(p99), age.Round(time.Millisecond), cellsWord(running), fmtMs(warn)))
+	}
+	if age < a.window {
+		return nil
+	}
+	a.g.resetWindow(now)
+	full := !a.fullSince.IsZero() && !a.fullSince.After(start) // the window measured the limit in use
+	if a.fixed || a.limit >= a.requested || n < admitMinSamples || p99 > warn/2 || !full {
+		return nil
+	}
+	next := a.limit + 1
+	if a.slowStart {
+		next = 2 * a.limit
+	}
+	return a.step(now, running, min(next, a.requested), n, p99,
+		fmt.Sprintf("lateness p99 %s over the last %s with %s running, under half the warn bound", fmtMs(p99), age.Round(time.Millisecond), cellsWord(running)))
+}
+
+func (a *admission) step(now time.Time, running, limit int, n int64, p99 time.Duration, reason string) *records.AdmissionStep {
+	a.limit = limit
+	a.fullSince = time.Time{}
+	a.observe(now, running)
+	s := records.AdmissionStep{AtNs: now.UnixNano(), Limit: limit, Running: running, P99: p99, N: n, Reason: reason}
+	a.g.addStep(s)
+	return &s
+}
+
+// admitStart runs the guard's idle calibration (with a probe) and picks
+// the first limit of cells at once: one, rising as the admission control
+// allows; one for good when the idle host is already above the warn
+// bound; all jobs without a calibration (nothing measured yet: only
+// reductions). It refuses (ErrTimingBound) when the idle host is above
+// the fail bound: no cell would be timed accurately. msg says what was
+// measured and decided ("" when nothing was).
+func (g *TimingGuard) admitStart(ctx context.Context, jobs int) (limit int, fixed bool, msg string, err error) {
+	idle := g.calibrate(ctx)
+	if err := ctx.Err(); err != nil {
+		return 0, false, "", err
+	}
+	if idle == nil {
+		return jobs, false, "", nil
+	}
+	// However few the wake-ups, each was as late as measured: a probe
+	// that woke rarely in the calibration woke late.
+	warn, refuse := g.bounds()
+	measured := fmt.Sprintf("the idle host woke an ordinary timer %s late at the 99th percentile (%d wake-ups, every %s; load average %s)",
+		fmtMs(idle.P99), idle.N, g.ProbeEvery, loadavg())
+	switch {
+	case idle.P99 > refuse:
+		return 0, false, "", fmt.Errorf("%w: before any cell ran, %s, above the fail bound %s: no cell would be timed accurately; run on an idler host",
+			ErrTimingBound, measured, fmtMs(refuse))
+	case idle.P99 > warn:
+		m := fmt.Sprintf("timing guard: %s, above the warn bound %s", measured, fmtMs(warn))
+		if jobs > 1 {
+			m += fmt.Sprintf(": one cell at a time, not %d", jobs)
+		}
+		return 1, true, m, nil
+	case jobs > 1:
+		return 1, false, fmt.Sprintf("timing guard: %s; starting with one cell at once, up to %d as the measured lateness allows", measured, jobs), nil
+	}
+	return 1, false, "", nil
+}
