@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -271,4 +272,129 @@ func dialRaw(ctx context.Context, raw string, o core.Options) (core.Client, erro
 		return nil, err
 	}
 	return Dial(ctx, ep, o)
+}
+
+// TestMosquittoSessionBeforeSubscribe closes the client-side window of a
+// persistent session: the messages the broker queued for the session
+// arrive right after CONNACK, before the application calls Subscribe.
+// They must reach the handler once Subscribe registers it, all of them
+// and in publication order, and be acknowledged only then: a connection
+// that ends before any Subscribe acknowledges nothing (the next connection
+// gets them all), and once the handler had them the session never gets
+// them again.
+func TestMosquittoSessionBeforeSubscribe(t *testing.T) {
+	m := testutil.StartMosquitto(t, "")
+	ctx := context.Background()
+	for _, p := range protocols {
+		t.Run(p.name, func(t *testing.T) {
+			topic := "session/" + p.name
+			so := core.Options{ProtocolVersion: p.v, ClientID: "session-" + p.name, PersistentSession: true}
+			sopts := core.SubscribeOptions{QoS: 1}
+			first := dialT(t, m.URL(), so)
+			if err := first.Subscribe(ctx, topic, sopts, func(core.Message) {}); err != nil {
+				t.Fatal(err)
+			}
+			first.Close()
+
+			pub := dialT(t, m.URL(), core.Options{ProtocolVersion: p.v})
+			publish := func(i int) {
+				t.Helper()
+				r, err := pub.Publish(ctx, topic, []byte(strconv.Itoa(i)), core.PublishOptions{QoS: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				if err := r.Wait(wctx); err != nil {
+					t.Fatalf("message %d: %v", i, err)
+				}
+			}
+			const n = 50
+			for i := 0; i < n; i++ {
+				publish(i)
+			}
+
+			// A connection that ends before its Subscribe: what it
+			// received is held, never acknowledged.
+			peek := dialT(t, m.URL(), so)
+			testutil.Eventually(t, 10*time.Second, func() error {
+				if h := inboxOf(peek).heldCount(); h == 0 {
+					return errors.New("no session message held yet")
+				}
+				return nil
+			})
+			peek.Close()
+
+			// The session's messages arrive during the delay; Subscribe
+			// comes after it, as with a slow application.
+			sub := dialT(t, m.URL(), so)
+			if !sub.ConnectionInfo().SessionPresent {
+				t.Fatal("broker did not resume the session")
+			}
+			time.Sleep(300 * time.Millisecond)
+			col := newCollector()
+			if err := sub.Subscribe(ctx, topic, sopts, col.handle); err != nil {
+				t.Fatal(err)
+			}
+			checkSeq(t, col.waitN(t, n, 10*time.Second), n)
+
+			// Acknowledged: once message n reached the handler, so had the
+			// n before it, and their acknowledgements were written; the
+			// SUBACK of a later SUBSCRIBE on the same connection tells
+			// that the broker read them (Mosquitto reads one connection's
+			// packets in order, but may take over the session for a new
+			// connection before it read what a closed one sent last).
+			publish(n)
+			checkSeq(t, col.waitN(t, n+1, 10*time.Second), n+1)
+			if err := sub.Subscribe(ctx, topic+"/barrier", sopts, func(core.Message) {}); err != nil {
+				t.Fatal(err)
+			}
+			sub.Close()
+			again := dialT(t, m.URL(), so)
+			col2 := newCollector()
+			if err := again.Subscribe(ctx, topic, sopts, col2.handle); err != nil {
+				t.Fatal(err)
+			}
+			publish(n + 1)
+			for _, msg := range col2.waitN(t, 1, 10*time.Second) {
+				if i, _ := strconv.Atoi(string(msg.Payload)); i < n {
+					t.Fatalf("message %d delivered again to the next connection: it had not been acknowledged", i)
+				}
+			}
+		})
+	}
+}
+
+// checkSeq checks that msgs carry the payloads 0, 1, ... want-1 in order.
+func checkSeq(t *testing.T, msgs []core.Message, want int) {
+	t.Helper()
+	var got []string
+	for _, msg := range msgs {
+		got = append(got, string(msg.Payload))
+	}
+	ok := len(msgs) == want
+	for i := 0; ok && i < want; i++ {
+		ok = got[i] == strconv.Itoa(i)
+	}
+	if !ok {
+		t.Fatalf("got payloads %v, want 0 to %d in order (lost, duplicated or out of order)", got, want-1)
+	}
+}
+
+// inboxOf returns the inbox of a client (to watch held messages).
+func inboxOf(c core.Client) *inbox {
+	switch x := c.(type) {
+	case *v3Client:
+		return x.in
+	case *v5Client:
+		return x.in
+	}
+	panic("unknown client type")
+}
+
+// heldCount returns how many messages wait for a Subscribe.
+func (in *inbox) heldCount() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return len(in.held)
 }

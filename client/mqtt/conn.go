@@ -302,44 +302,6 @@ func infoFrom(ep endpoint.Endpoint, c *timedConn, proto, clientID string, sessio
 	return info
 }
 
-// subscriptions is the client's filter table, shared by both versions.
-type subscriptions struct {
-	mu   sync.Mutex
-	subs []sub
-}
-
-type sub struct {
-	filter string
-	h      core.Handler
-}
-
-func (s *subscriptions) add(filter string, h core.Handler) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i := range s.subs {
-		if s.subs[i].filter == filter {
-			s.subs[i].h = h
-			return
-		}
-	}
-	s.subs = append(s.subs, sub{filter, h})
-}
-
-// dispatch passes m to every matching handler. Called from one goroutine.
-func (s *subscriptions) dispatch(m core.Message) {
-	s.mu.Lock()
-	var hs []core.Handler
-	for _, x := range s.subs {
-		if core.MatchTopic(x.filter, m.Topic) {
-			hs = append(hs, x.h)
-		}
-	}
-	s.mu.Unlock()
-	for _, h := range hs {
-		h(m)
-	}
-}
-
 // lifecycle is the Done/Err part shared by both versions.
 type lifecycle struct {
 	done     chan struct{}

@@ -11,9 +11,15 @@
 //   - Connection facts: dial start, transport ready, CONNACK arrival (the
 //     first bytes read from the broker), TLS resumption, QUIC 0-RTT and
 //     QUIC statistics.
-//   - One subscription dispatcher for both versions: messages are matched
-//     against the client's filters and passed to the handlers in arrival
-//     order from one goroutine.
+//   - One subscription dispatcher for both versions (inbox.go): messages
+//     are matched against the client's filters and passed to the handlers
+//     in arrival order from one goroutine; a QoS 1/2 message is
+//     acknowledged only after its handlers returned (paho acknowledges
+//     nothing by itself). It exists before CONNECT, so the messages a
+//     persistent session's broker sends right behind CONNACK are held,
+//     unacknowledged and bounded, until Subscribe registers a matching
+//     filter; what is still held at Close the broker sends again to the
+//     session's next connection.
 //   - Errors that say what to check when a connection fails.
 //
 // No automatic reconnection: when the connection is lost, Done is closed,
@@ -25,15 +31,16 @@
 // CONNACK.
 //
 // Concurrency: a client is safe for concurrent use. It owns the goroutines
-// of its paho client plus one per pending receipt (MQTT 3.1.1: every
-// publish until its token completes; MQTT 5: every QoS 1/2 publish until its
-// acknowledgement); Close stops and waits for all of them, except an MQTT
-// 3.1.1 hand-over stuck inside paho's Publish because the connection died
-// under it, which paho ends by itself within AckTimeout (its WriteTimeout)
-// and offers no way to interrupt; Publish itself returns at once when the
-// connection ends. paho.golang
-// writes one packet as several Writes under the conn's sync.Locker; the conn
-// gathers them into one transport write per packet.
+// of its paho client, its dispatcher and one per pending receipt (MQTT
+// 3.1.1: every publish until its token completes; MQTT 5: every QoS 1/2
+// publish until its acknowledgement); Close stops and waits for all of
+// them (the dispatcher after the handler it runs, so a handler must not
+// call Close), except an MQTT 3.1.1 hand-over stuck inside paho's Publish
+// because the connection died under it, which paho ends by itself within
+// AckTimeout (its WriteTimeout) and offers no way to interrupt; Publish
+// itself returns at once when the connection ends. paho.golang writes one
+// packet as several Writes under the conn's sync.Locker; the conn gathers
+// them into one transport write per packet.
 //
 // Imports: transport, client/internal/core, paho; never broker.
 package mqtt

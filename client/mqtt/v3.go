@@ -23,7 +23,7 @@ type v3Client struct {
 	o    core.Options
 	pc   paho.Client
 	conn *timedConn
-	subs subscriptions
+	in   *inbox
 
 	sessionPresent bool
 	wg             sync.WaitGroup // receipt watchers
@@ -34,7 +34,9 @@ type v3Client struct {
 }
 
 func dialV3(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Client, error) {
-	c := &v3Client{lifecycle: newLifecycle(), ep: ep, o: o, handover: make(chan struct{}, 1)}
+	// The inbox exists before CONNECT: a persistent session's messages
+	// come right behind the CONNACK.
+	c := &v3Client{lifecycle: newLifecycle(), ep: ep, o: o, handover: make(chan struct{}, 1), in: newInbox(o.Logger, maxHeld, maxHeldBytes)}
 	// The transport is dialled on paho's goroutine (the open function);
 	// mu guards what it leaves behind, dialDone closes when it returned.
 	var (
@@ -60,7 +62,11 @@ func dialV3(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Cli
 	po.SetAutoReconnect(false)
 	po.SetConnectRetry(false)
 	po.SetResumeSubs(false)
+	// paho calls the default handler in arrival order from one goroutine
+	// (the inbox relies on that) and never acknowledges by itself: the
+	// inbox calls Ack once the application's handler had the message.
 	po.SetOrderMatters(true)
+	po.SetAutoAckDisabled(true)
 	po.SetConnectTimeout(o.ConnectTimeout)
 	po.SetWriteTimeout(o.AckTimeout)
 	if o.Will != nil {
@@ -87,9 +93,13 @@ func dialV3(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Cli
 	})
 	po.SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
 		now := time.Now()
-		c.subs.dispatch(core.Message{
+		var ack func()
+		if m.Qos() > 0 {
+			ack = m.Ack
+		}
+		c.in.deliver(core.Message{
 			Topic: m.Topic(), Payload: m.Payload(), QoS: m.Qos(), Retained: m.Retained(), Received: now,
-		})
+		}, ack)
 	})
 	po.SetConnectionLostHandler(func(_ paho.Client, err error) {
 		if c.closeReq.Load() {
@@ -117,6 +127,7 @@ func dialV3(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Cli
 			}
 			t.Stop()
 		}
+		c.in.stop()
 		c.pc.Disconnect(0)
 		derr, conn := dialResult()
 		if derr != nil {
@@ -128,6 +139,7 @@ func dialV3(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Cli
 		return nil, fmt.Errorf("connect %s: no CONNACK within the connect timeout: %w (check that the port serves MQTT and the transport scheme matches)", ep, ctx.Err())
 	}
 	if err := tok.Error(); err != nil {
+		c.in.stop()
 		derr, conn := dialResult()
 		if derr != nil {
 			return nil, derr
@@ -235,7 +247,7 @@ func (c *v3Client) Subscribe(ctx context.Context, filter string, opts core.Subsc
 	if err := c.ended("subscribe " + filter); err != nil {
 		return err
 	}
-	c.subs.add(filter, h)
+	c.in.subscribe(filter, h)
 	tok := c.pc.Subscribe(filter, opts.QoS, nil)
 	tctx, cancel := context.WithTimeout(ctx, c.o.AckTimeout)
 	defer cancel()
@@ -269,6 +281,10 @@ func (c *v3Client) ConnectionInfo() core.ConnectionInfo {
 func (c *v3Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.closeReq.Store(true)
+		// Handlers first: what they had is acknowledged before the
+		// DISCONNECT, and paho's receiving goroutine, which may wait for
+		// the inbox, can stop.
+		c.in.stop()
 		if c.pc.IsConnected() {
 			c.pc.Disconnect(250)
 		}

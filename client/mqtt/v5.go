@@ -24,7 +24,7 @@ type v5Client struct {
 	pc   *paho.Client
 	conn *timedConn
 	st   *sessionTap
-	subs subscriptions
+	in   *inbox
 
 	sessionPresent bool
 	clientID       string
@@ -94,12 +94,23 @@ func (s *sessionTap) AddToSession(ctx context.Context, p session.Packet, resp ch
 	return nil
 }
 
+// Ack is what paho calls right after OnPublishReceived returned, when the
+// application's handler may not have had the message yet (it may wait in
+// the inbox for a Subscribe). So it sends nothing: the inbox acknowledges
+// through State.Ack once the handler had the message. (paho's manual
+// acknowledgement mode would do too, but it sends on a 50 ms ticker and
+// drops what is still due when the client disconnects, so a persistent
+// session would get those messages again.)
+func (s *sessionTap) Ack(*packets.Publish) error { return nil }
+
 func dialV5(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Client, error) {
 	tc, err := dial(ctx, ep, o)
 	if err != nil {
 		return nil, err
 	}
-	c := &v5Client{lifecycle: newLifecycle(), ep: ep, o: o, conn: tc, clientID: o.ClientID}
+	// The inbox exists before CONNECT: a persistent session's messages
+	// come right behind the CONNACK.
+	c := &v5Client{lifecycle: newLifecycle(), ep: ep, o: o, conn: tc, clientID: o.ClientID, in: newInbox(o.Logger, maxHeld, maxHeldBytes)}
 	c.st = &sessionTap{State: state.NewInMemory(), c: c}
 	c.pc = paho.NewClient(paho.ClientConfig{
 		ClientID:      o.ClientID,
@@ -110,7 +121,12 @@ func dialV5(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Cli
 			func(pr paho.PublishReceived) (bool, error) {
 				now := time.Now()
 				p := pr.Packet
-				c.subs.dispatch(core.Message{Topic: p.Topic, Payload: p.Payload, QoS: p.QoS, Retained: p.Retain, Received: now})
+				var ack func()
+				if p.QoS > 0 {
+					pkt := p.Packet()
+					ack = func() { _ = c.st.State.Ack(pkt) }
+				}
+				c.in.deliver(core.Message{Topic: p.Topic, Payload: p.Payload, QoS: p.QoS, Retained: p.Retain, Received: now}, ack)
 				return true, nil
 			},
 		},
@@ -149,6 +165,7 @@ func dialV5(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Cli
 	}
 	ca, err := c.pc.Connect(ctx, cp)
 	if err != nil {
+		c.in.stop()
 		tc.finish()
 		_ = c.st.Close()
 		return nil, connectHintV5(ep, ca, err)
@@ -233,7 +250,7 @@ func (c *v5Client) Subscribe(ctx context.Context, filter string, opts core.Subsc
 	if err := c.ended("subscribe " + filter); err != nil {
 		return err
 	}
-	c.subs.add(filter, h)
+	c.in.subscribe(filter, h)
 	sa, err := c.pc.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: opts.QoS}}})
 	if err != nil {
 		if e := c.ended("subscribe " + filter); e != nil {
@@ -256,6 +273,10 @@ func (c *v5Client) ConnectionInfo() core.ConnectionInfo {
 func (c *v5Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.closeReq.Store(true)
+		// Handlers first: what they had is acknowledged before the
+		// DISCONNECT, and paho's receiving goroutine, which may wait for
+		// the inbox, can stop.
+		c.in.stop()
 		select {
 		case <-c.pc.Done():
 		default:

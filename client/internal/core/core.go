@@ -50,7 +50,8 @@ type Message struct {
 // called one at a time, in arrival order, from a goroutine owned by the
 // client; a handler that blocks delays every later message and the
 // acknowledgements of the client. A message that matches several filters of
-// the same client is passed to each matching handler.
+// the same client is passed to each matching handler. MQTT acknowledges a
+// QoS 1 or 2 message to the broker only after its handlers returned.
 type Handler func(Message)
 
 // Receipt reports when and whether a published message was accepted: the
@@ -232,7 +233,11 @@ type Options struct {
 	// PersistentSession asks the broker to keep the session (subscriptions,
 	// queued QoS 1/2 messages) after disconnect: clean session = false in
 	// MQTT 3.1.1, clean start = false plus SessionExpiry in MQTT 5.
-	// Default false (a clean session, as mosquitto_pub/sub do).
+	// The queued messages arrive right behind CONNACK, before Subscribe
+	// can be called: the MQTT client holds them, unacknowledged, and hands
+	// each to the handler of the first Subscribe whose filter matches it
+	// (client/mqtt). Default false (a clean session, as mosquitto_pub/sub
+	// do).
 	PersistentSession bool
 	// SessionExpiry is the MQTT 5 session expiry interval used when
 	// PersistentSession is set. Default 24h.
