@@ -50,12 +50,12 @@ Flags of "lab run" (also "lab show" takes --scale and the overrides):
                      only, never intervals, payloads, losses or link parameters
   --resume           complete the campaign in --out; finished cells are not run again
   --retry-failed     with --resume, run failed cells again
-  --jobs N           run N independent cells at once (default 1; at most 64). Each cell has its
-                     own namespaces; slow periodic cells are mostly idle, so a full E1 fits in
-                     well under an hour with --jobs 36. The link emulator's timing error
-                     (99th percentile of its forwarding lateness over all packets) and the load
-                     average go into manifest.json; above 1 ms the run warns, above 10 ms with
-                     N > 1 it stops (completed cells kept): resume with fewer jobs
+  --jobs N           let up to N independent cells run at once (default 1; at most 64). Each
+                     cell has its own namespaces; slow periodic cells are mostly idle. The
+                     timing guard decides how many run: a 2 s calibration first (p99 wake-up
+                     lateness above 10 ms: no start; above 1 ms: one cell at a time), then
+                     fewer cells at once while lateness exceeds 1 ms; a campaign above 10 ms
+                     is marked fail in manifest.json (not evidence) and exits 1
   --start-gap D      least time between two cell starts (default 250ms): a cell's set-up is
                      its busiest moment, and many cells setting up at once starve the
                      running ones (0: no gap)
