@@ -196,8 +196,11 @@ func runProbe(every time.Duration, thread func(), record func(time.Duration)) (s
 	go func() {
 		defer close(finished)
 		if thread != nil {
+			// Never unlocked: the thread dies with this goroutine. Back in
+			// the runtime's pool, a thread kept at normal priority would
+			// run other goroutines of this real-time process (the
+			// calibration's probe ends before the cells start).
 			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
 			thread()
 		}
 		t := time.NewTimer(every)
