@@ -428,7 +428,7 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 		}
 		if et.Failed() && runErr == nil {
 			if opts.Progress != nil {
-				fmt.Fprintf(opts.Progress, "TIMING GUARD FAILED: %s. Not evidence: do not publish these results.\n", et.Note)
+				fmt.Fprintf(opts.Progress, "TIMING GUARD FAILED: %s. Do not publish them.\n", et.Note)
 			}
 			runErr = fmt.Errorf("%w: %s; the results in %s are kept, marked status fail in manifest.json: do not publish them as evidence; rerun with fewer --jobs or on an idler host",
 				ErrTimingBound, et.Note, opts.Dir)
