@@ -259,7 +259,7 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 		}
 		opts.Timing.sampleLoad()
 		if cctx.Err() != nil {
-			// Interrupted or refused: the cell stays incomplete (no done marker).
+			// Interrupted, or a fatal error: the cell stays incomplete (no done marker).
 			log.Info("cell abandoned", "cell", o.c.ID)
 			if ctx.Err() != nil {
 				res.Interrupted, runErr = true, ctx.Err()

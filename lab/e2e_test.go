@@ -206,6 +206,17 @@ func TestSmokeCampaignEndToEnd(t *testing.T) {
 		if st, err := os.Stat(filepath.Join(dir, DirCells, c.ID, "pub.pcap")); err != nil || st.Size() <= 24 {
 			t.Errorf("cell %s: pub.pcap missing or empty: %v", c.ID, err)
 		}
+		// The real iotq pub anchors a paced schedule at message 0's
+		// send_ns: every periodic message has its send lateness.
+		d, _, err := readDone(filepath.Join(dir, DirCells, c.ID))
+		switch {
+		case err != nil:
+			t.Error(err)
+		case c.Pattern == PatternPeriodic && (d.Timing == nil || d.Timing.Send == nil || d.Timing.Send.N != int64(c.Messages*c.Repetitions)):
+			t.Errorf("cell %s: send lateness %+v, want %d messages", c.ID, d.Timing, c.Messages*c.Repetitions)
+		case c.Pattern == PatternPeriodic:
+			t.Logf("cell %s: send lateness p50 %v p99 %v max %v", c.ID, d.Timing.Send.P50, d.Timing.Send.P99, d.Timing.Send.Max)
+		}
 	}
 	// The report reads the directory: its files exist and the HTML page
 	// references every figure; pattern B cells give startup latencies.
