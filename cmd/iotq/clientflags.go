@@ -6,6 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/iotq/iotq/client"
@@ -31,6 +35,9 @@ type clientFlags struct {
 	stats        string
 	records      string
 
+	host string // -h, mosquitto_pub/sub's: replaces the host of --url
+	port int    // -p, mosquitto_pub/sub's: replaces the port of --url
+
 	ep client.Endpoint // --url, parsed once by check
 }
 
@@ -50,6 +57,21 @@ func (f *clientFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.handshake, "quic-handshake-timeout", 0, "QUIC handshake idle `timeout` (default transport's 20s)")
 	fs.StringVar(&f.stats, "stats", "", "print statistics at the end: json")
 	fs.StringVar(&f.records, "records", "", "write one CSV row per message to `FILE` (columns in docs/records.md)")
+
+	// mosquitto_pub/sub's short flags, with their meaning (docs/cli.md).
+	fs.StringVar(&f.host, "h", "", "broker `host` (as mosquitto's -h: replaces the host of --url; --help for help)")
+	fs.IntVar(&f.port, "p", 0, "broker `port` (as mosquitto's -p: replaces the port of --url)")
+	fs.StringVar(&f.clientID, "i", "", "same as --client-id")
+	fs.StringVar(&f.username, "u", "", "same as --username")
+	fs.StringVar(&f.password, "P", "", "same as --password")
+	fs.Func("k", "keep-alive in `seconds` (as mosquitto's -k; same as --keepalive Ns)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("want whole seconds from 1 to 65535 (or --keepalive 30s)")
+		}
+		f.keepAlive = time.Duration(n) * time.Second
+		return nil
+	})
 }
 
 // check reports the first usage problem of the shared flags.
@@ -66,12 +88,44 @@ func (f *clientFlags) check() error {
 	if f.keepAlive < time.Second || f.keepAlive > 65535*time.Second {
 		return usageErrorf("--keepalive %s: want 1s to 18h", f.keepAlive)
 	}
+	if f.host != "" || f.port != 0 {
+		u, err := withHostPort(f.url, f.host, f.port)
+		if err != nil {
+			return err
+		}
+		f.url = u
+	}
 	ep, err := client.ParseURL(f.url)
 	if err != nil {
 		return usageErrorf("--url: %v", err)
 	}
 	f.ep = ep
 	return nil
+}
+
+// withHostPort returns rawURL with its host and/or port replaced (-h, -p).
+func withHostPort(rawURL, host string, port int) (string, error) {
+	if port < 0 || port > 65535 {
+		return "", usageErrorf("-p %d: want a port from 1 to 65535", port)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return "", usageErrorf("--url %q: want SCHEME://HOST[:PORT] for -h/-p to apply to", rawURL)
+	}
+	h, p := u.Hostname(), u.Port()
+	if host != "" {
+		h = host
+	}
+	if port != 0 {
+		p = strconv.Itoa(port)
+	}
+	u.Host = h
+	if p != "" {
+		u.Host = net.JoinHostPort(h, p)
+	} else if strings.Contains(h, ":") {
+		u.Host = "[" + h + "]"
+	}
+	return u.String(), nil
 }
 
 func (f *clientFlags) options(connectTimeout time.Duration, early *client.EarlyMessage) client.Options {

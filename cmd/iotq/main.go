@@ -131,6 +131,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	name := args[0]
+	if name == "--version" || name == "-version" {
+		name, args = "version", append([]string{"version"}, args[1:]...)
+	}
 	switch name {
 	case "help", "-h", "--help", "-help":
 		if len(args) > 1 {
@@ -151,6 +154,11 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	rest := args[1:]
+	if n := len(rest); n > 0 && rest[n-1] == "-h" && c.Flags != nil && c.Flags.Lookup("h") != nil {
+		// pub and sub take mosquitto's -h HOST; a bare trailing -h still
+		// asks for help, as it does everywhere else.
+		rest = append(rest[:n-1:n-1], "--help")
+	}
 	if c.Flags != nil {
 		if err := c.Flags.Parse(rest); err != nil {
 			if errors.Is(err, flag.ErrHelp) {

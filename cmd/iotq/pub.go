@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -91,7 +92,15 @@ or a message was not accepted, 2 on bad flags.`,
 	fs.StringVar(&message, "m", "", "`message` to publish")
 	fs.IntVar(&size, "size", 0, "publish measurement payloads of `N` bytes (at least 16)")
 	fs.BoolVar(&retain, "r", false, "set the retain flag")
-	fs.IntVar(&count, "n", 1, "number of messages to publish (with --gate: at most)")
+	fs.IntVar(&count, "n", 1, "number of messages to publish (with --gate: at most); not mosquitto_pub's -n (a null message): use -m ''")
+	var (
+		msgFile   string
+		msgStdin  bool
+		lineStdin bool
+	)
+	fs.StringVar(&msgFile, "f", "", "publish the contents of `FILE` as the message (as mosquitto_pub's -f)")
+	fs.BoolVar(&msgStdin, "s", false, "publish all of standard input as one message (as mosquitto_pub's -s)")
+	fs.BoolVar(&lineStdin, "l", false, "mosquitto_pub's one message per line of standard input: not supported (see the error)")
 	fs.DurationVar(&interval, "interval", 0, "time between messages (0: back to back)")
 	fs.StringVar(&gate, "gate", "", "publish one message per line read from `SOURCE`: stdin or a file path")
 	fs.BoolVar(&waitAcks, "wait-acks", true, "for QoS 1/2 wait for all acknowledgements before exiting")
@@ -105,15 +114,39 @@ or a message was not accepted, 2 on bad flags.`,
 		if err := cf.check(); err != nil {
 			return err
 		}
+		msgSet := false // -m given, perhaps empty (mosquitto_pub's -n null message)
+		fs.Visit(func(f *flag.Flag) { msgSet = msgSet || f.Name == "m" })
+		sources := 0
+		for _, on := range []bool{msgSet, msgFile != "", msgStdin, size > 0} {
+			if on {
+				sources++
+			}
+		}
 		switch {
+		case lineStdin:
+			return usageErrorf("-l (a message per line of standard input) is not supported: run iotq pub -m LINE per line, or --gate stdin to publish -m MESSAGE once per line read")
 		case topic == "":
 			return usageErrorf("-t TOPIC is required")
-		case message != "" && size > 0:
-			return usageErrorf("give either -m MESSAGE or --size N, not both")
-		case message == "" && size == 0:
-			return usageErrorf("give -m MESSAGE or --size N (a measurement payload of N bytes)")
+		case sources > 1:
+			return usageErrorf("give one of -m MESSAGE, -f FILE, -s or --size N")
+		case sources == 0:
+			return usageErrorf("give -m MESSAGE (-m '' for an empty one), -f FILE, -s (standard input) or --size N (a measurement payload of N bytes)")
 		case timeout <= 0:
 			return usageErrorf("--timeout must be positive")
+		}
+		switch {
+		case msgFile != "":
+			b, err := os.ReadFile(msgFile)
+			if err != nil {
+				return usageErrorf("-f: %v", err)
+			}
+			message = string(b)
+		case msgStdin:
+			b, err := io.ReadAll(os.Stdin)
+			if err != nil {
+				return fmt.Errorf("-s: read standard input: %w", err)
+			}
+			message = string(b)
 		}
 		po := measure.PublisherOptions{Topic: topic, QoS: byte(cf.qos), Retain: retain, Message: []byte(message),
 			Size: size, Count: count, Interval: interval, Early: early, ClosedLoop: closed}

@@ -254,7 +254,7 @@ func TestPubSubErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"pub", "-t", "a"}, 2, "give -m MESSAGE or --size N"},
+		{[]string{"pub", "-t", "a"}, 2, "give -m MESSAGE (-m '' for an empty one), -f FILE, -s"},
 		{[]string{"pub", "-t", "a", "--size", "8"}, 2, "minimum is 16"},
 		{[]string{"pub", "-t", "a/#", "-m", "x"}, 2, "must not contain + or #"},
 		{[]string{"pub", "-t", "a", "-m", "x", "-q", "3"}, 2, "want 0, 1 or 2"},

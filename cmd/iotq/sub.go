@@ -69,6 +69,8 @@ The connection flags are those of iotq pub.`,
 	cf.register(fs)
 	fs.Var(&topics, "t", "topic `filter` to subscribe to (repeatable, + and # allowed)")
 	fs.IntVar(&count, "n", 0, "exit after `COUNT` messages (0: no limit)")
+	fs.IntVar(&count, "C", 0, "same as -n (mosquitto_sub's -C)")
+	fs.Bool("v", false, "accepted for mosquitto_sub's -v: iotq sub always prints the topic before the payload")
 	fs.DurationVar(&timeout, "timeout", 0, "exit when no message arrived for this `duration` (0: never)")
 	fs.DurationVar(&connectTO, "connect-timeout", 30*time.Second, "bound for connecting and subscribing")
 	fs.StringVar(&readyFile, "ready-file", "", "write `PATH` once the broker granted every subscription")
