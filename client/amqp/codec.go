@@ -202,13 +202,28 @@ func protoHeader(id byte) []byte { return []byte{'A', 'M', 'Q', 'P', id, 1, 0, 0
 
 var errShort = errors.New("amqp codec: truncated value")
 
+// maxDepth bounds the nesting of compound and described values that decode
+// accepts. A performative nests a few levels (a disposition's rejected
+// state holds an error holding an info map); without a bound, a frame of
+// nested descriptors (one byte each) recursed once per byte: the 1 MiB a
+// broker's frame may have (maxHeld) took 512 MB of goroutine stack.
+const maxDepth = 64
+
 // decode decodes one value at the start of b and returns it with the
 // number of bytes it took. Lists become list, maps []any of alternating
 // keys and values, described values described; integers keep their width
-// (uint32 for every uint encoding, and so on).
-func decode(b []byte) (any, int, error) {
+// (uint32 for every uint encoding, and so on). Malformed input (truncated,
+// a size or element count the input cannot hold, a map of an odd number of
+// elements, elements that do not fill the compound's size, nesting deeper
+// than maxDepth) is an error, found before anything is allocated for it.
+func decode(b []byte) (any, int, error) { return decodeAt(b, 0) }
+
+func decodeAt(b []byte, depth int) (any, int, error) {
 	if len(b) == 0 {
 		return nil, 0, errShort
+	}
+	if depth >= maxDepth {
+		return nil, 0, fmt.Errorf("amqp codec: values nested deeper than %d levels", maxDepth)
 	}
 	need := func(n int) error {
 		if len(b) < 1+n {
@@ -219,7 +234,7 @@ func decode(b []byte) (any, int, error) {
 	c := b[0]
 	switch c {
 	case codeDescribed:
-		d, n, err := decode(b[1:])
+		d, n, err := decodeAt(b[1:], depth+1)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -232,7 +247,7 @@ func decode(b []byte) (any, int, error) {
 		default:
 			return nil, 0, fmt.Errorf("amqp codec: descriptor of type %T", d)
 		}
-		v, m, err := decode(b[1+n:])
+		v, m, err := decodeAt(b[1+n:], depth+1)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -302,58 +317,75 @@ func decode(b []byte) (any, int, error) {
 		}
 		return append([]byte(nil), b[1:17]...), 17, nil
 	case codeVbin8, codeStr8, codeSym8, codeVbin32, codeStr32, codeSym32:
-		var n, h int
+		// Lengths stay uint64 until checked against the input: as an int
+		// a 32-bit length is negative on 32-bit platforms.
+		var n uint64
+		var h int
 		if c == codeVbin8 || c == codeStr8 || c == codeSym8 {
 			if err := need(1); err != nil {
 				return nil, 0, err
 			}
-			n, h = int(b[1]), 2
+			n, h = uint64(b[1]), 2
 		} else {
 			if err := need(4); err != nil {
 				return nil, 0, err
 			}
-			n, h = int(binary.BigEndian.Uint32(b[1:])), 5
+			n, h = uint64(binary.BigEndian.Uint32(b[1:])), 5
 		}
-		if n < 0 || len(b) < h+n {
-			return nil, 0, errShort
+		if n > uint64(len(b)-h) {
+			return nil, 0, fmt.Errorf("amqp codec: type %#02x of %d bytes in the %d left: %w", c, n, len(b)-h, errShort)
 		}
-		raw := b[h : h+n]
+		end := h + int(n)
+		raw := b[h:end]
 		switch c {
 		case codeStr8, codeStr32:
-			return string(raw), h + n, nil
+			return string(raw), end, nil
 		case codeSym8, codeSym32:
-			return symbol(raw), h + n, nil
+			return symbol(raw), end, nil
 		}
-		return append([]byte(nil), raw...), h + n, nil
+		return append([]byte(nil), raw...), end, nil
 	case codeList8, codeMap8, codeList32, codeMap32:
-		var size, count, h int
+		// size counts the bytes after the size field (the count and the
+		// elements); every element takes at least one byte, so a count
+		// beyond the size is refused before the list is allocated.
+		var size, count uint64
+		var h, w int // header length, width of the size and count fields
 		if c == codeList8 || c == codeMap8 {
 			if err := need(2); err != nil {
 				return nil, 0, err
 			}
-			size, count, h = int(b[1]), int(b[2]), 3
+			size, count, h, w = uint64(b[1]), uint64(b[2]), 3, 1
 		} else {
 			if err := need(8); err != nil {
 				return nil, 0, err
 			}
-			size, count, h = int(binary.BigEndian.Uint32(b[1:])), int(binary.BigEndian.Uint32(b[5:])), 9
+			size, count, h, w = uint64(binary.BigEndian.Uint32(b[1:])), uint64(binary.BigEndian.Uint32(b[5:])), 9, 4
 		}
-		end := 5 + size // size counts the bytes after the size field
-		if c == codeList8 || c == codeMap8 {
-			end = 2 + size
+		if size < uint64(w) {
+			return nil, 0, fmt.Errorf("amqp codec: compound %#02x of size %d has no room for its count", c, size)
 		}
-		if size < 0 || end > len(b) || end < h {
-			return nil, 0, errShort
+		if size > uint64(len(b)-1-w) {
+			return nil, 0, fmt.Errorf("amqp codec: compound %#02x of %d bytes in the %d left: %w", c, size, len(b)-1-w, errShort)
+		}
+		end := 1 + w + int(size)
+		if count > uint64(end-h) {
+			return nil, 0, fmt.Errorf("amqp codec: compound %#02x of %d elements in %d bytes", c, count, end-h)
+		}
+		if (c == codeMap8 || c == codeMap32) && count%2 != 0 {
+			return nil, 0, fmt.Errorf("amqp codec: map of %d elements (not key-value pairs)", count)
 		}
 		items := make(list, 0, min(count, 64))
 		at := h
-		for range count {
-			v, n, err := decode(b[at:end])
+		for i := uint64(0); i < count; i++ {
+			v, n, err := decodeAt(b[at:end], depth+1)
 			if err != nil {
 				return nil, 0, err
 			}
 			items = append(items, v)
 			at += n
+		}
+		if at != end {
+			return nil, 0, fmt.Errorf("amqp codec: compound %#02x of %d elements ends %d bytes before its size", c, count, end-at)
 		}
 		if c == codeMap8 || c == codeMap32 {
 			return []any(items), end, nil
