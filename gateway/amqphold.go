@@ -54,6 +54,16 @@ func amqpBeforeTransfer(prefix []byte) (total, more int) {
 				code = binary.BigEndian.Uint64(rest[doff+2:])
 			}
 			if code == 0x14 { // transfer
+				if at == 0 {
+					// A transfer before anything else, not even a
+					// protocol header: invalid AMQP. The first message
+					// cannot be empty (0, 0 tells nothing: HoldAfterFirst
+					// then passed the whole stream a byte at a time, the
+					// transfer too, and kept it all as the prefix), so
+					// the bytes read to recognise the transfer end it, as
+					// invalid framing does: what follows is held.
+					return len(prefix), 0
+				}
 				return at, 0
 			}
 		}
