@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/plgd-dev/go-coap/v3/message"
 	tcpcoder "github.com/plgd-dev/go-coap/v3/tcp/coder"
@@ -36,18 +37,11 @@ func ReadStreamMessage(r *bufio.Reader, max int) (*message.Message, error) {
 	if _, err := io.ReadFull(r, ext); err != nil {
 		return nil, fmt.Errorf("coap stream: truncated header: %w", err)
 	}
-	n := lenNib
-	switch lenNib {
-	case 13:
-		n = 13 + int(ext[0])
-	case 14:
-		n = 269 + int(binary.BigEndian.Uint16(ext))
-	case 15:
-		n = 65805 + int(binary.BigEndian.Uint32(ext))
+	length := streamLength(lenNib, ext)
+	if max < 0 || length > uint64(max) {
+		return nil, fmt.Errorf("coap stream: message of %d bytes exceeds the maximum %d", length, max)
 	}
-	if n > max {
-		return nil, fmt.Errorf("coap stream: message of %d bytes exceeds the maximum %d", n, max)
-	}
+	n := int(length)
 	frame := make([]byte, 1+len(ext)+1+tkl+n)
 	frame[0] = first
 	copy(frame[1:], ext)
@@ -105,15 +99,28 @@ func StreamFirstMessage(prefix []byte) (total, more int) {
 	if len(prefix) < 1+extLen {
 		return 0, 1 + extLen - len(prefix)
 	}
-	ext := prefix[1 : 1+extLen]
-	n := lenNib
+	total64 := uint64(1+extLen+1+tkl) + streamLength(lenNib, prefix[1:1+extLen])
+	if total64 > math.MaxInt {
+		// Only on 32-bit platforms: a message no reader accepts (its
+		// maximum is an int), so the prefix ends the first message.
+		return len(prefix), 0
+	}
+	return int(total64), 0
+}
+
+// streamLength decodes the Len field of an RFC 8323 header (section 3.2):
+// the nibble and its extended length bytes give the length of the options
+// and payload. It is a uint64: 65805 + 2^32-1 overflows an int on 32-bit
+// platforms, where it became a negative length (a makeslice panic in
+// ReadStreamMessage and a negative total from StreamFirstMessage).
+func streamLength(lenNib int, ext []byte) uint64 {
 	switch lenNib {
 	case 13:
-		n = 13 + int(ext[0])
+		return 13 + uint64(ext[0])
 	case 14:
-		n = 269 + int(binary.BigEndian.Uint16(ext))
+		return 269 + uint64(binary.BigEndian.Uint16(ext))
 	case 15:
-		n = 65805 + int(binary.BigEndian.Uint32(ext))
+		return 65805 + uint64(binary.BigEndian.Uint32(ext))
 	}
-	return 1 + extLen + 1 + tkl + n, 0
+	return uint64(lenNib)
 }
