@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/iotq/iotq/internal/atomicfile"
+	"github.com/iotq/iotq/internal/mqttname"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -144,26 +145,8 @@ func stripComment(s string) string {
 
 func isSpace(b byte) bool { return b == ' ' || b == '\t' }
 
-// validFilter checks an MQTT topic filter: '#' only as the last level, '+'
-// only as a whole level, no NUL.
-func validFilter(f string) error {
-	if f == "" {
-		return errors.New("empty")
-	}
-	if strings.ContainsRune(f, 0) {
-		return errors.New("contains NUL")
-	}
-	levels := strings.Split(f, "/")
-	for i, l := range levels {
-		if strings.Contains(l, "#") && (l != "#" || i != len(levels)-1) {
-			return errors.New("'#' must be a whole level and the last one")
-		}
-		if strings.Contains(l, "+") && l != "+" {
-			return errors.New("'+' must be a whole level")
-		}
-	}
-	return nil
-}
+// validFilter checks an MQTT topic filter (internal/mqttname holds the rules).
+func validFilter(f string) error { return mqttname.CheckFilter(f) }
 
 // MatchTopic reports whether topic matches the MQTT filter. Wildcards at the
 // first level do not match topics starting with '$' [MQTT-4.7.2-1].

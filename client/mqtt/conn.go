@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/iotq/iotq/client/internal/core"
+	"github.com/iotq/iotq/internal/mqttname"
 	"github.com/iotq/iotq/transport"
 	"github.com/iotq/iotq/transport/endpoint"
 )
@@ -351,6 +352,36 @@ func checkQoS(q byte) error {
 		return fmt.Errorf("QoS %d: want 0, 1 or 2", q)
 	}
 	return nil
+}
+
+// maxRemaining is MQTT's largest packet body (a 4-byte variable length).
+const maxRemaining = 268_435_455
+
+// checkPublish refuses, before anything is sent, what the broker could only
+// answer by closing the connection: an invalid topic name or a payload
+// that no MQTT packet can carry.
+func checkPublish(topic string, payload []byte, q byte) error {
+	if err := checkQoS(q); err != nil {
+		return err
+	}
+	if err := mqttname.CheckTopic(topic); err != nil {
+		return err
+	}
+	// Body: topic (2 + len), packet id (QoS > 0), MQTT 5 properties
+	// (at least their length byte), payload.
+	room := maxRemaining - 2 - len(topic) - 2 - 1
+	if len(payload) > room {
+		return fmt.Errorf("payload of %d bytes: an MQTT packet carries at most %d with this topic (256 MiB in all)", len(payload), room)
+	}
+	return nil
+}
+
+// checkSubscribe refuses an invalid filter before SUBSCRIBE is sent.
+func checkSubscribe(filter string, q byte) error {
+	if err := checkQoS(q); err != nil {
+		return err
+	}
+	return mqttname.CheckFilter(filter)
 }
 
 // Dial connects to the broker at ep (a row of protocol mqtt: mqtt, mqtts,

@@ -170,7 +170,7 @@ func connectHintV3(u endpoint.Endpoint, err error) error {
 }
 
 func (c *v3Client) Publish(ctx context.Context, topic string, payload []byte, opts core.PublishOptions) (*core.Receipt, error) {
-	if err := checkQoS(opts.QoS); err != nil {
+	if err := checkPublish(topic, payload, opts.QoS); err != nil {
 		return nil, err
 	}
 	if err := c.ended("publish " + topic); err != nil {
@@ -241,7 +241,7 @@ func (c *v3Client) endReason() error {
 }
 
 func (c *v3Client) Subscribe(ctx context.Context, filter string, opts core.SubscribeOptions, h core.Handler) error {
-	if err := checkQoS(opts.QoS); err != nil {
+	if err := checkSubscribe(filter, opts.QoS); err != nil {
 		return err
 	}
 	if err := c.ended("subscribe " + filter); err != nil {

@@ -214,7 +214,7 @@ func (c *v5Client) endReason() error {
 }
 
 func (c *v5Client) Publish(ctx context.Context, topic string, payload []byte, opts core.PublishOptions) (*core.Receipt, error) {
-	if err := checkQoS(opts.QoS); err != nil {
+	if err := checkPublish(topic, payload, opts.QoS); err != nil {
 		return nil, err
 	}
 	if err := c.ended("publish " + topic); err != nil {
@@ -244,7 +244,7 @@ func (c *v5Client) Publish(ctx context.Context, topic string, payload []byte, op
 }
 
 func (c *v5Client) Subscribe(ctx context.Context, filter string, opts core.SubscribeOptions, h core.Handler) error {
-	if err := checkQoS(opts.QoS); err != nil {
+	if err := checkSubscribe(filter, opts.QoS); err != nil {
 		return err
 	}
 	if err := c.ended("subscribe " + filter); err != nil {

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -122,6 +124,9 @@ func newLogger(w io.Writer, o broker.LogOptions) (*slog.Logger, *slog.LevelVar, 
 
 // brokerPasswd implements "iotq broker passwd FILE USER".
 func (a *app) brokerPasswd(args []string) error {
+	if slices.Contains(args, "-h") || slices.Contains(args, "--help") || slices.Contains(args, "-help") {
+		return flag.ErrHelp
+	}
 	if len(args) != 2 {
 		return usageErrorf("usage: iotq broker passwd FILE USER (the password is read from standard input)")
 	}

@@ -204,8 +204,8 @@ func (a *app) labList(args []string) error {
 	fs.SetOutput(io.Discard)
 	scale := fs.String("scale", "full", "smoke, reduced or full")
 	jobs := fs.Int("jobs", 1, "cells at once")
-	if err := fs.Parse(args); err != nil {
-		return usageErrorf("lab list: %v", err)
+	if err := parseSub(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("list takes no scenario (got %q); for one scenario's cells: iotq lab show %s", fs.Arg(0), fs.Arg(0))
@@ -274,8 +274,8 @@ func (a *app) labShow(args []string) error {
 	sel.register(fs)
 	jobs := fs.Int("jobs", 1, "cells at once (for the estimate)")
 	name, rest := splitScenarioArg(args)
-	if err := fs.Parse(rest); err != nil {
-		return usageErrorf("lab show: %v", err)
+	if err := parseSub(fs, rest); err != nil {
+		return err
 	}
 	if err := checkJobs(*jobs); err != nil {
 		return err
@@ -343,8 +343,8 @@ func (a *app) labRun(ctx context.Context, args []string) error {
 	startGap := fs.Duration("start-gap", 250*time.Millisecond, "least time between two cell starts (set-up storms of many jobs)")
 	logLevel := fs.String("log-level", "error", "debug, info, warn, error")
 	name, rest := splitScenarioArg(args)
-	if err := fs.Parse(rest); err != nil {
-		return usageErrorf("lab run: %v", err)
+	if err := parseSub(fs, rest); err != nil {
+		return err
 	}
 	if name == "" && fs.NArg() > 0 {
 		name = fs.Arg(0)

@@ -124,8 +124,8 @@ func (a *app) linkShell(ctx context.Context, args []string) error {
 	seed := fs.Uint64("seed", 0, "")
 	stats := fs.String("stats", "table", "")
 	verbose := fs.Bool("v", false, "")
-	if err := fs.Parse(args); err != nil {
-		return usageErrorf("link shell: %v", err)
+	if err := parseSub(fs, args); err != nil {
+		return err
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {
@@ -256,8 +256,8 @@ func (a *app) linkShell(ctx context.Context, args []string) error {
 func (a *app) linkUp(ctx context.Context, args []string) error {
 	fs := newSubFlags("link up")
 	verbose := fs.Bool("v", false, "")
-	if err := fs.Parse(args); err != nil {
-		return usageErrorf("link up: %v", err)
+	if err := parseSub(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() != 1 {
 		return usageErrorf("link up needs one topology file: iotq link up TOPOLOGY.yaml")
@@ -324,7 +324,10 @@ func (a *app) linkUp(ctx context.Context, args []string) error {
 func (a *app) linkDown(ctx context.Context, args []string) error {
 	fs := newSubFlags("link down")
 	prefix := fs.String("prefix", link.DefaultPrefix, "")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+	if err := parseSub(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
 		return usageErrorf("usage: iotq link down [--prefix P]")
 	}
 	if err := link.Preflight(); err != nil {
@@ -357,7 +360,10 @@ func (a *app) linkDown(ctx context.Context, args []string) error {
 func (a *app) linkStats(args []string) error {
 	fs := newSubFlags("link stats")
 	asJSON := fs.Bool("json", false, "")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+	if err := parseSub(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
 		return usageErrorf("usage: iotq link stats [--json]")
 	}
 	runs, err := link.RunStates()

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Exit codes shared by every subcommand.
@@ -52,6 +53,50 @@ func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	return fs
+}
+
+// parseSub parses the flags of a subcommand (link shell, lab run, ...).
+// -h/--help returns flag.ErrHelp itself, which run turns into the
+// command's help on standard output and exit 0; other problems are usage
+// errors naming the subcommand.
+func parseSub(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		return flag.ErrHelp
+	default:
+		return usageErrorf("%s: %v", fs.Name(), explainFlagError(fs, err))
+	}
+}
+
+// explainFlagError adds to flag's "invalid value" errors what to write
+// instead: a duration needs its unit, a count is a whole number.
+func explainFlagError(fs *flag.FlagSet, err error) error {
+	msg := err.Error()
+	_, rest, ok := strings.Cut(msg, " for flag -")
+	if !ok || !strings.HasPrefix(msg, "invalid value") {
+		return err
+	}
+	name, _, _ := strings.Cut(rest, ":")
+	f := fs.Lookup(name)
+	if f == nil {
+		return err
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return err
+	}
+	switch g.Get().(type) {
+	case time.Duration:
+		return fmt.Errorf("%w (write a duration with its unit: 2s, 500ms, 1m30s)", err)
+	case int, int64, uint, uint64:
+		return fmt.Errorf("%w (write a whole number, e.g. -%s 300; no units)", err, name)
+	case float64:
+		return fmt.Errorf("%w (write a number, e.g. -%s 0.5)", err, name)
+	}
+	return err
 }
 
 // runE adapts a run function that reports usage problems with usageErrorf
@@ -165,12 +210,16 @@ func (a *app) run(ctx context.Context, args []string) int {
 				a.printCommandHelp(a.stdout, c)
 				return exitOK
 			}
-			fmt.Fprintf(a.stderr, "iotq %s: %v\nRun 'iotq help %s' for usage.\n", c.Name, err, c.Name)
+			fmt.Fprintf(a.stderr, "iotq %s: %v\nRun 'iotq help %s' for usage.\n", c.Name, explainFlagError(c.Flags, err), c.Name)
 			return exitUsage
 		}
 		rest = c.Flags.Args()
 	}
 	code, err := c.Run(ctx, rest)
+	if errors.Is(err, flag.ErrHelp) { // a subcommand's -h/--help
+		a.printCommandHelp(a.stdout, c)
+		return exitOK
+	}
 	if err != nil {
 		var ee *exitError
 		switch {

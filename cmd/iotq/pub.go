@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/iotq/iotq/client/measure"
+	"github.com/iotq/iotq/internal/mqttname"
 	"github.com/iotq/iotq/records"
+	"github.com/iotq/iotq/transport/endpoint"
 )
 
 func (a *app) pubCommand() *Command {
@@ -147,6 +149,11 @@ or a message was not accepted, 2 on bad flags.`,
 				return fmt.Errorf("-s: read standard input: %w", err)
 			}
 			message = string(b)
+		}
+		if cf.ep.Protocol == endpoint.ProtocolMQTT {
+			if err := mqttname.CheckTopic(topic); err != nil {
+				return usageErrorf("-t: %v", err)
+			}
 		}
 		po := measure.PublisherOptions{Topic: topic, QoS: byte(cf.qos), Retain: retain, Message: []byte(message),
 			Size: size, Count: count, Interval: interval, Early: early, ClosedLoop: closed}

@@ -256,7 +256,7 @@ func TestPubSubErrors(t *testing.T) {
 	}{
 		{[]string{"pub", "-t", "a"}, 2, "give -m MESSAGE (-m '' for an empty one), -f FILE, -s"},
 		{[]string{"pub", "-t", "a", "--size", "8"}, 2, "minimum is 16"},
-		{[]string{"pub", "-t", "a/#", "-m", "x"}, 2, "must not contain + or #"},
+		{[]string{"pub", "-t", "a/#", "-m", "x"}, 2, "wildcards belong in subscription filters"},
 		{[]string{"pub", "-t", "a", "-m", "x", "-q", "3"}, 2, "want 0, 1 or 2"},
 		{[]string{"pub", "-t", "a", "-m", "x", "--protocol", "4.5"}, 2, "invalid value"},
 		{[]string{"pub", "-t", "a", "-m", "x", "--url", "http://x"}, 2, "unknown scheme"},

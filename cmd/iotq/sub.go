@@ -10,7 +10,9 @@ import (
 
 	"github.com/iotq/iotq/client"
 	"github.com/iotq/iotq/client/measure"
+	"github.com/iotq/iotq/internal/mqttname"
 	"github.com/iotq/iotq/records"
+	"github.com/iotq/iotq/transport/endpoint"
 )
 
 func (a *app) subCommand() *Command {
@@ -95,6 +97,13 @@ The connection flags are those of iotq pub.`,
 			return usageErrorf("--notify %q: want stdout", notify)
 		case echo != "" && (strings.ContainsAny(echo, "+#") || count <= 0):
 			return usageErrorf("--echo %q: want a topic without wildcards, and -n COUNT (it bounds the echoes)", echo)
+		}
+		if cf.ep.Protocol == endpoint.ProtocolMQTT {
+			for _, f := range topics {
+				if err := mqttname.CheckFilter(f); err != nil {
+					return usageErrorf("-t: %v", err)
+				}
+			}
 		}
 		var recs *records.Writer[records.SubRecord]
 		if cf.records != "" {

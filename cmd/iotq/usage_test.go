@@ -1,0 +1,47 @@
+package main
+
+// Help and exit codes (issue 22 item 2): every subcommand's -h/--help
+// prints its usage on standard output and exits 0; usage errors exit 2 and
+// say what to write instead.
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestSubcommandHelpExitsZero(t *testing.T) {
+	for _, args := range [][]string{
+		{"link", "shell", "--help"}, {"link", "up", "--help"}, {"link", "down", "-h"}, {"link", "stats", "-h"},
+		{"lab", "run", "-h"}, {"lab", "show", "-h"}, {"lab", "list", "-h"},
+		{"broker", "passwd", "--help"}, {"pub", "-h"}, {"sub", "--help"}, {"pub", "-t", "x", "-h"},
+	} {
+		code, stdout, stderr := runCLI(context.Background(), args...)
+		if code != exitOK || !strings.HasPrefix(stdout, "usage: iotq "+args[0]) {
+			t.Errorf("iotq %s: exit %d, stdout %.60q, stderr %.80q; want exit 0 and the usage", strings.Join(args, " "), code, stdout, stderr)
+		}
+	}
+}
+
+func TestUsageErrorsExitTwo(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sub", "-t", "a/#/b"}, "'#' must be a whole level"},
+		{[]string{"sub", "-t", "a/b#"}, "'#' must be a whole level"},
+		{[]string{"sub", "-t", "a/b+/c"}, "'+' must be a whole level"},
+		{[]string{"pub", "-t", "bad/\xc3\x28", "-m", "x"}, "not valid UTF-8"},
+		{[]string{"pub", "-t", "a/+", "-m", "x"}, "wildcards belong in subscription filters"},
+		{[]string{"pub", "-t", "a", "-m", "x", "--timeout", "2"}, "2s, 500ms"},
+		{[]string{"pub", "-t", "a", "-m", "x", "--interval", "1"}, "2s, 500ms"},
+		{[]string{"pub", "-t", "a", "--size", "300MB"}, "whole number"},
+		{[]string{"sub", "-t", "a", "--timeout", "2"}, "2s, 500ms"},
+		{[]string{"link", "shell", "--no-such"}, "flag provided but not defined"},
+	} {
+		code, _, stderr := runCLI(context.Background(), tc.args...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("iotq %q: exit %d, stderr %q; want exit 2 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
