@@ -56,10 +56,6 @@ type client struct {
 	deliveries chan delivery
 	closeOnce  sync.Once
 	closeErr   error
-
-	// earlyState receives the broker's disposition of Options.Early
-	// (unsettled only).
-	earlyState chan any
 }
 
 type delivery struct {
@@ -122,9 +118,6 @@ func Dial(ctx context.Context, ep endpoint.Endpoint, o core.Options) (cl core.Cl
 		if err := c.check(e.Topic, e.QoS); err != nil {
 			return nil, fmt.Errorf("dial %s: early message: %w", ep, err)
 		}
-		if len(e.Payload) > maxEarlyPayload {
-			return nil, fmt.Errorf("dial %s: early message of %d bytes: at most %d bytes ride in the pipelined start (publish it after Dial instead)", ep, len(e.Payload), maxEarlyPayload)
-		}
 		es = &earlyStart{sasl: mech, username: o.Username, password: o.Password, containerID: o.ClientID,
 			hostname: ep.Host, idleTimeout: 2 * o.KeepAlive, linkName: "iotq-early-" + randomID(),
 			address: c.address(e.Topic), tag: make([]byte, 8), payload: e.Payload, settled: e.QoS == 0}
@@ -165,30 +158,28 @@ func Dial(ctx context.Context, ep endpoint.Endpoint, o core.Options) (cl core.Cl
 		_ = cache.Close()
 		return nil, fmt.Errorf("dial %s: AMQP begin: %w", ep, err)
 	}
-	c.conn, c.session = conn, session
 	ti := tc.Info()
-	sent := c.info.EarlySent
+	c.mu.Lock()
+	c.conn, c.session = conn, session
 	c.info = core.ConnectionInfo{
 		URL: ep.String(), Transport: string(ep.Scheme), Protocol: "amqp/1.0", ClientID: o.ClientID,
 		DialStart: start, TransportReady: ti.TransportReady, Connack: opened,
 		TLSResumed: ti.TLSResumed, Used0RTT: ti.Used0RTT, Rejected0RTT: ti.Rejected0RTT,
-		EarlySent: sent, FirstTransfer: sent,
 	}
+	c.mu.Unlock()
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if es != nil {
 		if err := c.finishEarly(ctx, pc, es); err != nil {
+			c.cancel()
 			_ = conn.Close()
+			c.wg.Wait()
 			_ = cache.Close()
 			return nil, fmt.Errorf("dial %s: pipelined start: %w", ep, err)
 		}
 	}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(2)
 	go c.dispatch()
 	go c.watch()
-	if c.earlyState != nil {
-		c.wg.Add(1)
-		go c.waitEarly()
-	}
 	return c, nil
 }
 
@@ -281,18 +272,29 @@ func (c *client) Publish(ctx context.Context, topic string, payload []byte, opts
 	}
 	msg := &goamqp.Message{Data: [][]byte{payload}, Properties: &goamqp.MessageProperties{To: &addr}}
 	r, complete := core.NewReceipt()
-	if opts.QoS == 0 {
+	if err := c.transfer(ctx, s, addr, msg, opts.QoS, complete); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// transfer sends msg on s: at QoS 0 pre-settled, complete called when it
+// was written; at QoS 1 unsettled, complete called (from a goroutine of
+// c.wg) with the broker's disposition, or an error after AckTimeout, when
+// the connection ends or on Close.
+func (c *client) transfer(ctx context.Context, s *goamqp.Sender, addr string, msg *goamqp.Message, qos byte, complete func(time.Time, error)) error {
+	if qos == 0 {
 		if err := s.Send(ctx, msg, &goamqp.SendOptions{Settled: true}); err != nil {
-			return nil, fmt.Errorf("send to %q: %w", addr, err)
+			return fmt.Errorf("send to %q: %w", addr, err)
 		}
 		now := time.Now()
 		c.firstTransfer(now)
 		complete(now, nil)
-		return r, nil
+		return nil
 	}
 	sr, err := s.SendWithReceipt(ctx, msg, nil)
 	if err != nil {
-		return nil, fmt.Errorf("send to %q: %w", addr, err)
+		return fmt.Errorf("send to %q: %w", addr, err)
 	}
 	c.firstTransfer(time.Now())
 	c.wg.Add(1)
@@ -312,7 +314,7 @@ func (c *client) Publish(ctx context.Context, topic string, payload []byte, opts
 			complete(time.Now(), outcome(state))
 		}
 	}()
-	return r, nil
+	return nil
 }
 
 // outcome turns a delivery state into the receipt's error.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,9 +34,10 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 }
 
-// TestFlight: every frame of the first flight stays within the 512 bytes
-// allowed before the peer's open, and a large early message is split
-// into transfer frames whose payloads add up to the message.
+// TestFlight: the first flight is the start up to the attach, without a
+// transfer (a transfer waits for the broker's begin and flow), and every
+// frame stays within the 512 bytes allowed before the peer's open; an
+// attach that would not is refused.
 func TestFlight(t *testing.T) {
 	es := &earlyStart{sasl: "PLAIN", username: "u", password: "p", containerID: "c", hostname: "h",
 		idleTimeout: time.Minute, linkName: "l", address: "a", tag: make([]byte, 8), payload: bytes.Repeat([]byte{7}, 2000)}
@@ -46,45 +48,31 @@ func TestFlight(t *testing.T) {
 	var names []string
 	for _, u := range units {
 		names = append(names, u.name())
-	}
-	want := []string{"protocol header 3", "sasl-init", "protocol header 0", "open", "begin", "attach", "transfer"}
-	if !reflect.DeepEqual(names, want) {
-		t.Fatalf("units %v, want %v", names, want)
-	}
-	tr := units[len(units)-1]
-	msg, _ := es.message()
-	var body []byte
-	frames := 0
-	for b := tr.raw; len(b) > 0; frames++ {
-		size := int(b[0])<<24 | int(b[1])<<16 | int(b[2])<<8 | int(b[3])
-		if size > minMaxFrameSize {
-			t.Fatalf("transfer frame %d: %d bytes", frames, size)
-		}
-		_, f, payload, err := performative(b[8:size])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, last := more(f), size == len(b); got == last {
-			t.Fatalf("frame %d: more %v at the end %v", frames, got, last)
-		}
-		body = append(body, payload...)
-		b = b[size:]
-	}
-	if frames != tr.transfer || frames < 5 || !bytes.Equal(body, msg) {
-		t.Fatalf("%d frames (unit says %d), payload %d bytes of %d", frames, tr.transfer, len(body), len(msg))
-	}
-	for _, u := range units[:len(units)-1] {
 		if len(u.raw) > minMaxFrameSize {
 			t.Errorf("%s: %d bytes", u.name(), len(u.raw))
 		}
 	}
+	want := []string{"protocol header 3", "sasl-init", "protocol header 0", "open", "begin", "attach"}
+	if !reflect.DeepEqual(names, want) {
+		t.Fatalf("units %v, want %v", names, want)
+	}
+	es.sasl = ""
+	if units, err := es.flight(); err != nil || len(units) != 4 || !units[0].header || units[0].raw[4] != 0 {
+		t.Fatalf("without SASL: %d units, %v", len(units), err)
+	}
+	es.address = strings.Repeat("a", 600)
+	if _, err := es.flight(); err == nil || !strings.Contains(err.Error(), "attach") {
+		t.Fatalf("an attach of more than 512 bytes: %v", err)
+	}
 }
 
-// stepConn returns a byte stream in reads of at most step bytes.
+// stepConn returns a byte stream in reads of at most step bytes and
+// collects what is written.
 type stepConn struct {
 	transport.Conn
 	data []byte
 	step int
+	out  []byte
 }
 
 func (c *stepConn) Read(b []byte) (int, error) {
@@ -96,10 +84,16 @@ func (c *stepConn) Read(b []byte) (int, error) {
 	return n, nil
 }
 
+func (c *stepConn) Write(b []byte) (int, error) {
+	c.out = append(c.out, b...)
+	return len(b), nil
+}
+
 // TestPipeConnRead: whatever the broker's stream looks like in pieces,
-// go-amqp reads it whole and in order through pipeConn, and the
-// disposition of delivery 0 from the receiver is reported once; an attach
-// reply waits until go-amqp wrote its attach.
+// go-amqp reads it whole and in order through pipeConn; an attach reply
+// (and the flow behind it) waits until go-amqp wrote its attach. The
+// first transfer go-amqp writes after the flight goes through and is
+// reported once; a transfer before the flight is complete is refused.
 func TestPipeConnRead(t *testing.T) {
 	es := &earlyStart{containerID: "c", linkName: "l", address: "a", tag: make([]byte, 8), payload: []byte("x")}
 	units, err := es.flight()
@@ -111,19 +105,25 @@ func TestPipeConnRead(t *testing.T) {
 	open, _ := frame(frameAMQP, 0, described{code: descOpen, value: list{"broker"}}, nil)
 	begin, _ := frame(frameAMQP, 0, described{code: descBegin, value: list{uint16(0), uint32(1), uint32(10), uint32(10)}}, nil)
 	attach, _ := frame(frameAMQP, 0, described{code: descAttach, value: list{"l", uint32(0), true}}, nil)
-	other, _ := frame(frameAMQP, 0, described{code: descDisposition, value: list{false, uint32(0)}}, nil) // role sender: not ours
+	flow, _ := frame(frameAMQP, 0, described{code: descFlow, value: list{uint32(0), uint32(10), uint32(0), uint32(10), uint32(0), uint32(0), uint32(100)}}, nil)
 	disp, _ := frame(frameAMQP, 0, described{code: descDisposition, value: list{true, uint32(0), nil, true,
 		described{code: descAccepted, value: list{}}}}, nil)
-	for _, f := range [][]byte{open, {0, 0, 0, 8, 2, 0, 0, 0}, begin, attach, other, disp} {
+	for _, f := range [][]byte{open, {0, 0, 0, 8, 2, 0, 0, 0}, begin, attach, flow, disp} {
 		stream = append(stream, f...)
 	}
+	transfer, _ := frame(frameAMQP, 0, described{code: descTransfer, value: list{uint32(0), uint32(0), []byte{0}, uint32(0), false, false}}, []byte("msg"))
 	for step := 1; step <= len(stream); step += 7 {
-		var got []any
-		p := newPipeConn(&stepConn{data: stream, step: step}, units, false, func(s any) { got = append(got, s) })
+		sc := &stepConn{data: stream, step: step}
+		p := newPipeConn(sc, units)
+		var transfers []time.Time
+		p.onTransfer = func(at time.Time) { transfers = append(transfers, at) }
 		for _, u := range units[:3] { // header, open, begin written by go-amqp
 			if n, err := p.Write(u.raw); err != nil || n != len(u.raw) {
 				t.Fatalf("swallow %s: %d, %v", u.name(), n, err)
 			}
+		}
+		if _, err := p.Write(transfer); err == nil || !strings.Contains(err.Error(), "before the flight's attach") {
+			t.Fatalf("a transfer before go-amqp's attach: %v", err)
 		}
 		var read []byte
 		buf := make([]byte, 1000)
@@ -141,14 +141,36 @@ func TestPipeConnRead(t *testing.T) {
 		if len(read) != upToAttach {
 			t.Fatalf("step %d: read %d bytes before go-amqp's attach, want %d", step, len(read), upToAttach)
 		}
-		go func() { _, _ = p.Write(units[3].raw) }() // go-amqp's attach
+		done := make(chan error, 1)
+		go func() { _, err := p.Write(units[3].raw); done <- err }() // go-amqp's attach
 		readUntil(len(stream))
-		if !bytes.Equal(read, stream) || len(got) != 1 || earlyOutcome(got[0]) != nil {
-			t.Fatalf("step %d: stream intact %v, dispositions %v", step, bytes.Equal(read, stream), got)
+		if err := <-done; err != nil || !bytes.Equal(read, stream) {
+			t.Fatalf("step %d: attach %v, stream intact %v", step, err, bytes.Equal(read, stream))
+		}
+		if len(p.pending()) != 0 || len(transfers) != 0 || len(sc.out) != 0 {
+			t.Fatalf("step %d: pending %v, transfers %v, written %d bytes", step, p.pending(), transfers, len(sc.out))
+		}
+		for range 2 {
+			if n, err := p.Write(transfer); err != nil || n != len(transfer) {
+				t.Fatalf("transfer after the flight: %d, %v", n, err)
+			}
+		}
+		if len(transfers) != 1 || !bytes.Equal(sc.out, append(append([]byte(nil), transfer...), transfer...)) {
+			t.Fatalf("step %d: first transfer reported %d times, written %d bytes", step, len(transfers), len(sc.out))
 		}
 	}
-	rej := described{code: descRejected, value: list{described{code: descError, value: list{symbol("amqp:not-allowed"), "no"}}}}
-	if err := earlyOutcome(rej); err == nil || err.Error() != "broker rejected the message: amqp:not-allowed: no" {
-		t.Fatalf("rejected: %v", err)
+}
+
+// TestIsTransfer: the first transfer after the flight is recognised in
+// go-amqp's framing (one frame per write) and nothing else is.
+func TestIsTransfer(t *testing.T) {
+	transfer, _ := frame(frameAMQP, 0, described{code: descTransfer, value: list{uint32(0)}}, []byte("msg"))
+	flow, _ := frame(frameAMQP, 0, described{code: descFlow, value: list{uint32(0)}}, nil)
+	sasl, _ := frame(frameSASL, 0, described{code: descTransfer, value: list{}}, nil)
+	for b, want := range map[string]bool{string(transfer): true, string(flow): false, string(sasl): false,
+		string(protoHeader(0)): false, string([]byte{0, 0, 0, 8, 2, 0, 0, 0}): false, "": false} {
+		if got := isTransfer([]byte(b)); got != want {
+			t.Errorf("isTransfer(% x) = %v", b, got)
+		}
 	}
 }

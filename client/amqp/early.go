@@ -2,13 +2,11 @@ package amqp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	goamqp "github.com/Azure/go-amqp"
 
-	"github.com/iotq/iotq/client/internal/core"
 	"github.com/iotq/iotq/transport"
 )
 
@@ -24,67 +22,51 @@ func (c *client) pipeline(tc transport.Conn, es *earlyStart) (*pipeConn, error) 
 	for _, u := range units {
 		flight = append(flight, u.raw...)
 	}
-	var onState func(any)
-	if !es.settled {
-		c.earlyState = make(chan any, 1)
-		onState = func(state any) { c.earlyState <- state }
-	}
-	pc := newPipeConn(tc, units, es.settled, onState)
+	pc := newPipeConn(tc, units)
 	pc.swallowed = func(name string) {
 		c.o.Logger.Debug("amqp: go-amqp's copy of a pipelined frame swallowed", "frame", name)
 	}
+	pc.onTransfer = c.firstTransfer
 	if _, err := tc.Write(flight); err != nil {
 		return nil, fmt.Errorf("write the pipelined start (%d bytes): %w", len(flight), err)
 	}
-	now := time.Now()
-	c.info.EarlySent, c.info.FirstTransfer = now, now
-	c.o.Logger.Debug("amqp: pipelined start written", "bytes", len(flight), "frames", len(units), "settled", es.settled)
+	c.o.Logger.Debug("amqp: pipelined start written", "bytes", len(flight), "frames", len(units), "sasl", es.sasl)
 	return pc, nil
 }
 
-// finishEarly lets go-amqp attach the early sender link and send the early
-// message, whose frames pipeConn swallows: go-amqp's link and delivery
-// counters then match what the broker saw.
+// finishEarly lets go-amqp attach the early sender link (pipeConn
+// swallows its attach, the flight carried it) and sends the early message
+// as go-amqp's first transfer, once the broker's begin and flow granted
+// the session window and link credit: one round trip after the flight.
+// The receipt completes as a Publish's does (QoS 1: on the broker's
+// disposition; QoS 0: when written).
 func (c *client) finishEarly(ctx context.Context, pc *pipeConn, es *earlyStart) error {
 	s, err := c.session.NewSender(ctx, es.address, &goamqp.SenderOptions{
 		SettlementMode: goamqp.SenderSettleModeMixed.Ptr(), Name: es.linkName})
 	if err != nil {
 		return fmt.Errorf("attach sender to %q: %w", es.address, err)
 	}
-	c.senders[es.address] = s
-	c.info.LinkAttached = time.Now()
-	// go-amqp's copy is pre-settled: it waits for no disposition (the one
-	// that comes is read by pipeConn), and the copy never leaves.
-	msg := &goamqp.Message{Data: [][]byte{es.payload}, Properties: &goamqp.MessageProperties{To: &es.address}, DeliveryTag: es.tag}
-	if err := s.Send(ctx, msg, &goamqp.SendOptions{Settled: true}); err != nil {
-		return fmt.Errorf("early transfer to %q: %w", es.address, err)
-	}
 	if left := pc.pending(); len(left) > 0 {
 		return fmt.Errorf("go-amqp did not write %v of the pipelined start", left)
 	}
+	now := time.Now()
+	c.mu.Lock()
+	c.senders[es.address] = s
+	c.info.LinkAttached = now
+	c.mu.Unlock()
+	msg := &goamqp.Message{Data: [][]byte{es.payload}, Properties: &goamqp.MessageProperties{To: &es.address}, DeliveryTag: es.tag}
+	qos := byte(1)
 	if es.settled {
-		c.o.Early.Complete(c.info.EarlySent, nil)
+		qos = 0
 	}
+	if err := c.transfer(ctx, s, es.address, msg, qos, c.o.Early.Complete); err != nil {
+		return fmt.Errorf("early transfer: %w", err)
+	}
+	c.mu.Lock()
+	c.info.EarlySent = c.info.FirstTransfer
+	sent, start := c.info.EarlySent, c.info.DialStart
+	c.mu.Unlock()
+	c.o.Logger.Debug("amqp: early message sent", "address", es.address, "qos", qos,
+		"after_dial_ms", float64(sent.Sub(start).Microseconds())/1e3)
 	return nil
-}
-
-// waitEarly completes the early receipt with the broker's disposition.
-func (c *client) waitEarly() {
-	defer c.wg.Done()
-	t := time.NewTimer(c.o.AckTimeout)
-	defer t.Stop()
-	select {
-	case state := <-c.earlyState:
-		c.o.Early.Complete(time.Now(), earlyOutcome(state))
-	case <-c.ctx.Done():
-		c.o.Early.Complete(time.Time{}, core.ErrClosed)
-	case <-c.done:
-		err := c.Err()
-		if err == nil || errors.Is(err, core.ErrClosed) {
-			err = core.ErrClosed
-		}
-		c.o.Early.Complete(time.Time{}, err)
-	case <-t.C:
-		c.o.Early.Complete(time.Time{}, fmt.Errorf("no disposition of the early message within %s", c.o.AckTimeout))
-	}
 }

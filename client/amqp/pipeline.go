@@ -1,26 +1,29 @@
 package amqp
 
-// Pipelined connection start (Options.Early): the client writes the whole
-// start of the connection at once, without waiting for any reply: the
-// protocol headers (SASL and AMQP), sasl-init, open, begin, attach (one
-// sender link) and the transfer of the early message. AMQP 1.0 allows it
-// (part 2 section 2.4.1: a client may pipeline open and what follows; part
-// 5 section 5.3.1 for SASL); over QUIC with a ticket the whole flight
-// leaves as 0-RTT data.
+// Pipelined connection start (Options.Early): the client writes the start
+// of the connection at once, without waiting for any reply: the protocol
+// headers (SASL and AMQP), sasl-init, open, begin and attach of one sender
+// link. AMQP 1.0 allows it (part 2 section 2.4.1: a client may pipeline
+// open and what follows; part 5 section 5.3.1 for SASL); over QUIC with a
+// ticket the whole flight leaves as 0-RTT data.
 //
-// go-amqp then runs its usual start on the same connection, in turn: its
+// The early message's transfer is not part of the flight: a sender may
+// transfer only within the session window the peer's begin announces
+// (part 2 section 2.5.6) and the link credit its flow grants (section
+// 2.6.7). Proton-C based brokers enforce the window and close a connection
+// whose transfer arrives before their begin (amqp:session:window-violation).
+// The transfer leaves when the broker's begin, attach and flow arrived,
+// one round trip after the flight, as go-amqp's ordinary first transfer.
+//
+// go-amqp runs its usual start on the same connection, in turn: its
 // writes of the frames already sent are swallowed by pipeConn (after a
 // check that they say what ours said, so the two views of the connection
-// agree: same container, link name, handle, delivery id and tag), and it
-// reads the broker's real replies. Its own transfer of the early message
-// is swallowed too and keeps its delivery counters in step; the broker's
-// disposition of the early transfer is read by pipeConn on the way in and
-// completes the early Receipt.
+// agree: same container, session, link name and handle), and it reads the
+// broker's real replies.
 
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"reflect"
@@ -32,17 +35,12 @@ import (
 
 // minMaxFrameSize is the largest frame a peer may send before it has the
 // other side's open (AMQP 1.0 part 2 section 2.7.1): every pipelined
-// frame stays within it, so the early message is split into transfer
-// frames of at most this size.
+// frame stays within it.
 const minMaxFrameSize = 512
 
 // maxFrameSize is the max-frame-size this client announces (go-amqp's
 // default, set explicitly so that both encoders agree).
 const maxFrameSize = 65536
-
-// maxEarlyPayload bounds the early message's body: the flight then stays
-// within the transport's 0-RTT budget (8 KiB).
-const maxEarlyPayload = 6 << 10
 
 // earlyStart is what the pipelined start sends.
 type earlyStart struct {
@@ -61,13 +59,12 @@ type earlyStart struct {
 
 // unit is one protocol header or one frame of the first flight.
 type unit struct {
-	raw      []byte
-	header   bool
-	channel  uint16
-	typ      byte   // frame type
-	code     uint64 // performative
-	fields   list
-	transfer int // transfer frames of the early message in raw (code transfer)
+	raw     []byte
+	header  bool
+	channel uint16
+	typ     byte   // frame type
+	code    uint64 // performative
+	fields  list
 }
 
 func (u unit) name() string {
@@ -95,20 +92,6 @@ func performativeName(code uint64) string {
 		return "flow"
 	}
 	return fmt.Sprintf("performative %#x", code)
-}
-
-// message encodes the early message as go-amqp encodes
-// Message{Data: [][]byte{payload}, Properties: {To: address}}: a properties
-// section with "to" and one data section.
-func (e *earlyStart) message() ([]byte, error) {
-	enc := encoder{}
-	if err := enc.value(described{code: descProperties, value: list{null, null, e.address}}); err != nil {
-		return nil, err
-	}
-	if err := enc.value(described{code: descData, value: e.payload}); err != nil {
-		return nil, err
-	}
-	return enc.b, nil
 }
 
 // flight returns the units of the first flight, in order.
@@ -153,70 +136,46 @@ func (e *earlyStart) flight() ([]unit, error) {
 	if err := add(frameAMQP, descAttach, attach, nil); err != nil {
 		return nil, err
 	}
-	// The transfer: split into frames of at most minMaxFrameSize bytes.
-	msg, err := e.message()
-	if err != nil {
-		return nil, err
+	for _, u := range units {
+		if len(u.raw) > minMaxFrameSize {
+			return nil, fmt.Errorf("the pipelined %s is %d bytes, more than the %d a client may send before the broker's open (a shorter address or link name?)",
+				u.name(), len(u.raw), minMaxFrameSize)
+		}
 	}
-	first := list{uint32(0), uint32(0), e.tag, uint32(0), e.settled, true}
-	var raw []byte
-	frames := 0
-	for frames == 0 || len(msg) > 0 {
-		fields := list{uint32(0), null, null, null, e.settled, true}
-		if frames == 0 {
-			fields = append(list(nil), first...)
-		}
-		hdr, err := frame(frameAMQP, 0, described{code: descTransfer, value: fields}, nil)
-		if err != nil {
-			return nil, err
-		}
-		n := min(minMaxFrameSize-len(hdr), len(msg))
-		fields[5] = n < len(msg) // more: the same size encoded
-		f, err := frame(frameAMQP, 0, described{code: descTransfer, value: fields}, msg[:n])
-		if err != nil {
-			return nil, err
-		}
-		raw = append(raw, f...)
-		msg = msg[n:]
-		frames++
-	}
-	units = append(units, unit{raw: raw, typ: frameAMQP, code: descTransfer, fields: trimNulls(first), transfer: frames})
 	return units, nil
 }
 
 // pipeConn is the transport conn as go-amqp sees it during a pipelined
 // start. Write side: it swallows go-amqp's writes of what the flight
-// already carried. Read side: it hands go-amqp the broker's frames whole,
-// and holds back a begin or attach reply until go-amqp has "sent" the
-// begin or attach it answers (go-amqp drops replies it does not expect
-// yet); it watches for the disposition of the early transfer (delivery
-// id 0). Once go-amqp has written the whole flight and the disposition
-// was seen, both sides pass straight through.
+// already carried, and notes when the first transfer (the early message,
+// go-amqp's own) was written. Read side: it hands go-amqp the broker's
+// frames whole, and holds back a begin or attach reply until go-amqp has
+// "sent" the begin or attach it answers (go-amqp drops replies it does
+// not expect yet). Once go-amqp has written the whole flight, both sides
+// pass straight through.
 type pipeConn struct {
 	transport.Conn
 
-	wmu       sync.Mutex // guards the write side
-	expect    []unit     // units of the flight go-amqp has not written yet
-	inTrans   bool       // swallowing go-amqp's transfer frames (more = true seen)
-	swallowed func(name string)
+	wmu         sync.Mutex // guards the write side
+	expect      []unit     // units of the flight go-amqp has not written yet
+	swallowed   func(name string)
+	onTransfer  func(at time.Time) // once, after the first transfer frame was written
+	transferred bool
 
-	rmu      sync.Mutex // guards the read side
-	cond     *sync.Cond // on rmu: go-amqp wrote a unit, or Close
-	sent     map[uint64]bool
-	flushed  bool   // go-amqp has written the whole flight
-	watching bool   // the early disposition is still to come
-	closed   bool   // Close was called
-	in       []byte // read from the conn, not yet handed on; starts at a unit
-	ready    int    // bytes at the start of in that go-amqp may have
-	rerr     error  // the conn's read error, after in
-	onState  func(state any)
+	rmu     sync.Mutex // guards the read side
+	cond    *sync.Cond // on rmu: go-amqp wrote a unit, or Close
+	sent    map[uint64]bool
+	flushed bool   // go-amqp has written the whole flight
+	closed  bool   // Close was called
+	in      []byte // read from the conn, not yet handed on; starts at a unit
+	ready   int    // bytes at the start of in that go-amqp may have
+	rerr    error  // the conn's read error, after in
 }
 
 // newPipeConn returns the conn for go-amqp; the flight must have been
-// written to c already. onDisposition receives the state of the early
-// transfer's disposition (nil when it has none); unused when settled.
-func newPipeConn(c transport.Conn, units []unit, settled bool, onDisposition func(state any)) *pipeConn {
-	p := &pipeConn{Conn: c, expect: units, sent: map[uint64]bool{}, watching: !settled, onState: onDisposition}
+// written to c already.
+func newPipeConn(c transport.Conn, units []unit) *pipeConn {
+	p := &pipeConn{Conn: c, expect: units, sent: map[uint64]bool{}}
 	p.cond = sync.NewCond(&p.rmu)
 	return p
 }
@@ -236,7 +195,7 @@ func (p *pipeConn) Read(b []byte) (int, error) {
 			p.in, p.ready = p.in[n:], p.ready-n
 			p.rmu.Unlock()
 			return n, nil
-		case p.flushed && !p.watching:
+		case p.flushed:
 			if len(p.in) > 0 { // the rest, whole units or not
 				p.ready = len(p.in)
 				continue
@@ -293,8 +252,7 @@ func unitSize(in []byte) (int, error) {
 }
 
 // mayPass reports whether go-amqp may read the whole unit u now: a begin
-// or attach only once go-amqp has written its own. It also watches for
-// the early disposition. rmu held.
+// or attach only once go-amqp has written its own. rmu held.
 func (p *pipeConn) mayPass(u []byte) bool {
 	if len(u) == 8 || u[5] != frameAMQP || binary.BigEndian.Uint16(u[6:]) != 0 {
 		return true
@@ -303,37 +261,15 @@ func (p *pipeConn) mayPass(u []byte) bool {
 	if doff < 8 || doff >= len(u) {
 		return true
 	}
-	code, f, _, err := performative(u[doff:])
+	code, _, _, err := performative(u[doff:])
 	if err != nil {
 		return true // go-amqp will say what is wrong
 	}
 	switch code {
 	case descBegin, descAttach:
 		return p.flushed || p.sent[code]
-	case descDisposition:
-		if p.watching && isEarlyDisposition(f) {
-			p.watching = false
-			var state any
-			if len(f) > 4 {
-				state = f[4]
-			}
-			if p.onState != nil {
-				p.onState(state)
-			}
-		}
 	}
 	return true
-}
-
-// isEarlyDisposition: from the receiver (role true), first = delivery 0,
-// the early transfer (the first delivery of the session).
-func isEarlyDisposition(f list) bool {
-	if len(f) < 2 {
-		return false
-	}
-	role, _ := f[0].(bool)
-	first, ok := f[1].(uint32)
-	return role && ok && first == 0
 }
 
 // wrote tells the read side that go-amqp wrote unit u of the flight. wmu
@@ -364,23 +300,20 @@ func (p *pipeConn) Write(b []byte) (int, error) {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	if len(p.expect) == 0 {
-		return p.Conn.Write(b)
+		n, err := p.Conn.Write(b)
+		if err == nil && !p.transferred && isTransfer(b) {
+			p.transferred = true
+			if p.onTransfer != nil {
+				p.onTransfer(time.Now())
+			}
+		}
+		return n, err
 	}
 	got, err := parseUnit(b)
 	if err != nil {
 		return 0, fmt.Errorf("pipelined AMQP start: go-amqp wrote %d bytes that are not one frame: %w", len(b), err)
 	}
 	want := p.expect[0]
-	if p.inTrans {
-		if got.header || got.code != descTransfer || got.channel != 0 {
-			return 0, fmt.Errorf("pipelined AMQP start: go-amqp wrote %s in the middle of the early transfer", got.name())
-		}
-		if !more(got.fields) {
-			p.inTrans = false
-			p.done(want)
-		}
-		return len(b), nil
-	}
 	switch {
 	case want.header != got.header:
 		return p.Conn.Write(b) // e.g. an empty frame (keep-alive): not ours
@@ -390,18 +323,26 @@ func (p *pipeConn) Write(b []byte) (int, error) {
 		}
 		p.done(want)
 		return len(b), nil
+	case got.typ == frameAMQP && got.code == descTransfer:
+		return 0, fmt.Errorf("pipelined AMQP start: go-amqp wrote a transfer before the flight's %s", want.name())
 	case got.typ != want.typ || got.code != want.code || got.channel != 0:
 		return p.Conn.Write(b)
 	}
 	if err := sameFields(want, got); err != nil {
 		return 0, err
 	}
-	if want.code == descTransfer && more(got.fields) {
-		p.inTrans = true
-		return len(b), nil
-	}
 	p.done(want)
 	return len(b), nil
+}
+
+// isTransfer reports whether b starts with an AMQP transfer frame (a
+// small-ulong descriptor, as every encoder writes it).
+func isTransfer(b []byte) bool {
+	if len(b) < 8 || b[5] != frameAMQP {
+		return false
+	}
+	doff := int(b[4]) * 4
+	return doff >= 8 && len(b) >= doff+3 && b[doff] == codeDescribed && b[doff+1] == codeSmallUlng && b[doff+2] == descTransfer
 }
 
 // done drops the first expected unit. wmu held.
@@ -424,32 +365,14 @@ func (p *pipeConn) pending() []string {
 	return names
 }
 
-func more(fields list) bool {
-	return len(fields) > 5 && fields[5] == true
-}
-
 // sameFields reports how go-amqp's performative differs from the one the
-// flight carried. For the transfer, settled and more are not compared
-// (go-amqp's copy is sent pre-settled, in its own frame size).
+// flight carried.
 func sameFields(want, got unit) error {
-	w, g := want.fields, got.fields
-	if want.code == descTransfer {
-		w, g = transferKey(w), transferKey(g)
-	}
-	if !reflect.DeepEqual(w, g) {
+	if !reflect.DeepEqual(want.fields, got.fields) {
 		return fmt.Errorf("pipelined AMQP start: go-amqp's %s differs from the one sent early: %v, sent %v (a go-amqp version the pipelined start does not know?)",
-			want.name(), g, w)
+			want.name(), got.fields, want.fields)
 	}
 	return nil
-}
-
-func transferKey(f list) list {
-	k := append(list(nil), f...)
-	for len(k) < 6 {
-		k = append(k, nil)
-	}
-	k[4], k[5] = nil, nil
-	return trimNulls(k)
 }
 
 // parseUnit decodes one protocol header or one whole frame.
@@ -475,35 +398,4 @@ func parseUnit(b []byte) (unit, error) {
 	}
 	u.code, u.fields = code, fields
 	return u, nil
-}
-
-// earlyOutcome turns the disposition state of the early transfer into
-// the receipt's error, as outcome does for go-amqp's states.
-func earlyOutcome(state any) error {
-	d, ok := state.(described)
-	if !ok {
-		return errors.New("broker settled the early message without an outcome")
-	}
-	switch d.code {
-	case descAccepted:
-		return nil
-	case descRejected:
-		if l, ok := d.value.(list); ok && len(l) > 0 {
-			if e, ok := l[0].(described); ok && e.code == descError {
-				if el, ok := e.value.(list); ok && len(el) > 0 {
-					desc := ""
-					if len(el) > 1 {
-						desc, _ = el[1].(string)
-					}
-					return fmt.Errorf("broker rejected the message: %v: %s", el[0], desc)
-				}
-			}
-		}
-		return errors.New("broker rejected the message")
-	case descReleased:
-		return errors.New("broker released the message (not delivered; send again)")
-	case descModified:
-		return errors.New("broker modified the message (not delivered; send again)")
-	}
-	return fmt.Errorf("unexpected delivery state %#x", d.code)
 }
