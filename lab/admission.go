@@ -124,10 +124,18 @@ func (g *TimingGuard) admitStart(ctx context.Context, jobs int) (limit int, fixe
 		m := fmt.Sprintf("timing guard: %s, above the warn bound %s", measured, fmtMs(warn))
 		if jobs > 1 {
 			m += fmt.Sprintf(": one cell at a time, not %d", jobs)
+			g.calibrationStep(idle, fmt.Sprintf("idle calibration: p99 %s above the warn bound %s: one cell at a time for good", fmtMs(idle.P99), fmtMs(warn)))
 		}
 		return 1, true, m, nil
 	case jobs > 1:
+		g.calibrationStep(idle, fmt.Sprintf("idle calibration: p99 %s: one cell at first, more as the measured lateness allows", fmtMs(idle.P99)))
 		return 1, false, fmt.Sprintf("timing guard: %s; starting with one cell at once, up to %d as the measured lateness allows", measured, jobs), nil
 	}
 	return 1, false, "", nil
+}
+
+// calibrationStep records the calibration's limit of one cell as the
+// first admission step.
+func (g *TimingGuard) calibrationStep(idle *records.Lateness, reason string) {
+	g.addStep(records.AdmissionStep{AtNs: time.Now().UnixNano(), Limit: 1, P99: idle.P99, N: idle.N, Reason: reason})
 }

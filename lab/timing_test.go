@@ -344,7 +344,8 @@ func TestCalibrationJudgesTheIdleHost(t *testing.T) {
 	if !strings.Contains(prog.String(), "above the warn bound 1.00 ms: one cell at a time, not 4") || slices.Max(r.atStart) != 1 {
 		t.Fatalf("cells at once %v; progress:\n%s", r.atStart, prog.String())
 	}
-	if m := readManifestT(t, dir); m.EmulatorTiming.IdleP99 <= TimingWarnP99 || m.EmulatorTiming.IdleSamples == 0 || m.EmulatorTiming.JobsRun != 1 {
+	if m := readManifestT(t, dir); m.EmulatorTiming.IdleP99 <= TimingWarnP99 || m.EmulatorTiming.IdleSamples == 0 || m.EmulatorTiming.JobsRun != 1 ||
+		len(m.EmulatorTiming.Admission) != 1 || !strings.Contains(m.EmulatorTiming.Admission[0].Reason, "idle calibration") {
 		t.Fatalf("manifest timing %+v", m.EmulatorTiming)
 	}
 }
