@@ -97,6 +97,24 @@ type QUICOptions struct {
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
 	// IdleTimeout closes a silent QUIC connection. Default 120s.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxStreams is how many client data streams (MQTT over QUIC
+	// multi-stream mode, docs/mqtt-quic.md) one connection may have open at
+	// once; a stream past it is refused with stream error 0xBE. Default
+	// 100; -1 serves one stream per connection (a second one closes the
+	// connection with a reason).
+	MaxStreams int `yaml:"max_streams"`
+	// Delivery is where the broker sends PUBLISH packets to a QUIC client:
+	// control (default: the client's first stream, as a single-stream
+	// client expects), per-topic (one broker-opened stream per topic) or
+	// per-publish (a new broker-opened stream per message).
+	Delivery string `yaml:"delivery"`
+	// Datagrams accepts QoS 0 PUBLISH packets in QUIC datagrams (RFC 9221)
+	// from clients that negotiated them. nil: true.
+	Datagrams *bool `yaml:"datagrams"`
+	// DatagramDelivery sends QoS 0 deliveries as datagrams to clients that
+	// negotiated them (a packet too large goes on a stream). Default false:
+	// the client must read datagrams.
+	DatagramDelivery bool `yaml:"datagram_delivery"`
 }
 
 // AuthOptions configure authentication (password file) and authorization
@@ -385,6 +403,14 @@ func (o Options) Validate() error {
 	}
 	if o.QUIC.IdleTimeout < 0 {
 		add("quic.idle_timeout", "must not be negative, got %v", o.QUIC.IdleTimeout)
+	}
+	if o.QUIC.MaxStreams < -1 || o.QUIC.MaxStreams > 1<<16 {
+		add("quic.max_streams", "want 1 to 65536 streams, 0 for the default %d or -1 for one stream per connection, got %d", DefaultQUICMaxStreams, o.QUIC.MaxStreams)
+	}
+	switch o.QUIC.Delivery {
+	case "", transport.DeliveryControl, transport.DeliveryPerTopic, transport.DeliveryPerPublish:
+	default:
+		add("quic.delivery", "%q: want %s, %s or %s (docs/mqtt-quic.md)", o.QUIC.Delivery, transport.DeliveryControl, transport.DeliveryPerTopic, transport.DeliveryPerPublish)
 	}
 	if o.Flow.QueueLength < 0 || o.Flow.QueueLength > 1<<20 {
 		add("flow.queue_length", "want 1 to 1048576 messages (0 for the default %d), got %d", DefaultQueueLength, o.Flow.QueueLength)

@@ -158,12 +158,15 @@ func (s *Server) start(ctx context.Context) error {
 	if err := s.eng.start(); err != nil {
 		return err
 	}
+	streams := s.quicStreams()
 	lopts := transport.ListenOptions{
 		TLSConfig: s.tlsConf,
 		QUIC: transport.QUICOptions{
 			HandshakeIdleTimeout: s.opts.QUIC.HandshakeTimeout,
 			MaxIdleTimeout:       s.opts.QUIC.IdleTimeout,
 			Refuse0RTT:           s.opts.QUIC.EarlyData == EarlyRefuse,
+			NextProtos:           quicALPNs(streams),
+			Streams:              streams,
 		},
 		Logger: s.log.With("component", "transport"),
 	}

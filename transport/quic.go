@@ -29,16 +29,34 @@ func quicConfig(q QUICOptions, server bool) *quic.Config {
 		HandshakeIdleTimeout: q.HandshakeIdleTimeout,
 		MaxIdleTimeout:       q.MaxIdleTimeout,
 		KeepAlivePeriod:      q.KeepAlivePeriod,
-		// Single-stream mode: the client opens one bidirectional stream;
-		// nobody opens unidirectional ones, the server opens none.
+		// A client opens no unidirectional stream of its own accord (the
+		// broker may open some in multi-stream mode); listeners set their
+		// own limits below.
 		MaxIncomingUniStreams: -1,
 		// With QLOGDIR set in the environment, every connection writes a
 		// qlog file there (for qvis and the lab's captures); otherwise none.
 		Tracer: qlog.DefaultConnectionTracer,
 	}
 	if server {
-		c.MaxIncomingStreams = 1
 		c.Allow0RTT = !q.Refuse0RTT
+		if n := int64(q.Streams.MaxDataStreams); n > 0 {
+			// Multi-stream (docs/mqtt-quic.md): the control stream plus
+			// n data streams, and one more of each kind, so a client that
+			// goes past n gets a refused stream (a clear error) instead of
+			// waiting for stream credit. Credit comes back when the broker
+			// has finished with a stream (ReleaseStreamCredit), so the
+			// QUIC count and the broker's count agree.
+			c.MaxIncomingStreams = n + 2
+			c.MaxIncomingUniStreams = n + 1
+			c.RequireStreamCreditRelease = true
+			c.EnableDatagrams = q.Streams.Datagrams
+		} else {
+			// Single stream: a second stream may open, and closes the
+			// connection with QUICCodeStreamLimit and a reason
+			// (refuseExtraStreams), so a multi-stream client learns why.
+			c.MaxIncomingStreams = 2
+			c.MaxIncomingUniStreams = 1
+		}
 	} else {
 		c.MaxIncomingStreams = -1
 	}
@@ -145,7 +163,13 @@ func (l *quicListener) firstStream(conn *quic.Conn) {
 	}
 	l.active++
 	l.mu.Unlock()
-	c := newQUICConn(conn, str, false, l.opts, l.release)
+	qc := newQUICConn(conn, str, false, l.opts, l.release)
+	var c net.Conn = qc
+	if l.opts.Streams.enabledFor(conn.ConnectionState().TLS.NegotiatedProtocol) {
+		c = newMuxConn(qc, l.opts.Streams, l.log)
+	} else {
+		qc.refuseExtraStreams(l.log)
+	}
 	if l.log.Enabled(context.Background(), slog.LevelDebug) {
 		st := conn.ConnectionState()
 		l.log.Debug("quic stream accepted", "remote", conn.RemoteAddr().String(),

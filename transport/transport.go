@@ -66,6 +66,10 @@ type QUICOptions struct {
 	// ("mqtt" for quic://); iotq gateway sets any list per route. Dialers
 	// offer the ALPN of the endpoint's scheme row (Endpoint.ALPN) instead.
 	NextProtos []string
+	// Streams configures multi-stream MQTT over QUIC on listeners (client
+	// data streams, server delivery streams, datagrams; docs/mqtt-quic.md).
+	// The zero value serves one bidirectional stream per connection.
+	Streams QUICStreamOptions
 }
 
 // Defaults of QUICOptions.
