@@ -113,3 +113,43 @@ func TestMalformedPacketsEndOnlyThatConnection(t *testing.T) {
 		t.Fatalf("iotq_broker_client_panics_total = %v: a malformed packet reached a panic (recovered, but the decoder must reject it)", n)
 	}
 }
+
+// TestWebSocketMessageOfReadBufferSize: WebSocket messages that end at,
+// just before and just after the engine's 256-byte read buffer. A reader
+// that returns (0, nil) at a message's end (io.Reader allows it; mochi's
+// own WebSocket listener does) made the engine close the connection; iotq's
+// transport never returns it, and mqttcore patch 21 retries such reads
+// (upstream's TestServerEstablishConnectionBadPacket fails without it).
+// After each message a PINGREQ must still get its PINGRESP.
+func TestWebSocketMessageOfReadBufferSize(t *testing.T) {
+	srv := brokertest.Start(t, broker.Options{Listen: []string{"ws://127.0.0.1:0/mqtt"}})
+	u := brokertest.Endpoint(t, srv, "ws")
+	for _, total := range []int{255, 256, 257, 512} {
+		t.Run(fmt.Sprint(total), func(t *testing.T) {
+			c := dial(t, srv, u)
+			defer c.Close()
+			rc, err := rawConnect(c, fmt.Sprintf("ws-%d", total))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// QoS 0 PUBLISH: 1 + 2 (remaining length) + 2 + topic + payload.
+			topic := "ws/size"
+			payload := make([]byte, total-3-2-len(topic))
+			pkt := publishPacket(topic, payload)
+			if len(pkt) != total {
+				t.Fatalf("built a %d-byte packet, want %d", len(pkt), total)
+			}
+			if _, err := c.Write(pkt); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Write([]byte{0xc0, 0}); err != nil { // PINGREQ, its own message
+				t.Fatal(err)
+			}
+			_ = c.SetReadDeadline(time.Now().Add(testutil.Scale(10 * time.Second)))
+			typ, _, _, err := rc.read()
+			if err != nil || typ != 13 {
+				t.Fatalf("after a %d-byte WebSocket message: want PINGRESP, got type %d, %v", total, typ, err)
+			}
+		})
+	}
+}

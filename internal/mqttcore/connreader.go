@@ -49,6 +49,10 @@ func newReadBufferPool(size int) *sync.Pool {
 	return &sync.Pool{New: func() any { b := make([]byte, size); return &b }}
 }
 
+// maxEmptyReads bounds the reads in a row that return no data and no
+// error before fill gives up with io.ErrNoProgress (bufio's limit).
+const maxEmptyReads = 100
+
 // fill reads once from rd into an empty buffer, choosing the buffer first.
 func (c *connReader) fill() error {
 	c.r, c.w = 0, 0
@@ -64,7 +68,18 @@ func (c *connReader) fill() error {
 		}
 		c.buf = c.small
 	}
-	n, err := c.rd.Read(c.buf)
+	// io.Reader allows (0, nil); a WebSocket conn returns it when the
+	// previous read ended exactly at a message's end. Retry as bufio does:
+	// failing at once disconnected a client whose packet filled one
+	// WebSocket message of 256 bytes. [iotq patch 21]
+	var n int
+	var err error
+	for empty := 0; ; empty++ {
+		n, err = c.rd.Read(c.buf)
+		if n > 0 || err != nil || empty == maxEmptyReads {
+			break
+		}
+	}
 	c.w, c.last = n, n
 	if n == len(c.buf) && c.big == nil {
 		// The small buffer came back full: more is likely waiting.

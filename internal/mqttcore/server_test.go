@@ -1048,7 +1048,6 @@ func TestServerEstablishConnectionBadPacket(t *testing.T) {
 	// Connack case), so the pipe's Read returns 0, nil; bufio.Reader retried,
 	// connReader ends the connection with io.ErrNoProgress. A WebSocket
 	// message of exactly 256 bytes does the same to a real client.
-	t.Skip("iotq: connReader (patch 12) treats one Read returning 0, nil as fatal (io.ErrNoProgress), see PATCHES.md")
 	s := newServer()
 
 	r, w := net.Pipe()
