@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -170,4 +171,58 @@ func TestRulesHoldTheArrows(t *testing.T) {
 			t.Errorf("allowed(%s -> %s) = %v, want %v", c.from, c.to, got, c.ok)
 		}
 	}
+}
+
+// TestDocMatchesRules: the import table of docs/architecture.md is the
+// rules() this package enforces, so the page cannot drift from the code.
+func TestDocMatchesRules(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "architecture.md"))
+	if err != nil {
+		t.Fatalf("docs/architecture.md: %v", err)
+	}
+	_, table, ok := strings.Cut(string(b), "<!-- archtest:rules -->")
+	table, _, ok2 := strings.Cut(table, "<!-- /archtest:rules -->")
+	if !ok || !ok2 {
+		t.Fatal("docs/architecture.md has no <!-- archtest:rules --> table")
+	}
+	doc := map[string][]string{}
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
+		if len(cells) != 2 {
+			continue
+		}
+		areaName, imports := strings.TrimSpace(cells[0]), strings.TrimSpace(cells[1])
+		if areaName == "area" || strings.HasPrefix(areaName, "-") {
+			continue
+		}
+		var list []string
+		if imports != "(nothing else)" {
+			for _, s := range strings.Split(imports, ",") {
+				list = append(list, strings.TrimSpace(s))
+			}
+		}
+		doc[areaName] = list
+	}
+	code := rules()
+	for a, want := range code {
+		got, ok := doc[a]
+		if !ok {
+			t.Errorf("docs/architecture.md lacks area %q (rules: %v)", a, want)
+			continue
+		}
+		if !slices.Equal(sorted(got), sorted(want)) {
+			t.Errorf("area %q: docs/architecture.md says %v, rules() says %v", a, got, want)
+		}
+	}
+	for a := range doc {
+		if _, ok := code[a]; !ok {
+			t.Errorf("docs/architecture.md lists area %q, which rules() does not know", a)
+		}
+	}
+}
+
+func sorted(s []string) []string {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return c
 }
