@@ -1,6 +1,10 @@
 package gateway
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/iotq/iotq/transport"
+)
 
 // Sentinel errors.
 var (
@@ -28,4 +32,9 @@ const (
 	// CodeStreamError: reading from or writing to the client's stream
 	// failed (the upstream connection was closed).
 	CodeStreamError uint64 = 0x104
+	// CodeStreamLimit: the client opened a second stream (a multi-stream
+	// MQTT over QUIC client: data streams, per-topic or per-publish). A
+	// route forwards one bidirectional stream per connection; the reason
+	// phrase says so (docs/mqtt-quic.md).
+	CodeStreamLimit uint64 = transport.QUICCodeStreamLimit
 )

@@ -54,6 +54,18 @@ if [ ! -f "$artemis_dir/classes/Broker.class" ] || [ scripts/artemis/Broker.java
   javac -nowarn -cp "$artemis_dir/lib/*" -d "$artemis_dir/classes" scripts/artemis/Broker.java
 fi
 
+# mqttv5-cli, the Rust mqtt5 crate's client: the multi-stream MQTT over QUIC
+# peer of the interop tests (docs/mqtt-quic.md). Pinned and built with its
+# lock file (0.29.10's lock names a crate version the registry mirror lacks);
+# compiling takes several minutes.
+mqttv5_version=0.29.9
+mqttv5_bin="$(command -v mqttv5 || echo "$HOME/.cargo/bin/mqttv5")"
+if ! "$mqttv5_bin" --version 2>/dev/null | grep -q " $mqttv5_version\$"; then
+  echo "setup: building mqttv5-cli $mqttv5_version with cargo (several minutes)" >&2
+  cargo_bin="$(command -v cargo || echo "$HOME/.cargo/bin/cargo")"
+  nice -n 10 "$cargo_bin" install mqttv5-cli --version "$mqttv5_version" --locked --quiet
+fi
+
 go mod download
 go build -o bin/iotq ./cmd/iotq
 echo "setup: done; binary at bin/iotq" >&2
