@@ -15,9 +15,11 @@ package coapfront
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"io"
 	"net"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +29,37 @@ import (
 
 	"github.com/iotq/iotq/transport/coapmsg"
 )
+
+// The property codec under test, named in one place: the rest of this
+// file uses the front only through New, ServeStream and Close.
+var (
+	fuzzEncodeProps = encodeCBORMap
+	fuzzDecodeProps = decodeCBORMap
+	fuzzDecodeKeys  = decodeCBORKeys
+)
+
+// cborArray encodes keys as a CBOR array of unsigned integers (RFC 8949
+// preferred serialization), independently of the codec under test.
+func cborArray(keys []uint64) []byte {
+	head := func(b []byte, major byte, v uint64) []byte {
+		switch {
+		case v < 24:
+			return append(b, major<<5|byte(v))
+		case v <= 0xff:
+			return append(b, major<<5|24, byte(v))
+		case v <= 0xffff:
+			return binary.BigEndian.AppendUint16(append(b, major<<5|25), uint16(v))
+		case v <= 0xffffffff:
+			return binary.BigEndian.AppendUint32(append(b, major<<5|26), uint32(v))
+		}
+		return binary.BigEndian.AppendUint64(append(b, major<<5|27), v)
+	}
+	b := head(nil, 4, uint64(len(keys)))
+	for _, k := range keys {
+		b = head(b, 0, k)
+	}
+	return b
+}
 
 // seedProps are topic property maps as clients send them.
 func seedProps() []map[uint64]cborValue {
@@ -43,82 +76,78 @@ func seedProps() []map[uint64]cborValue {
 
 func FuzzDecodeCBORMap(f *testing.F) {
 	for _, p := range seedProps() {
-		f.Add(encodeCBORMap(p))
+		f.Add(fuzzEncodeProps(p))
 	}
 	for _, b := range [][]byte{
 		{0xa1, 0x00, 0xc1, 0x1a, 0x65, 0x53, 0xf1, 0x00},                   // {0: 1(1700000000)}
 		{0xa1, 0x00, 0xc2, 0x00},                                           // tag 2
 		{0xa1, 0x00, 0x7b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, // text of 2^64-1 bytes
-		{0xbf, 0xff},                   // indefinite map
-		{0xb8, 0x41},                   // 65 pairs
-		{0xa2, 0x00, 0x00, 0x00, 0x01}, // duplicate key
-		{0xa1, 0x20, 0x00},             // negative key
-		{0xa1, 0x00, 0x00, 0x00},       // trailing byte
+		{0xbf, 0xff}, // indefinite map
+		{0xb8, 0x41}, // 65 pairs
+		{0xbb, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, // 2^64-1 pairs
+		{0xa2, 0x00, 0x00, 0x00, 0x01},                         // duplicate key
+		{0xa1, 0x20, 0x00},                                     // negative key
+		{0xa1, 0x00, 0x00, 0x00},                               // trailing byte
 	} {
 		f.Add(b)
 	}
-	now := time.Unix(1700000000, 0)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := decodeCBORMap(b)
+		m, err := fuzzDecodeProps(b)
 		if err != nil {
 			return
 		}
-		if len(m) > 64 {
-			t.Fatalf("%d properties decoded", len(m))
+		if len(m) > 64 || len(m) > len(b) {
+			t.Fatalf("%d properties decoded from %d bytes", len(m), len(b))
 		}
-		_ = checkProps(m, now)
-		if e, ok := m[propExpiration]; ok {
-			_ = expiry(e)
-		}
-		fr := &Front{o: Options{ObserverCheck: time.Minute}}
-		_, _ = fr.limitsLocked(&psTopic{props: m})
-		enc := encodeCBORMap(m)
-		m2, err := decodeCBORMap(enc)
+		enc := fuzzEncodeProps(m)
+		m2, err := fuzzDecodeProps(enc)
 		if err != nil {
 			t.Fatalf("re-encoded % x: %v", enc, err)
 		}
 		if !reflect.DeepEqual(m, m2) {
 			t.Fatalf("round trip:\n got %v\nwant %v", m2, m)
 		}
-		// The encoding is canonical: encoding again gives the same bytes.
-		if again := encodeCBORMap(m2); !bytes.Equal(again, enc) {
+		// The encoding is deterministic: encoding again gives the same bytes.
+		if again := fuzzEncodeProps(m2); !bytes.Equal(again, enc) {
 			t.Fatalf("encodings differ: % x, % x", again, enc)
 		}
 	})
 }
 
 func FuzzDecodeCBORKeys(f *testing.F) {
-	f.Add([]byte{0x80})
-	f.Add([]byte{0x83, 0x00, 0x05, 0x18, 0x2a})
-	f.Add([]byte{0x81, 0x1b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	f.Add(cborArray(nil))
+	f.Add(cborArray([]uint64{0, 5, 42}))
+	f.Add(cborArray([]uint64{1<<64 - 1}))
 	f.Add([]byte{0x9b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}) // 2^64-1 elements
 	f.Add([]byte{0x9f, 0x00, 0xff})                                     // indefinite array
 	f.Add([]byte{0x82, 0x00, 0x61, 0x61})                               // a text element
 	f.Fuzz(func(t *testing.T, b []byte) {
-		keys, err := decodeCBORKeys(b)
+		keys, err := fuzzDecodeKeys(b)
 		if err != nil {
 			return
 		}
 		if len(keys) > 64 || len(keys) > len(b) {
 			t.Fatalf("%d keys from %d bytes", len(keys), len(b))
 		}
-		enc := cborHead(nil, 4, uint64(len(keys)))
-		for _, k := range keys {
-			enc = cborHead(enc, 0, k)
-		}
-		got, err := decodeCBORKeys(enc)
-		if err != nil || !reflect.DeepEqual(got, keys) {
+		got, err := fuzzDecodeKeys(cborArray(keys))
+		if err != nil || len(got) != len(keys) || (len(keys) > 0 && !reflect.DeepEqual(got, keys)) {
 			t.Fatalf("round trip: %v, %v; want %v", got, err, keys)
 		}
 	})
 }
 
 // fuzzConn is a stream connection that reads in and records what is
-// written.
+// written; closed is closed when the front closes it (its session ended).
 type fuzzConn struct {
-	in  io.Reader
-	mu  sync.Mutex
-	out bytes.Buffer
+	in     io.Reader
+	mu     sync.Mutex
+	out    bytes.Buffer
+	once   sync.Once
+	closed chan struct{}
+}
+
+func newFuzzConn(in []byte) *fuzzConn {
+	return &fuzzConn{in: bytes.NewReader(in), closed: make(chan struct{})}
 }
 
 func (c *fuzzConn) Read(b []byte) (int, error) { return c.in.Read(b) }
@@ -127,7 +156,7 @@ func (c *fuzzConn) Write(b []byte) (int, error) {
 	defer c.mu.Unlock()
 	return c.out.Write(b)
 }
-func (c *fuzzConn) Close() error        { return nil }
+func (c *fuzzConn) Close() error        { c.once.Do(func() { close(c.closed) }); return nil }
 func (c *fuzzConn) LocalAddr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5683} }
 func (c *fuzzConn) RemoteAddr() net.Addr {
 	return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2), Port: 40000}
@@ -136,7 +165,37 @@ func (c *fuzzConn) SetDeadline(time.Time) error      { return nil }
 func (c *fuzzConn) SetReadDeadline(time.Time) error  { return nil }
 func (c *fuzzConn) SetWriteDeadline(time.Time) error { return nil }
 
-// The pub-sub topic every fuzzed session finds in place.
+// session serves in as one stream session on fr and returns the messages
+// the front wrote, once the session ended.
+func session(t *testing.T, fr *Front, in []byte) []*message.Message {
+	t.Helper()
+	c := newFuzzConn(in)
+	fr.ServeStream(c)
+	select {
+	case <-c.closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session did not end with its input")
+	}
+	c.mu.Lock()
+	out := append([]byte(nil), c.out.Bytes()...)
+	c.mu.Unlock()
+	var msgs []*message.Message
+	r := bufio.NewReader(bytes.NewReader(out))
+	for {
+		if _, err := r.Peek(1); err == io.EOF {
+			return msgs
+		}
+		m, err := coapmsg.ReadStreamMessage(r, coapmsg.DefaultMaxMessageSize*1024)
+		if err != nil {
+			t.Fatalf("message %d the front wrote: %v", len(msgs), err)
+		}
+		msgs = append(msgs, m)
+	}
+}
+
+// The pub-sub topic every fuzzed session finds in place: fuzzTopicID in
+// a session's bytes stands for its id (8 hex digits, like the placeholder,
+// so the framing stays valid).
 const (
 	fuzzTopicID   = "0a0b0c0d"
 	fuzzTopicName = "pre/t"
@@ -165,17 +224,17 @@ func seedSessions(tb testing.TB) [][]byte {
 	}
 	cf := uintOpt(message.ContentFormat, DefaultContentFormat)
 	conf, data := "ps/"+fuzzTopicID, "ps/data/"+fuzzTopicID
-	create := encodeCBORMap(seedProps()[2])
+	create := fuzzEncodeProps(seedProps()[2])
 	keys := []byte{0x83, 0x00, 0x02, 0x05}
 	long := bytes.Repeat([]byte("v"), 100)
 	return [][]byte{
 		streamOf(tb, csm, sreq(codes.GET, ".well-known/core", nil, message.Option{ID: message.URIQuery, Value: []byte("rt=core.ps*")}),
 			&message.Message{Code: codes.Ping, Token: message.Token("p")}, &message.Message{Code: codes.Release}),
 		streamOf(tb, csm, sreq(codes.POST, "ps", create, cf), sreq(codes.GET, "ps", nil, message.Option{ID: message.URIQuery, Value: []byte("rt=core.ps.data")}),
-			sreq(codeFETCH, "ps", encodeCBORMap(seedProps()[1]), cf)),
+			sreq(codeFETCH, "ps", fuzzEncodeProps(seedProps()[1]), cf)),
 		streamOf(tb, csm, sreq(codes.GET, conf, nil), sreq(codeFETCH, conf, keys, uintOpt(message.ContentFormat, contentFormatCBOR)),
-			sreq(codeIPATCH, conf, encodeCBORMap(map[uint64]cborValue{propMaxSubs: {kind: 0, u: 1}}), cf),
-			sreq(codes.POST, conf, encodeCBORMap(map[uint64]cborValue{propName: {kind: 3, s: fuzzTopicName}}), cf),
+			sreq(codeIPATCH, conf, fuzzEncodeProps(map[uint64]cborValue{propMaxSubs: {kind: 0, u: 1}}), cf),
+			sreq(codes.POST, conf, fuzzEncodeProps(map[uint64]cborValue{propName: {kind: 3, s: fuzzTopicName}}), cf),
 			sreq(codes.DELETE, conf, nil)),
 		streamOf(tb, csm, sreq(codes.GET, data, nil, uintOpt(message.Observe, 0)), sreq(codes.PUT, data, []byte("1"), cf),
 			sreq(codes.GET, data, nil, uintOpt(message.Observe, 1)), sreq(codes.DELETE, data, nil)),
@@ -190,46 +249,39 @@ func seedSessions(tb testing.TB) [][]byte {
 }
 
 // FuzzServeStream runs one RFC 8323 session with the fuzzed input as
-// everything the client sends. Nothing may panic, the session must end
-// when the input does, and everything the front writes must be a valid
-// stream of messages.
+// everything the client sends, on a front where a setup session created a
+// pub-sub topic (with max-subscribers 1) that has a value. Nothing may
+// panic, the session must end when the input does, and everything the
+// front writes must be a valid stream of messages.
 func FuzzServeStream(f *testing.F) {
 	for _, s := range seedSessions(f) {
 		f.Add(s)
 	}
+	create := &message.Message{Code: codes.POST, Token: message.Token("c"), Payload: fuzzEncodeProps(map[uint64]cborValue{
+		propName: {kind: 3, s: fuzzTopicName}, propResourceType: {kind: 3, s: "core.ps.data"}, propMaxSubs: {kind: 0, u: 1}})}
+	create.Options = create.Options.Add(message.Option{ID: message.URIPath, Value: []byte("ps")})
+	create.Options = create.Options.Add(uintOpt(message.ContentFormat, DefaultContentFormat))
+	setup := streamOf(f, &message.Message{Code: codes.CSM}, create)
 	f.Fuzz(func(t *testing.T, stream []byte) {
-		fr, err := New(&memTopics{}, Options{BlockSize: 16, MaxPayload: 256, MaxTopics: 8})
+		topics := &memTopics{}
+		fr, err := New(topics, Options{BlockSize: 16, MaxPayload: 256, MaxTopics: 8})
 		if err != nil {
 			t.Fatal(err)
 		}
-		props := map[uint64]cborValue{propName: {kind: 3, s: fuzzTopicName}, propData: {kind: 3, s: "/ps/data/" + fuzzTopicID},
-			propResourceType: {kind: 3, s: "core.ps.data"}, propMaxSubs: {kind: 0, u: 1}}
-		fr.mu.Lock()
-		fr.topics[fuzzTopicID] = &psTopic{id: fuzzTopicID, name: fuzzTopicName, props: props, dataPath: "ps/data/" + fuzzTopicID}
-		fr.byName[fuzzTopicName] = fuzzTopicID
-		fr.latest[fuzzTopicName] = []byte("value of the pre-made topic, longer than one block")
-		fr.mu.Unlock()
-		c := &fuzzConn{in: bytes.NewReader(stream)}
-		fr.ServeStream(c)
-		done := make(chan struct{})
-		go func() { fr.wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the session did not end with its input")
-		}
-		_ = fr.Close()
-		c.mu.Lock()
-		out := append([]byte(nil), c.out.Bytes()...)
-		c.mu.Unlock()
-		r := bufio.NewReader(bytes.NewReader(out))
-		for n := 0; ; n++ {
-			if _, err := r.Peek(1); err == io.EOF {
-				break
-			}
-			if _, err := coapmsg.ReadStreamMessage(r, coapmsg.DefaultMaxMessageSize*1024); err != nil {
-				t.Fatalf("message %d the front wrote: %v", n, err)
+		defer func() { _ = fr.Close() }()
+		var id string
+		for _, m := range session(t, fr, setup) {
+			if m.Code == codes.Created {
+				loc, _ := m.Options.LocationPath()
+				id = loc[strings.LastIndex(loc, "/")+1:]
 			}
 		}
+		if len(id) != len(fuzzTopicID) {
+			t.Fatalf("setup: topic id %q", id)
+		}
+		if err := topics.Publish(fuzzTopicName, []byte("value of the pre-made topic, longer than one block"), 1, true); err != nil {
+			t.Fatal(err)
+		}
+		session(t, fr, bytes.ReplaceAll(stream, []byte(fuzzTopicID), []byte(id)))
 	})
 }
