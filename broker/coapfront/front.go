@@ -1,10 +1,10 @@
 package coapfront
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"strings"
 	"sync"
@@ -204,6 +204,9 @@ type Front struct {
 	nEarlyRST int
 	topics    map[string]*psTopic // pub-sub topics by id
 	byName    map[string]string   // topic-name -> id
+	byData    map[string]*psTopic // topic-data path (no leading "/") -> topic
+	regs      uint64              // observer registrations so far (their order)
+	cbor      *cborCodec          // topic property codec (immutable)
 	blocks    map[string]*upload  // block-wise uploads by peer|path
 	endpoints []datagramEndpoint
 	streams   map[*streamConn]struct{}
@@ -213,12 +216,11 @@ type Front struct {
 
 // psTopic is a topic created through the topic collection.
 type psTopic struct {
-	id         string
-	name       string // MQTT topic
-	props      map[uint64]cborValue
-	dataPath   string // "ps/data/<id>"
-	halfOrFull bool
-	timer      *time.Timer // expiration-date; guarded by Front.mu
+	id       string
+	name     string // MQTT topic
+	props    map[uint64]cborValue
+	dataPath string      // "ps/data/<id>" or the client's choice, without the leading "/"
+	timer    *time.Timer // expiration-date; guarded by Front.mu
 }
 
 type upload struct {
@@ -234,13 +236,18 @@ func New(t Topics, o Options) (*Front, error) {
 		return nil, fmt.Errorf("coap: %w", err)
 	}
 	o = o.WithDefaults()
+	codec, err := newCBORCodec()
+	if err != nil {
+		return nil, fmt.Errorf("coap: %w", err)
+	}
 	f := &Front{
-		o: o, t: t, log: o.Logger,
+		o: o, t: t, log: o.Logger, cbor: codec,
 		latest:    map[string][]byte{},
 		observers: map[string]map[*observer]struct{}{},
 		byKey:     map[string]*observer{},
 		topics:    map[string]*psTopic{},
 		byName:    map[string]string{},
+		byData:    map[string]*psTopic{},
 		blocks:    map[string]*upload{},
 		streams:   map[*streamConn]struct{}{},
 		byScheme:  map[string]*transportCounters{},
@@ -489,14 +496,15 @@ func (f *Front) handleOn(sink sink, peer net.Addr, req *message.Message) *messag
 		return f.collection(peer, req)
 	case len(path) == 2 && path[0] == "ps":
 		return f.topicConfig(peer, req, path[1])
-	case len(path) == 3 && path[0] == "ps" && path[1] == "data":
-		f.mu.Lock()
-		t := f.topics[path[2]]
-		f.mu.Unlock()
-		if t == nil {
-			return resp(codes.NotFound, "no such topic")
-		}
+	}
+	f.mu.Lock()
+	t := f.byData[strings.Join(path, "/")]
+	f.mu.Unlock()
+	switch {
+	case t != nil:
 		return f.topicData(sink, peer, req, t.name, t)
+	case len(path) == 3 && path[0] == "ps" && path[1] == "data":
+		return resp(codes.NotFound, "no such topic")
 	case len(path) >= 2 && path[0] == "t":
 		topic := strings.Join(path[1:], "/")
 		if topic == "" || strings.ContainsAny(topic, "+#") {
@@ -507,15 +515,25 @@ func (f *Front) handleOn(sink sink, peer net.Addr, req *message.Message) *messag
 	return resp(codes.NotFound, "resources: /.well-known/core, /ps (topic collection), /t/<topic> (direct)")
 }
 
-// discovery answers GET /.well-known/core (with rt= filtering).
+// discovery answers GET /.well-known/core (with rt= filtering). The topic
+// collection is both the broker (core.ps) and a collection (core.ps.coll):
+// one rt attribute with space-separated values (RFC 6690 section 3.1). A
+// topic-data resource is listed only once it exists, i.e. has data (a half
+// created topic has none: draft section 3.1).
 func (f *Front) discovery(req *message.Message) *message.Message {
 	links := []struct{ link, rt string }{
-		{`</ps>;rt=core.ps;rt=core.ps.coll;ct=40`, "core.ps core.ps.coll"},
+		{`</ps>;rt="core.ps core.ps.coll";ct=40`, "core.ps core.ps.coll"},
 	}
 	f.mu.Lock()
-	for _, t := range f.topics {
-		links = append(links, struct{ link, rt string }{fmt.Sprintf(`</ps/%s>;rt=core.ps.conf;ct=%d`, t.id, f.o.ContentFormat), "core.ps.conf"})
-		links = append(links, struct{ link, rt string }{fmt.Sprintf(`</%s>;rt=core.ps.data;obs`, t.dataPath), "core.ps.data"})
+	for _, t := range f.sortedTopicsLocked() {
+		links = append(links, struct{ link, rt string }{fmt.Sprintf(`</ps/%s>;rt="core.ps.conf";ct=%d`, t.id, f.o.ContentFormat), "core.ps.conf"})
+		if _, has := f.latest[t.name]; has {
+			link := fmt.Sprintf(`</%s>;rt="core.ps.data";obs`, t.dataPath)
+			if v, ok := t.props[propContentFmt]; ok {
+				link += fmt.Sprintf(";ct=%d", v.u)
+			}
+			links = append(links, struct{ link, rt string }{link, "core.ps.data"})
+		}
 	}
 	f.mu.Unlock()
 	want := ""
@@ -556,9 +574,11 @@ func (f *Front) collection(peer net.Addr, req *message.Message) *message.Message
 		}
 		var out []string
 		f.mu.Lock()
-		for _, t := range f.topics {
+		for _, t := range f.sortedTopicsLocked() {
 			if data {
-				out = append(out, fmt.Sprintf(`</%s>;rt=core.ps.data`, t.dataPath))
+				if _, has := f.latest[t.name]; has { // half created: no topic-data resource yet
+					out = append(out, fmt.Sprintf(`</%s>;rt=core.ps.data`, t.dataPath))
+				}
 			} else {
 				out = append(out, fmt.Sprintf(`</ps/%s>;rt=core.ps.conf`, t.id))
 			}
@@ -571,7 +591,7 @@ func (f *Front) collection(peer net.Addr, req *message.Message) *message.Message
 		if cf, ok := uintOption(req, message.ContentFormat); !ok || int(cf) != f.o.ContentFormat {
 			return resp(codes.UnsupportedMediaType, fmt.Sprintf("want Content-Format %d (application/core-pubsub+cbor)", f.o.ContentFormat))
 		}
-		props, err := decodeCBORMap(req.Payload)
+		props, err := f.cbor.decodeMap(req.Payload)
 		if err != nil {
 			return resp(codes.BadRequest, err.Error())
 		}
@@ -588,6 +608,15 @@ func (f *Front) collection(peer net.Addr, req *message.Message) *message.Message
 		if err := checkProps(props, time.Now()); err != nil {
 			return resp(codes.BadRequest, err.Error())
 		}
+		if err := checkComplete(props); err != nil {
+			return resp(codes.BadRequest, err.Error())
+		}
+		var want string // the client's topic-data path, if it chose one
+		if v, ok := props[propData]; ok {
+			if want, err = dataPathOf(v.s); err != nil {
+				return resp(codes.BadRequest, err.Error())
+			}
+		}
 		if !f.allowed(peer, name.s, true) {
 			return resp(codes.Forbidden, "the ACL does not allow writing this topic")
 		}
@@ -596,24 +625,33 @@ func (f *Front) collection(peer net.Addr, req *message.Message) *message.Message
 			f.mu.Unlock()
 			return resp(codes.BadRequest, "topic-name already in use")
 		}
-		id := hex.EncodeToString([]byte(coapmsg.NewToken())[:4])
+		if want != "" && f.byData[want] != nil {
+			f.mu.Unlock()
+			return resp(codes.Forbidden, fmt.Sprintf("topic-data (%d) /%s is another topic's", propData, want))
+		}
+		id := f.newTopicIDLocked()
 		t := &psTopic{id: id, name: name.s, props: props, dataPath: "ps/data/" + id}
-		t.props[1] = cborValue{kind: 3, s: "/" + t.dataPath}
+		if want != "" {
+			t.dataPath = want
+		}
+		t.props[propData] = cborValue{kind: 3, s: "/" + t.dataPath}
 		f.topics[id] = t
 		f.byName[name.s] = id
+		f.byData[t.dataPath] = t
 		f.scheduleExpiryLocked(t)
-		reply := encodeCBORMap(t.props)
-		init, hasInit := props[8]
+		reply := maps.Clone(t.props)
+		init, hasInit := props[propInitialize]
 		f.mu.Unlock()
 		if hasInit && init.kind == 2 {
 			if err := f.t.Publish(name.s, []byte(init.s), 1, true); err != nil {
 				f.log.Warn("coap: initialize topic", "topic", name.s, "error", err)
 			}
 		}
-		r := &message.Message{Code: codes.Created, Payload: reply}
-		addString(r, message.LocationPath, "ps")
-		addString(r, message.LocationPath, id)
-		addUint(r, message.ContentFormat, uint32(f.o.ContentFormat))
+		r := f.propsResponse(codes.Created, reply)
+		if r.Code == codes.Created {
+			addString(r, message.LocationPath, "ps")
+			addString(r, message.LocationPath, id)
+		}
 		return r
 	case codeFETCH:
 		return f.fetchCollection(peer, req)
@@ -636,10 +674,9 @@ func (f *Front) topicConfig(peer net.Addr, req *message.Message, id string) *mes
 			return resp(codes.Forbidden, "the ACL does not allow reading this topic")
 		}
 		f.mu.Lock()
-		r := &message.Message{Code: codes.Content, Payload: encodeCBORMap(t.props)}
+		props := maps.Clone(t.props)
 		f.mu.Unlock()
-		addUint(r, message.ContentFormat, uint32(f.o.ContentFormat))
-		return r
+		return f.propsResponse(codes.Content, props)
 	case codeFETCH:
 		if !f.allowed(peer, t.name, false) {
 			return resp(codes.Forbidden, "the ACL does not allow reading this topic")
@@ -754,7 +791,7 @@ func (f *Front) topicData(sink sink, peer net.Addr, req *message.Message, topic 
 				return resp(codes.NotFound, "topic has no data yet (half created): publish first")
 			}
 			seq, ok := f.register(sink, topic, req.Token, t)
-			r := f.content(req, val)
+			r := f.dataContent(req, val, t)
 			if !ok {
 				// max-subscribers reached: the value without the Observe
 				// option, which tells the client it is not subscribed.
@@ -771,7 +808,7 @@ func (f *Front) topicData(sink sink, peer net.Addr, req *message.Message, topic 
 		if !has {
 			return resp(codes.NotFound, "topic has no data yet")
 		}
-		return f.content(req, val)
+		return f.dataContent(req, val, t)
 	case codes.DELETE:
 		if !f.allowed(peer, topic, true) {
 			return resp(codes.Forbidden, "the ACL does not allow writing this topic")
@@ -781,6 +818,16 @@ func (f *Front) topicData(sink sink, peer net.Addr, req *message.Message, topic 
 	}
 	// FETCH and iPATCH are not defined on topic-data (draft -21): 4.05.
 	return resp(codes.MethodNotAllowed, "PUT publishes, GET reads (Observe: subscribes), DELETE clears")
+}
+
+// dataContent is content with the Content-Format of topic t's data (its
+// topic-content-format; none for the direct form).
+func (f *Front) dataContent(req *message.Message, payload []byte, t *psTopic) *message.Message {
+	r := f.content(req, payload)
+	if cf, ok := f.contentFormatOf(t); ok && r.Code == codes.Content {
+		addUint(r, message.ContentFormat, cf)
+	}
+	return r
 }
 
 // content returns a 2.05 with payload, split block-wise if it is larger

@@ -139,7 +139,7 @@ func TestPubSubDraftFlow(t *testing.T) {
 	f, c := startFront(t, topics)
 	// Discovery.
 	r := c.do(req(codes.GET, ".well-known/core", message.Option{ID: message.URIQuery, Value: []byte("rt=core.ps")}))
-	if r.Code != codes.Content || !strings.Contains(string(r.Payload), "</ps>;rt=core.ps") {
+	if r.Code != codes.Content || !strings.Contains(string(r.Payload), `</ps>;rt="core.ps core.ps.coll"`) {
 		t.Fatalf("discovery: %v %q", r.Code, r.Payload)
 	}
 	// Create a topic: CBOR {0: "sensors/temp", 2: "core.ps.data", 3: 60}.
@@ -282,7 +282,8 @@ func TestACLDenied(t *testing.T) {
 }
 
 func TestCBORRoundTrip(t *testing.T) {
-	in := map[uint64]cborValue{0: {kind: 3, s: "a/b"}, 3: {kind: 0, u: 112}, 5: {kind: 6, u: 1700000000}, 8: {kind: 2, s: "\x00\x01"}, 300: {kind: 0, u: 1 << 40}}
+	in := map[uint64]cborValue{0: {kind: 3, s: "a/b"}, 3: {kind: 0, u: 112}, 5: {kind: 6, u: 1700000000}, 8: {kind: 2, s: "\x00\x01"}, 300: {kind: 0, u: 1 << 40},
+		9: {kind: 6, num: 7, f: 1700000000.25}, 10: {kind: 6, num: 1, i: -5}, 11: {kind: 6, num: 7, f: 1.5}}
 	out, err := decodeCBORMap(encodeCBORMap(in))
 	if err != nil {
 		t.Fatal(err)
@@ -496,7 +497,7 @@ func TestExpirationDate(t *testing.T) {
 	}
 	at := time.Now().Add(1500 * time.Millisecond).Unix()
 	conf, data := createTopic(t, c, map[uint64]cborValue{0: {kind: 3, s: "exp/t"}, 2: {kind: 3, s: "core.ps.data"},
-		5: {kind: 6, u: uint64(at)}, 8: {kind: 2, s: "init"}})
+		3: {kind: 0, u: 0}, 5: {kind: 6, u: uint64(at)}, 8: {kind: 2, s: "init"}})
 	obs := req(codes.GET, data, uintOpt(message.Observe, 0))
 	notes := make(chan *message.Message, 4)
 	cancel := c.ep.HandleToken(c.peer, obs.Token, func(m *message.Message) { notes <- m })
@@ -665,4 +666,46 @@ func TestObserverRemovedByEarlyRST(t *testing.T) {
 	if n := f.Stats().Observers; n != 0 {
 		t.Fatalf("%d observers after an early RST, want 0", n)
 	}
+}
+
+// testCodec is the front's CBOR codec.
+func testCodec(tb testing.TB) *cborCodec {
+	tb.Helper()
+	c, err := newCBORCodec()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// encodeCBORMap encodes topic properties as the front does (panics on
+// error: test data only).
+func encodeCBORMap(m map[uint64]cborValue) []byte {
+	c, err := newCBORCodec()
+	if err != nil {
+		panic(err)
+	}
+	b, err := c.encodeMap(m)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// decodeCBORMap decodes topic properties as the front does.
+func decodeCBORMap(b []byte) (map[uint64]cborValue, error) {
+	c, err := newCBORCodec()
+	if err != nil {
+		return nil, err
+	}
+	return c.decodeMap(b)
+}
+
+// decodeCBORKeys decodes a FETCH's property numbers as the front does.
+func decodeCBORKeys(b []byte) ([]uint64, error) {
+	c, err := newCBORCodec()
+	if err != nil {
+		return nil, err
+	}
+	return c.decodeKeys(b)
 }

@@ -3,7 +3,10 @@ package coapfront
 // Fuzz targets for what the CoAP front parses of a client's bytes: the
 // CBOR of topic properties (decodeCBORMap: POST /ps, FETCH /ps, POST and
 // iPATCH /ps/<id>), the CBOR array of a FETCH on a configuration
-// (decodeCBORKeys), and whole RFC 8323 sessions through ServeStream:
+// (decodeCBORKeys), both decoded by github.com/fxamacker/cbor/v2 with the
+// front's DecOptions (MaxMapPairs, MaxArrayElements, MaxNestedLevels bound
+// what a payload can make it allocate; duplicate keys, NaN and infinities
+// refused), and whole RFC 8323 sessions through ServeStream:
 // framing, CSM/Ping/Release, paths, queries, Content-Format, Observe,
 // Block1 and Block2 options, with a pub-sub topic in place so that the
 // configuration and topic-data resources are reachable. Seeds are this
@@ -70,6 +73,8 @@ func seedProps() []map[uint64]cborValue {
 			propTopicType: {kind: 3, s: "temperature"}, propExpiration: {kind: 6, u: 4102444800}, propMaxSubs: {kind: 0, u: 2},
 			propObsCheck: {kind: 0, u: 30}, propInitialize: {kind: 2, s: "\x00\x01"}},
 		{propExpiration: {kind: 6, u: 1}},
+		{propExpiration: {kind: 6, num: 7, f: 4102444800.5}, propObsCheck: {kind: 0, u: 0}},
+		{propExpiration: {kind: 6, num: 1, i: -1}},
 		{300: {kind: 0, u: 1 << 40}, 1 << 33: {kind: 0, u: 1<<64 - 1}, 23: {kind: 0, u: 24}, 255: {kind: 0, u: 256}, 65535: {kind: 0, u: 65536}},
 	}
 }
@@ -126,7 +131,7 @@ func FuzzDecodeCBORKeys(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if len(keys) > 64 || len(keys) > len(b) {
+		if len(keys) > cborMaxElements || len(keys) > len(b) {
 			t.Fatalf("%d keys from %d bytes", len(keys), len(b))
 		}
 		got, err := fuzzDecodeKeys(cborArray(keys))

@@ -58,6 +58,7 @@ type observer struct {
 	lastCON time.Time
 	check   time.Duration // longest time between two CON notifications
 	via     *psTopic      // the topic-data resource registered on (nil: direct form)
+	reg     uint64        // registration order (Front.regs): lowering max-subscribers drops the newest
 	mids    [8]uint16     // recent NON notification message IDs (RST matching)
 	nmid    int
 	gone    atomic.Bool
@@ -94,7 +95,8 @@ func (f *Front) register(s sink, topic string, token message.Token, via *psTopic
 		set = map[*observer]struct{}{}
 		f.observers[topic] = set
 	}
-	o := &observer{sink: s, token: token, topic: topic, lastCON: time.Now(), key: k, check: check, via: via}
+	f.regs++
+	o := &observer{sink: s, token: token, topic: topic, lastCON: time.Now(), key: k, check: check, via: via, reg: f.regs}
 	set[o] = struct{}{}
 	f.byKey[k] = o
 	return f.nextSeq(), true
@@ -186,6 +188,9 @@ func (o *observer) notify(f *Front, code codes.Code, payload []byte) {
 		m = f.content(&message.Message{}, payload)
 		m.Token = o.token
 		addUint(m, message.Observe, f.nextSeq())
+		if cf, ok := f.contentFormatOf(o.via); ok {
+			addUint(m, message.ContentFormat, cf)
+		}
 	}
 	o.mu.Lock()
 	if o.gone.Load() && code == codes.Content {
