@@ -60,7 +60,9 @@ type muxConn struct {
 
 	// Reader state: one reader at a time, like any net.Conn.
 	cur       []byte
-	ctlOnly   bool // cur ends inside a control stream packet
+	ctlOnly   bool        // cur ends inside a control stream packet
+	held      *muxItem    // the control stream's DISCONNECT or end, read after the data streams
+	dataSeen  atomic.Bool // a data stream or datagram was accepted
 	firstDone bool
 	rerr      error // the control stream ended: sticky
 
@@ -75,6 +77,7 @@ type muxConn struct {
 	serverIDs  map[uint16]*muxFlow // server packet id -> the server flow its PUBLISH went on
 	topics     map[string]*muxFlow // per-topic delivery flows
 	nextFlow   uint64              // server flow sequence
+	idle       []*muxFlow          // client flows to finish once fmu is released
 	wdl        time.Time           // write deadline, applied to flow writes
 
 	wmu   sync.Mutex // serialises Write
@@ -208,6 +211,9 @@ func newMuxConn(c *quicConn, so QUICStreamOptions, log *slog.Logger) *muxConn {
 		clientAcks: map[uint16]*muxFlow{}, serverIDs: map[uint16]*muxFlow{},
 		topics: map[string]*muxFlow{},
 	}
+	if so.Datagrams && c.conn.ConnectionState().SupportsDatagrams.Remote {
+		m.dataSeen.Store(true) // datagrams may be in flight at any time
+	}
 	m.wg.Add(3)
 	go m.readControl()
 	go m.acceptUni()
@@ -328,9 +334,44 @@ func (m *muxConn) Read(p []byte) (int, error) {
 		if m.rerr != nil {
 			return 0, m.rerr
 		}
-		it, err := m.next()
+		if m.held != nil {
+			// The control stream ends the session: first take what the
+			// data streams still bring (the client sent it before), until
+			// they are quiet.
+			quiet := endQuiet
+			if !m.dataSeen.Load() {
+				// Nothing came on another stream yet: a stream the QUIC
+				// layer already has still gets scheduled.
+				quiet = endQuietFirst
+			}
+			t := time.NewTimer(quiet)
+			select {
+			case it := <-m.data:
+				t.Stop()
+				m.cur, m.ctlOnly = it.b, false
+				continue
+			case <-t.C:
+			case <-m.closing:
+				t.Stop()
+			}
+			it := *m.held
+			m.held = nil
+			if it.err != nil {
+				m.rerr = it.err
+				continue
+			}
+			m.cur, m.ctlOnly = it.b, it.partial
+			continue
+		}
+		midPacket := m.ctlOnly
+		it, fromCtl, err := m.next()
 		if err != nil {
 			return 0, err
+		}
+		if fromCtl && !midPacket && m.firstDone &&
+			(it.err != nil || it.b[0]>>4 == 14) { // DISCONNECT or the stream's end
+			m.held = &it
+			continue
 		}
 		if it.err != nil {
 			m.rerr = it.err
@@ -369,9 +410,22 @@ func (m *muxConn) noteConnect(b []byte) bool {
 	return false
 }
 
+// endQuiet is how long data streams must stay quiet before the session
+// reads the DISCONNECT (or end) of the control stream, when the client has
+// used data streams or datagrams: a client that publishes on a data stream
+// and then disconnects on the control stream sent the PUBLISH first, but
+// nothing orders two QUIC streams.
+const endQuiet = 25 * time.Millisecond
+
+// endQuietFirst replaces endQuiet while no data stream or datagram came
+// (a single-stream client, or a first data stream not yet accepted); a
+// client that negotiated datagrams gets endQuiet.
+const endQuietFirst = 5 * time.Millisecond
+
 // next waits for the next item: from the control stream only until the
-// first packet has been read, then from every source.
-func (m *muxConn) next() (muxItem, error) {
+// first packet has been read, then from every source. fromCtl says where
+// it came from.
+func (m *muxConn) next() (it muxItem, fromCtl bool, err error) {
 	for {
 		m.dmu.Lock()
 		dl, changed := m.rdl, m.rdlCh
@@ -380,7 +434,7 @@ func (m *muxConn) next() (muxItem, error) {
 		if !dl.IsZero() {
 			d := time.Until(dl)
 			if d <= 0 {
-				return muxItem{}, os.ErrDeadlineExceeded
+				return muxItem{}, false, os.ErrDeadlineExceeded
 			}
 			t := time.NewTimer(d)
 			timeout = t.C
@@ -392,14 +446,14 @@ func (m *muxConn) next() (muxItem, error) {
 		}
 		select {
 		case it := <-m.ctl:
-			return it, nil
+			return it, true, nil
 		case it := <-data:
-			return it, nil
+			return it, false, nil
 		case <-timeout:
-			return muxItem{}, os.ErrDeadlineExceeded
+			return muxItem{}, false, os.ErrDeadlineExceeded
 		case <-changed:
 		case <-m.closing:
-			return muxItem{}, net.ErrClosed
+			return muxItem{}, false, net.ErrClosed
 		}
 	}
 }
@@ -475,6 +529,7 @@ func (m *muxConn) admit() bool {
 	}
 	m.open++
 	m.cnt.DataStreams.Add(1)
+	m.dataSeen.Store(true)
 	return true
 }
 
@@ -608,7 +663,14 @@ const quicCodeProtocol quic.ApplicationErrorCode = 0xB4
 // or "".
 func (m *muxConn) inspect(b []byte, f *muxFlow) string {
 	m.fmu.Lock()
-	defer m.fmu.Unlock()
+	defer func() {
+		idle := m.idle
+		m.idle = nil
+		m.fmu.Unlock()
+		for _, f := range idle {
+			f.done()
+		}
+	}()
 	for len(b) > 0 {
 		l := mqttPacketLen(b)
 		pk := b[:l]
@@ -642,8 +704,10 @@ func (m *muxConn) inspect(b []byte, f *muxFlow) string {
 // route sends the acknowledgements of client packet id to f. fmu held.
 func (m *muxConn) route(id uint16, f *muxFlow) {
 	m.biSeen = true
-	if old := m.clientAcks[id]; old != nil && old != f {
-		m.unrefLocked(old)
+	if old := m.clientAcks[id]; old != nil && old != f && m.unrefLocked(old) {
+		// The client reused the id on another flow: the old flow has
+		// nothing left to write; inspect finishes it after unlocking.
+		m.idle = append(m.idle, old)
 	}
 	if m.clientAcks[id] != f {
 		f.pending++
@@ -678,6 +742,7 @@ func (m *muxConn) readDatagrams() {
 			m.cnt.DatagramsDropped.Add(1)
 			continue
 		}
+		m.dataSeen.Store(true)
 		if !m.deliver(m.data, muxItem{b: b}) {
 			m.cnt.DatagramsDropped.Add(1)
 			return
