@@ -23,9 +23,17 @@ import (
 var (
 	// ErrQoS2: AMQP brokers here offer no exactly-once delivery.
 	ErrQoS2 = errors.New("QoS 2 (exactly once) is not available over AMQP 1.0; use 0 (pre-settled) or 1 (at least once)")
-	// ErrWildcard: AMQP addresses have no MQTT wildcards.
+	// ErrWildcard: AMQP addresses have no MQTT wildcards; a broker's own
+	// wildcard syntax is passed through only where the client knows it
+	// (ActiveMQ Artemis: # and * between . separators).
 	ErrWildcard = errors.New("AMQP addresses have no MQTT wildcards (+, #); subscribe to the exact address")
+	// ErrNotDurable: the broker answered a durable subscription
+	// (Options.PersistentSession) with a source it does not keep.
+	ErrNotDurable = errors.New("the broker does not keep this subscription while the client is away (its attach answered durable none or an expiry other than never)")
 )
+
+// ProductArtemis is the product property of ActiveMQ Artemis's open frame.
+const ProductArtemis = "apache-activemq-artemis"
 
 // DefaultCredit is the link credit of a receiver.
 const DefaultCredit = 100
@@ -40,6 +48,8 @@ type client struct {
 	cache   *transport.FileSessionCache
 	conn    *goamqp.Conn
 	session *goamqp.Session
+	tap     *attachTap
+	product string // the broker's open properties: product
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -54,6 +64,8 @@ type client struct {
 	doneOnce sync.Once
 
 	deliveries chan delivery
+	quit       chan struct{} // closed by Close: dispatch stops after the delivery in hand
+	dispatched chan struct{} // closed when dispatch returned
 	closeOnce  sync.Once
 	closeErr   error
 }
@@ -64,7 +76,7 @@ type delivery struct {
 	qos byte
 	h   core.Handler
 	at  time.Time
-	to  string
+	to  string // the link's address, for messages without a to
 }
 
 func randomID() string {
@@ -83,6 +95,9 @@ func Dial(ctx context.Context, ep endpoint.Endpoint, o core.Options) (cl core.Cl
 			}
 		}()
 	}
+	if o.PersistentSession && o.ClientID == "" {
+		return nil, fmt.Errorf("dial %s: a persistent session (durable subscriptions) needs a client id: the broker finds a durable subscription again by container id and link name (--client-id)", ep)
+	}
 	o = o.WithDefaults(randomID)
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -91,7 +106,8 @@ func Dial(ctx context.Context, ep endpoint.Endpoint, o core.Options) (cl core.Cl
 	defer cancelDial()
 	opts := ep.Options()
 	c := &client{ep: ep, o: o, prefix: opts.Get("prefix"), credit: DefaultCredit, senders: map[string]*goamqp.Sender{},
-		done: make(chan struct{}), deliveries: make(chan delivery, 256)}
+		done: make(chan struct{}), deliveries: make(chan delivery, 256),
+		quit: make(chan struct{}), dispatched: make(chan struct{})}
 	if v := opts.Get("credit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1<<20 {
@@ -138,6 +154,8 @@ func Dial(ctx context.Context, ep endpoint.Endpoint, o core.Options) (cl core.Cl
 		}
 		nc = pc
 	}
+	c.tap = newAttachTap(nc)
+	nc = c.tap
 	conn, err := goamqp.NewConn(ctx, nc, &goamqp.ConnOptions{
 		ContainerID:  o.ClientID,
 		HostName:     ep.Host,
@@ -161,6 +179,7 @@ func Dial(ctx context.Context, ep endpoint.Endpoint, o core.Options) (cl core.Cl
 	ti := tc.Info()
 	c.mu.Lock()
 	c.conn, c.session = conn, session
+	c.product, _ = conn.Properties()["product"].(string)
 	c.info = core.ConnectionInfo{
 		URL: ep.String(), Transport: string(ep.Scheme), Protocol: "amqp/1.0", ClientID: o.ClientID,
 		DialStart: start, TransportReady: ti.TransportReady, Connack: opened,
@@ -217,14 +236,42 @@ func (c *client) Err() error {
 // address maps a topic to the AMQP address.
 func (c *client) address(topic string) string { return c.prefix + topic }
 
+// check refuses a topic (wildcards) and QoS the client cannot serve.
 func (c *client) check(topic string, qos byte) error {
+	if strings.ContainsAny(topic, "+#") {
+		return fmt.Errorf("topic %q: %w", topic, ErrWildcard)
+	}
+	return c.checkQoS(topic, qos)
+}
+
+// checkFilter is check for a subscription: the broker's own wildcard
+// syntax passes where the client knows it.
+func (c *client) checkFilter(filter string, qos byte) error {
+	switch {
+	case c.product == ProductArtemis && strings.Contains(filter, "+"):
+		return fmt.Errorf("filter %q: %w (ActiveMQ Artemis's wildcards: # for any number of words, * for one, between . separators)", filter, ErrWildcard)
+	case c.product == ProductArtemis:
+		for _, w := range strings.Split(filter, ".") {
+			if w != "#" && strings.Contains(w, "#") {
+				return fmt.Errorf("filter %q: %w (on ActiveMQ Artemis # is a whole word between . separators: sensors.#)", filter, ErrWildcard)
+			}
+		}
+	case strings.ContainsAny(filter, "+#"):
+		product := c.product
+		if product == "" {
+			product = "a broker that does not name its product"
+		}
+		return fmt.Errorf("filter %q: %w (wildcards pass through to ActiveMQ Artemis; this is %s)", filter, ErrWildcard, product)
+	}
+	return c.checkQoS(filter, qos)
+}
+
+func (c *client) checkQoS(topic string, qos byte) error {
 	switch {
 	case c.Err() != nil:
 		return c.Err()
 	case topic == "":
 		return errors.New("empty topic: give an AMQP address")
-	case strings.ContainsAny(topic, "+#"):
-		return fmt.Errorf("topic %q: %w", topic, ErrWildcard)
 	case qos == 2:
 		return ErrQoS2
 	case qos > 2:
@@ -271,6 +318,15 @@ func (c *client) Publish(ctx context.Context, topic string, payload []byte, opts
 		return nil, err
 	}
 	msg := &goamqp.Message{Data: [][]byte{payload}, Properties: &goamqp.MessageProperties{To: &addr}}
+	if opts.MessageID != "" {
+		msg.Properties.MessageID = opts.MessageID
+	}
+	if len(opts.Properties) > 0 {
+		msg.ApplicationProperties = make(map[string]any, len(opts.Properties))
+		for k, v := range opts.Properties {
+			msg.ApplicationProperties[k] = v
+		}
+	}
 	r, complete := core.NewReceipt()
 	if err := c.transfer(ctx, s, addr, msg, opts.QoS, complete); err != nil {
 		return nil, err
@@ -343,14 +399,41 @@ func (c *client) firstTransfer(t time.Time) {
 	c.mu.Unlock()
 }
 
+// Subscribe attaches a receiver link to the filter's address. With
+// Options.PersistentSession the link is a durable subscription: named
+// after the address (with the container id, the client id, the broker
+// finds it again), source durable unsettled-state with expiry policy
+// never and capability topic (what ActiveMQ Artemis needs for a durable
+// topic subscription). A broker that answers with a source it does not
+// keep is refused with ErrNotDurable, the link detached.
 func (c *client) Subscribe(ctx context.Context, filter string, opts core.SubscribeOptions, h core.Handler) error {
-	if err := c.check(filter, min(opts.QoS, 1)); err != nil {
+	if err := c.checkFilter(filter, min(opts.QoS, 1)); err != nil {
 		return err
 	}
 	addr := c.address(filter)
-	r, err := c.session.NewReceiver(ctx, addr, &goamqp.ReceiverOptions{Credit: c.credit})
+	ro := &goamqp.ReceiverOptions{Credit: c.credit}
+	if c.o.PersistentSession {
+		ro.Name = addr
+		ro.SourceDurability = goamqp.DurabilityUnsettledState
+		ro.SourceExpiryPolicy = goamqp.ExpiryPolicyNever
+		ro.SourceCapabilities = []string{"topic"}
+	}
+	r, err := c.session.NewReceiver(ctx, addr, ro)
 	if err != nil {
 		return fmt.Errorf("attach receiver to %q: %w", addr, err)
+	}
+	if c.o.PersistentSession {
+		src, ok := c.tap.source(r.LinkName())
+		if !ok || src.durable == 0 || src.expiry != string(goamqp.ExpiryPolicyNever) {
+			cctx, cancel := context.WithTimeout(ctx, c.o.AckTimeout)
+			_ = r.Close(cctx)
+			cancel()
+			expiry := src.expiry
+			if expiry == "" {
+				expiry = "session-end (default)"
+			}
+			return fmt.Errorf("durable subscription to %q: %w (answer: durable %d, expiry policy %s); subscribe without --persistent", addr, ErrNotDurable, src.durable, expiry)
+		}
 	}
 	c.mu.Lock()
 	if c.info.LinkAttached.IsZero() {
@@ -358,19 +441,19 @@ func (c *client) Subscribe(ctx context.Context, filter string, opts core.Subscri
 	}
 	c.mu.Unlock()
 	c.wg.Add(1)
-	go c.receive(r, filter, min(opts.QoS, 1), h)
+	go c.receive(r, min(opts.QoS, 1), h)
 	return nil
 }
 
 // receive hands the messages of one receiver to the dispatcher.
-func (c *client) receive(r *goamqp.Receiver, topic string, qos byte, h core.Handler) {
+func (c *client) receive(r *goamqp.Receiver, qos byte, h core.Handler) {
 	defer c.wg.Done()
 	for {
 		msg, err := r.Receive(c.ctx, nil)
 		if err != nil {
 			return
 		}
-		d := delivery{r: r, msg: msg, qos: qos, h: h, at: time.Now(), to: topic}
+		d := delivery{r: r, msg: msg, qos: qos, h: h, at: time.Now(), to: r.Address()}
 		select {
 		case c.deliveries <- d:
 		case <-c.ctx.Done():
@@ -381,45 +464,34 @@ func (c *client) receive(r *goamqp.Receiver, topic string, qos byte, h core.Hand
 
 // dispatch calls handlers one at a time, in arrival order, and accepts each
 // message after its handler returned.
+//
+// The accept is not cut short by Close: Close lets the delivery in hand
+// finish (closeGrace), or a durable subscription would get the message
+// again after the handler had it (iotq sub -n 1 --persistent would see
+// the same message on every run).
 func (c *client) dispatch() {
 	defer c.wg.Done()
+	defer close(c.dispatched)
 	for {
 		select {
-		case d := <-c.deliveries:
-			d.h(core.Message{Topic: d.to, Payload: body(d.msg), QoS: d.qos, Received: d.at})
-			actx, cancel := context.WithTimeout(c.ctx, c.o.AckTimeout)
-			_ = d.r.AcceptMessage(actx, d.msg)
-			cancel()
+		case <-c.quit:
+			return
 		case <-c.ctx.Done():
 			return
+		case d := <-c.deliveries:
+			d.h(c.message(d))
+			actx, cancel := context.WithTimeout(context.Background(), c.o.AckTimeout)
+			stop := context.AfterFunc(c.ctx, cancel) // ends with the connection, too
+			_ = d.r.AcceptMessage(actx, d.msg)
+			stop()
+			cancel()
 		}
 	}
 }
 
-// body returns a message's payload: its data sections, or an AMQP value
-// that is bytes or a string (as Proton sends text).
-func body(m *goamqp.Message) []byte {
-	if len(m.Data) == 1 {
-		return m.Data[0]
-	}
-	if len(m.Data) > 1 {
-		var b []byte
-		for _, d := range m.Data {
-			b = append(b, d...)
-		}
-		return b
-	}
-	switch v := m.Value.(type) {
-	case []byte:
-		return v
-	case string:
-		return []byte(v)
-	case nil:
-		return nil
-	default:
-		return []byte(fmt.Sprint(v))
-	}
-}
+// closeGrace bounds how long Close waits for the delivery in hand (its
+// handler and accept); a handler that calls Close itself costs this long.
+const closeGrace = 5 * time.Second
 
 func (c *client) ConnectionInfo() core.ConnectionInfo {
 	c.mu.Lock()
@@ -439,6 +511,13 @@ func (c *client) Close() error {
 		c.closed = true
 		c.mu.Unlock()
 		c.end(core.ErrClosed)
+		close(c.quit)
+		t := time.NewTimer(closeGrace)
+		select {
+		case <-c.dispatched:
+		case <-t.C:
+		}
+		t.Stop()
 		c.cancel()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = c.session.Close(ctx)

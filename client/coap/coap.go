@@ -476,6 +476,9 @@ const blockSZX = 6 // 1024-byte blocks
 // UDP/DTLS. The broker keeps every CoAP publication as the topic's latest
 // value whatever opts.Retain says.
 func (c *Client) Publish(ctx context.Context, topic string, payload []byte, opts core.PublishOptions) (*core.Receipt, error) {
+	if err := core.CheckPublishExtras("CoAP", opts, false, false); err != nil {
+		return nil, err
+	}
 	if err := c.check(); err != nil {
 		return nil, err
 	}

@@ -170,6 +170,9 @@ func connectHintV3(u endpoint.Endpoint, err error) error {
 }
 
 func (c *v3Client) Publish(ctx context.Context, topic string, payload []byte, opts core.PublishOptions) (*core.Receipt, error) {
+	if err := core.CheckPublishExtras("MQTT 3.1.1", opts, false, false); err != nil {
+		return nil, err
+	}
 	if err := checkPublish(topic, payload, opts.QoS); err != nil {
 		return nil, err
 	}

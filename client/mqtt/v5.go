@@ -214,6 +214,9 @@ func (c *v5Client) endReason() error {
 }
 
 func (c *v5Client) Publish(ctx context.Context, topic string, payload []byte, opts core.PublishOptions) (*core.Receipt, error) {
+	if err := core.CheckPublishExtras("MQTT 5", opts, false, false); err != nil {
+		return nil, err
+	}
 	if err := checkPublish(topic, payload, opts.QoS); err != nil {
 		return nil, err
 	}

@@ -30,6 +30,15 @@ var (
 type PublishOptions struct {
 	QoS    byte // 0, 1 or 2
 	Retain bool
+	// Properties are application properties sent with the message: AMQP
+	// application-properties (string values). AMQP only so far: MQTT
+	// (MQTT 5 user properties are not mapped yet) and CoAP refuse a
+	// publish that sets them. Default none.
+	Properties map[string]string
+	// MessageID is the message's identifier: AMQP's message-id (a
+	// string). MQTT and CoAP have none and refuse a publish that sets it.
+	// Default none.
+	MessageID string
 }
 
 // SubscribeOptions describe one subscription. The zero value is QoS 0.
@@ -44,6 +53,31 @@ type Message struct {
 	QoS      byte
 	Retained bool      // delivered from the broker's retained store
 	Received time.Time // taken when the client library handed the message over
+	// Properties are the message's application properties (AMQP
+	// application-properties, values as text); nil when it has none.
+	Properties map[string]string
+	// MessageID is the message's identifier as text (AMQP message-id);
+	// empty when it has none.
+	MessageID string
+	// ValueType is empty for a payload of bytes (MQTT, CoAP, AMQP data
+	// sections). For an AMQP message whose body is an AMQP value it names
+	// the value's type (string, map, list, int, long, null, ...; sequence
+	// for amqp-sequence sections) and Payload holds the value: a string's
+	// or binary's bytes as they are, other values rendered as JSON (null as
+	// "null", maps with their keys as text).
+	ValueType string
+}
+
+// CheckPublishExtras refuses publish options a protocol has no place for:
+// props and id tell whether it carries Properties and MessageID.
+func CheckPublishExtras(protocol string, opts PublishOptions, props, id bool) error {
+	switch {
+	case len(opts.Properties) > 0 && !props:
+		return fmt.Errorf("message properties: not supported over %s (AMQP application properties only)", protocol)
+	case opts.MessageID != "" && !id:
+		return fmt.Errorf("message id: %s messages carry none (AMQP only)", protocol)
+	}
+	return nil
 }
 
 // Handler receives messages of a subscription. Handlers of one client are

@@ -87,3 +87,23 @@ func TestOptionsValidate(t *testing.T) {
 		t.Fatalf("defaults: %+v", good)
 	}
 }
+
+// TestCheckPublishExtras: properties and a message id are refused where a
+// protocol has no place for them (before: MQTT and CoAP had no such
+// options to ignore).
+func TestCheckPublishExtras(t *testing.T) {
+	props := PublishOptions{Properties: map[string]string{"k": "v"}}
+	id := PublishOptions{MessageID: "m1"}
+	if err := CheckPublishExtras("MQTT 3.1.1", props, false, false); err == nil || !strings.Contains(err.Error(), "MQTT 3.1.1") {
+		t.Errorf("properties: %v", err)
+	}
+	if err := CheckPublishExtras("CoAP", id, false, false); err == nil || !strings.Contains(err.Error(), "message id") {
+		t.Errorf("message id: %v", err)
+	}
+	if err := CheckPublishExtras("AMQP", PublishOptions{Properties: props.Properties, MessageID: "x"}, true, true); err != nil {
+		t.Errorf("AMQP: %v", err)
+	}
+	if err := CheckPublishExtras("CoAP", PublishOptions{QoS: 1}, false, false); err != nil {
+		t.Errorf("no extras: %v", err)
+	}
+}
