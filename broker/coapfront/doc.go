@@ -13,14 +13,16 @@
 //     until IANA assigns one) creates a topic whose topic-name is the MQTT
 //     topic; FETCH with a property map lists the matching topics.
 //   - /ps/<id>: topic configuration (GET, FETCH, POST, iPATCH, DELETE).
-//     The properties are enforced (props.go): expiration-date deletes the
-//     topic, max-subscribers limits Observe registrations,
+//     The properties (CBOR, github.com/fxamacker/cbor/v2) are enforced
+//     (props.go): expiration-date deletes the topic, max-subscribers limits
+//     Observe registrations (lowering it removes observers),
 //     topic-content-format refuses other formats, observer-check sets the
 //     CON notification interval.
-//   - /ps/data/<id>: topic data. PUT publishes (2.01 Created for the first
-//     value, 2.04 Changed later), GET reads the latest value, GET with
-//     Observe subscribes (RFC 7641), DELETE clears the value (observers get
-//     4.04).
+//   - /ps/data/<id> (or the path the client chose as topic-data): topic
+//     data. PUT publishes (2.01 Created for the first value, 2.04 Changed
+//     later), GET reads the latest value, GET with Observe subscribes
+//     (RFC 7641), DELETE clears the value (observers get 4.04). Responses
+//     and notifications carry the topic's topic-content-format.
 //   - /t/<mqtt/topic>: the direct form, no creation needed, so a bare
 //     coap-client can publish and observe any MQTT topic; same methods.
 //
