@@ -45,6 +45,13 @@ type PublisherOptions struct {
 	// AckWait bounds the wait for outstanding receipts after the last
 	// publish; 0 means do not wait (pending receipts count as failed).
 	AckWait time.Duration
+	// Properties are sent with every message (client.PublishOptions;
+	// AMQP only). Not with Early.
+	Properties map[string]string
+	// MessageID is the message id of the message (AMQP only); with Count
+	// above 1 message SEQ gets MessageID-SEQ (0, 1, 2, ...). Not with
+	// Early.
+	MessageID string
 	// RunID is the payload run id; 0 draws a random one.
 	RunID uint64
 	// OnResult, if set, receives every message's outcome in publish order.
@@ -73,6 +80,9 @@ func (o PublisherOptions) Validate() error {
 	}
 	if o.Count < 1 {
 		add("count %d: want at least 1", o.Count)
+	}
+	if o.Early && (len(o.Properties) > 0 || o.MessageID != "") {
+		add("early: the message sent with the connect carries no properties or message id")
 	}
 	if o.Early && o.QoS > 1 {
 		add("early needs QoS 0 or 1: a QoS 2 exchange (PUBREC, PUBREL) cannot start before the connection is accepted")
@@ -275,7 +285,11 @@ func (p *Publisher) pace(ctx context.Context, c client.Client, i int, start time
 func (p *Publisher) publish(ctx context.Context, c client.Client, seq uint32) pending {
 	body, sendNs := p.stamp(seq)
 	pe := pending{seq: seq, size: len(body), sendNs: sendNs}
-	pe.r, pe.err = c.Publish(ctx, p.o.Topic, body, client.PublishOptions{QoS: p.o.QoS, Retain: p.o.Retain})
+	po := client.PublishOptions{QoS: p.o.QoS, Retain: p.o.Retain, Properties: p.o.Properties, MessageID: p.o.MessageID}
+	if po.MessageID != "" && p.o.Count > 1 {
+		po.MessageID = fmt.Sprintf("%s-%d", po.MessageID, seq)
+	}
+	pe.r, pe.err = c.Publish(ctx, p.o.Topic, body, po)
 	p.sent(sendNs)
 	return pe
 }

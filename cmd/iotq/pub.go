@@ -66,6 +66,11 @@ write without waiting for the broker (over amqp+quic with a ticket: in the
 0-RTT flight, if the gateway route accepts 0-RTT for amqp); at QoS 1 its
 receipt completes on the broker's accepted disposition (docs/amqp.md).
 
+For AMQP, --property KEY=VALUE (repeatable) sets application properties
+and --message-id ID the message id of each message (iotq sub prints them);
+other protocols refuse both. --persistent is refused for an AMQP publisher
+(it makes iotq sub's subscriptions durable).
+
 --timeout bounds the connection attempt and the final wait for receipts
 (default 30s). --protocol defaults to 3 (MQTT 3.1.1), which every broker
 speaks; 5 selects MQTT 5.0.
@@ -88,6 +93,8 @@ or a message was not accepted, 2 on bad flags.`,
 		closed   bool
 		timeout  time.Duration
 		early    bool
+		props    stringList
+		msgID    string
 	)
 	cf.register(fs)
 	fs.StringVar(&topic, "t", "", "`topic` to publish to (required)")
@@ -108,6 +115,8 @@ or a message was not accepted, 2 on bad flags.`,
 	fs.BoolVar(&waitAcks, "wait-acks", true, "for QoS 1/2 wait for all acknowledgements before exiting")
 	fs.BoolVar(&closed, "closed-loop", false, "publish the next message only after the previous one's receipt (acknowledged or failed)")
 	fs.DurationVar(&timeout, "timeout", 30*time.Second, "bound for connecting and for the final wait for acknowledgements")
+	fs.Var(&props, "property", "application property `KEY=VALUE` of every message (repeatable; AMQP only)")
+	fs.StringVar(&msgID, "message-id", "", "message `ID` (AMQP only; with -n above 1 message SEQ gets ID-SEQ)")
 	fs.BoolVar(&early, "early", false, "send the first message right behind CONNECT, before CONNACK (QoS 0 or 1; QUIC 0-RTT: in the first flight)")
 	c.Run = runE(func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
@@ -155,8 +164,19 @@ or a message was not accepted, 2 on bad flags.`,
 				return usageErrorf("-t: %v", err)
 			}
 		}
+		properties, err := parseProperties(props)
+		if err != nil {
+			return err
+		}
+		if cf.ep.Protocol != endpoint.ProtocolAMQP && (len(properties) > 0 || msgID != "") {
+			return usageErrorf("--property and --message-id: AMQP only (amqp://, amqps://, amqp+quic://); %s messages have no place for them", cf.ep.Protocol)
+		}
+		if cf.ep.Protocol == endpoint.ProtocolAMQP && cf.persistent {
+			return usageErrorf("--persistent: an AMQP publisher keeps no session; it makes subscriptions durable (iotq sub --persistent --client-id ID)")
+		}
 		po := measure.PublisherOptions{Topic: topic, QoS: byte(cf.qos), Retain: retain, Message: []byte(message),
-			Size: size, Count: count, Interval: interval, Early: early, ClosedLoop: closed}
+			Size: size, Count: count, Interval: interval, Early: early, ClosedLoop: closed,
+			Properties: properties, MessageID: msgID}
 		if waitAcks {
 			po.AckWait = timeout
 		}
@@ -270,4 +290,23 @@ func readLines(r io.Reader, stop <-chan struct{}) <-chan struct{} {
 		}
 	}()
 	return ch
+}
+
+// parseProperties turns --property KEY=VALUE flags into a map.
+func parseProperties(kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usageErrorf("--property %q: want KEY=VALUE", kv)
+		}
+		if _, dup := m[k]; dup {
+			return nil, usageErrorf("--property %q: key %s given twice", kv, k)
+		}
+		m[k] = v
+	}
+	return m, nil
 }

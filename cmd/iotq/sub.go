@@ -3,7 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,10 +32,25 @@ Messages that carry an iotq measurement payload (iotq pub --size) print as
 receive time minus the send time in the payload (publisher and subscriber
 must share a clock: same host, or synchronised clocks).
 
+A message with a message id or application properties (AMQP) prints as
+"TOPIC [id=ID KEY=VALUE ...] PAYLOAD" (keys sorted). The topic is the
+address the message was sent to (with AMQP wildcards, ActiveMQ Artemis's
+sensors.#, not the filter). An AMQP value body that is not text or binary
+(map, list, number, null) prints as JSON.
+
+With --persistent over AMQP the subscriptions are durable (--client-id is
+required; the broker keeps the subscription and its messages while the
+subscriber is away, e.g. ActiveMQ Artemis); a broker that cannot keep them
+makes sub fail with a message rather than subscribe without.
+
 It stops after -n messages (0: no limit), when no message arrived for
 --timeout (0: never; the wait starts when the subscriptions are granted),
-on SIGINT/SIGTERM, or when the connection is lost. Exit status 1 if -n was
-given and not reached, or the connection failed or was lost.
+on SIGINT/SIGTERM, or when the connection is lost. With --reconnect (the
+default for amqp URLs) a lost connection is dialled again with exponential
+backoff (--reconnect-max bounds the wait between attempts; one line on
+standard error per attempt) and every -t subscribed again, until -n,
+--timeout or a signal; --reconnect=false exits instead. Exit status 1 if -n
+was given and not reached, or the connection failed or was lost.
 
 For the lab:
   --ready-file PATH   written (atomically) once every SUBACK arrived
@@ -67,6 +87,8 @@ The connection flags are those of iotq pub.`,
 		notify    string
 		quiet     bool
 		echo      string
+		reconnect bool
+		recMax    time.Duration
 	)
 	cf.register(fs)
 	fs.Var(&topics, "t", "topic `filter` to subscribe to (repeatable, + and # allowed)")
@@ -78,6 +100,8 @@ The connection flags are those of iotq pub.`,
 	fs.StringVar(&readyFile, "ready-file", "", "write `PATH` once the broker granted every subscription")
 	fs.StringVar(&notify, "notify", "", "print \"recv SEQ\" per measurement message to: stdout")
 	fs.BoolVar(&quiet, "quiet", false, "do not print a line per message")
+	fs.BoolVar(&reconnect, "reconnect", false, "when the connection is lost, dial again with backoff and resubscribe (default true for amqp URLs)")
+	fs.DurationVar(&recMax, "reconnect-max", 30*time.Second, "longest wait between reconnection attempts (the first waits 500ms, each next twice as long)")
 	fs.StringVar(&echo, "echo", "", "publish each measurement message received unchanged to `TOPIC` (round trips)")
 	c.Run = runE(func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
@@ -98,6 +122,17 @@ The connection flags are those of iotq pub.`,
 		case echo != "" && (strings.ContainsAny(echo, "+#") || count <= 0):
 			return usageErrorf("--echo %q: want a topic without wildcards, and -n COUNT (it bounds the echoes)", echo)
 		}
+		reconnectSet := false
+		fs.Visit(func(f *flag.Flag) { reconnectSet = reconnectSet || f.Name == "reconnect" })
+		if !reconnectSet {
+			reconnect = cf.ep.Protocol == endpoint.ProtocolAMQP && echo == ""
+		}
+		switch {
+		case reconnect && echo != "":
+			return usageErrorf("--reconnect with --echo: the echoes need one connection; give --reconnect=false")
+		case recMax <= 0:
+			return usageErrorf("--reconnect-max must be positive")
+		}
 		if cf.ep.Protocol == endpoint.ProtocolMQTT {
 			for _, f := range topics {
 				if err := mqttname.CheckFilter(f); err != nil {
@@ -112,7 +147,8 @@ The connection flags are those of iotq pub.`,
 				return err
 			}
 		}
-		s := &subscriber{out: bufio.NewWriter(a.stdout), recs: recs, quiet: quiet, notify: notify == "stdout",
+		s := &subscriber{out: bufio.NewWriter(a.stdout), errw: a.stderr, recs: recs, quiet: quiet, notify: notify == "stdout",
+			reconnect: reconnect, reconnectMax: recMax,
 			limit: count, msgCh: make(chan struct{}, 1), full: make(chan struct{})}
 		if echo != "" {
 			s.echoTopic, s.echoCh = echo, make(chan []byte, count)
@@ -129,11 +165,15 @@ The connection flags are those of iotq pub.`,
 // subscriber runs one sub invocation. handle runs on the client's handler
 // goroutine; run reads the counters under mu after the client closed.
 type subscriber struct {
-	mu     sync.Mutex
-	out    *bufio.Writer
-	recs   *records.Writer[records.SubRecord]
-	quiet  bool
-	notify bool
+	mu   sync.Mutex
+	out  *bufio.Writer
+	errw io.Writer // reconnection lines
+
+	reconnect    bool
+	reconnectMax time.Duration
+	recs         *records.Writer[records.SubRecord]
+	quiet        bool
+	notify       bool
 
 	received int
 	rx       measure.Receiver
@@ -199,7 +239,7 @@ func (s *subscriber) handle(m client.Message) {
 			s.out.Flush()
 		}
 	} else if !s.quiet && !s.notify {
-		fmt.Fprintf(s.out, "%s %s\n", m.Topic, m.Payload)
+		fmt.Fprintf(s.out, "%s %s%s\n", m.Topic, messageMeta(m), m.Payload)
 		s.out.Flush()
 	}
 	select {
@@ -211,20 +251,30 @@ func (s *subscriber) handle(m client.Message) {
 	}
 }
 
+// subscribe subscribes c to every topic, bounded by connectTO.
+func (s *subscriber) subscribe(ctx context.Context, c client.Client, qos byte, topics []string, connectTO time.Duration) error {
+	sctx, cancel := context.WithTimeout(ctx, connectTO)
+	defer cancel()
+	for _, t := range topics {
+		if err := c.Subscribe(sctx, t, client.SubscribeOptions{QoS: qos}, s.handle); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// First and longest wait between reconnection attempts (--reconnect).
+const reconnectFirst = 500 * time.Millisecond
+
 func (s *subscriber) run(ctx context.Context, cf *clientFlags, topics []string, idle, connectTO time.Duration, readyFile string) error {
 	c, dialDur, err := connect(ctx, cf, connectTO, nil)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	sctx, cancel := context.WithTimeout(ctx, connectTO)
-	for _, t := range topics {
-		if err := c.Subscribe(sctx, t, client.SubscribeOptions{QoS: byte(cf.qos)}, s.handle); err != nil {
-			cancel()
-			return &exitError{code: exitFailure, msg: err.Error()}
-		}
+	defer func() { c.Close() }() // c is the current connection
+	if err := s.subscribe(ctx, c, byte(cf.qos), topics, connectTO); err != nil {
+		return &exitError{code: exitFailure, msg: err.Error()}
 	}
-	cancel()
 	echoDone := make(chan int, 1)
 	if s.echoCh != nil {
 		go func() { echoDone <- s.echoes(c, byte(cf.qos), connectTO) }()
@@ -243,6 +293,7 @@ func (s *subscriber) run(ctx context.Context, cf *clientFlags, topics []string, 
 		idleC = idleT.C
 	}
 	var endErr error
+	lost := c.Done()
 wait:
 	for {
 		select {
@@ -250,9 +301,18 @@ wait:
 			break wait
 		case <-ctx.Done():
 			break wait
-		case <-c.Done():
+		case <-lost:
 			endErr = fmt.Errorf("connection lost: %v", c.Err())
-			break wait
+			if !s.reconnect {
+				break wait
+			}
+			nc, err := s.redial(ctx, cf, topics, connectTO, c.Err(), idleC)
+			if err != nil {
+				endErr = fmt.Errorf("%v; %v", endErr, err)
+				break wait
+			}
+			c.Close()
+			c, lost, endErr = nc, nc.Done(), nil
 		case <-s.msgCh:
 			if idleT != nil {
 				idleT.Reset(idle)
@@ -293,10 +353,80 @@ wait:
 	return nil
 }
 
+// redial dials again after a lost connection, with exponential backoff
+// (reconnectFirst, doubling up to s.reconnectMax), one line on standard
+// error per attempt, and subscribes every topic again. It gives up when
+// ctx ends or the --timeout timer fires (idle: its channel, nil without).
+func (s *subscriber) redial(ctx context.Context, cf *clientFlags, topics []string, connectTO time.Duration, why error, idle <-chan time.Time) (client.Client, error) {
+	wait := reconnectFirst
+	t := time.NewTimer(0)
+	defer t.Stop()
+	<-t.C
+	for attempt := 1; ; attempt++ {
+		if attempt == 1 {
+			fmt.Fprintf(s.errw, "iotq sub: connection lost (%v); reconnecting in %s (attempt %d)\n", why, wait, attempt)
+		} else {
+			fmt.Fprintf(s.errw, "iotq sub: reconnection failed (%v); reconnecting in %s (attempt %d)\n", why, wait, attempt)
+		}
+		t.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return nil, errors.New("interrupted while reconnecting")
+		case <-idle:
+			return nil, errors.New("not reconnected within --timeout")
+		case <-t.C:
+		}
+		wait = min(2*wait, s.reconnectMax)
+		c, _, err := connect(ctx, cf, connectTO, nil)
+		if err != nil {
+			why = err
+			if ee := (*exitError)(nil); errors.As(err, &ee) {
+				why = errors.New(ee.msg)
+			}
+			continue
+		}
+		if err := s.subscribe(ctx, c, byte(cf.qos), topics, connectTO); err != nil {
+			c.Close()
+			why = fmt.Errorf("subscribe again: %w", err)
+			continue
+		}
+		fmt.Fprintf(s.errw, "iotq sub: reconnected and subscribed again (attempt %d)\n", attempt)
+		return c, nil
+	}
+}
+
 // writeReady writes the ready file atomically.
 func writeReady(path string) error {
 	if err := records.WriteFileAtomic(path, []byte(records.SubReady)); err != nil {
 		return fmt.Errorf("ready file: %w (check --ready-file)", err)
 	}
 	return nil
+}
+
+// messageMeta is "[id=ID KEY=VALUE ...] " for a message with a message id
+// or properties (keys sorted; values quoted when they hold a space, a
+// quote, = or ]), else "".
+func messageMeta(m client.Message) string {
+	if m.MessageID == "" && len(m.Properties) == 0 {
+		return ""
+	}
+	quote := func(v string) string {
+		if v == "" || strings.ContainsAny(v, " \t\n\"=]") {
+			return strconv.Quote(v)
+		}
+		return v
+	}
+	var parts []string
+	if m.MessageID != "" {
+		parts = append(parts, "id="+quote(m.MessageID))
+	}
+	keys := make([]string, 0, len(m.Properties))
+	for k := range m.Properties {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		parts = append(parts, quote(k)+"="+quote(m.Properties[k]))
+	}
+	return "[" + strings.Join(parts, " ") + "] "
 }
