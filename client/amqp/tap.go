@@ -3,6 +3,7 @@ package amqp
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"net"
 	"sync"
 )
@@ -82,7 +83,7 @@ func (t *attachTap) feed(b []byte) {
 		size := int(binary.BigEndian.Uint32(t.buf))
 		doff := int(t.buf[4]) * 4
 		if size < 8 || doff < 8 || doff > size {
-			t.skip, t.buf = 1<<62, t.buf[:0] // not AMQP framing: stop parsing
+			t.skip, t.buf = math.MaxInt, t.buf[:0] // not AMQP framing: stop parsing
 			continue
 		}
 		// decide once the descriptor of the performative is in: 0x00 0x53 code
