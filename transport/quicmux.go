@@ -45,9 +45,11 @@ type muxConn struct {
 	log       *slog.Logger
 	mqttNext  bool // ALPN MQTT-next: server flows start with a flow header
 
-	ctx    context.Context // ends the goroutines
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ctx     context.Context // ends the goroutines
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	gmu     sync.Mutex // guards stopped and wg.Add
+	stopped bool       // Close waits for the goroutines: start no more
 
 	ctl       chan muxItem  // packets read from the control stream
 	data      chan muxItem  // packets from data streams and datagrams
@@ -339,10 +341,9 @@ func (m *muxConn) Read(p []byte) (int, error) {
 			// data streams still bring (the client sent it before), until
 			// they are quiet.
 			quiet := endQuiet
-			if !m.dataSeen.Load() {
-				// Nothing came on another stream yet: a stream the QUIC
-				// layer already has still gets scheduled.
-				quiet = endQuietFirst
+			if !m.dataSeen.Load() && !m.probeStreams() {
+				// No data stream ever (a single-stream client): no wait.
+				quiet = 0
 			}
 			t := time.NewTimer(quiet)
 			select {
@@ -417,11 +418,6 @@ func (m *muxConn) noteConnect(b []byte) bool {
 // nothing orders two QUIC streams.
 const endQuiet = 25 * time.Millisecond
 
-// endQuietFirst replaces endQuiet while no data stream or datagram came
-// (a single-stream client, or a first data stream not yet accepted); a
-// client that negotiated datagrams gets endQuiet.
-const endQuietFirst = 5 * time.Millisecond
-
 // next waits for the next item: from the control stream only until the
 // first packet has been read, then from every source. fromCtl says where
 // it came from.
@@ -488,13 +484,7 @@ func (m *muxConn) acceptUni() {
 		if err != nil {
 			return
 		}
-		if !m.admit() {
-			rs.CancelRead(StreamCodeFlowRefused)
-			rs.ReleaseStreamCredit()
-			continue
-		}
-		m.wg.Add(1)
-		go m.readData(rs, nil, rs.ReleaseStreamCredit, rs.CancelRead)
+		m.takeUni(rs)
 	}
 }
 
@@ -505,15 +495,74 @@ func (m *muxConn) acceptBidi() {
 		if err != nil {
 			return
 		}
-		if !m.admit() {
-			s.CancelRead(StreamCodeFlowRefused)
-			s.CancelWrite(StreamCodeFlowRefused)
-			s.ReleaseStreamCredit()
-			continue
-		}
-		m.wg.Add(1)
-		go m.readData(s, s, s.ReleaseStreamCredit, s.CancelRead)
+		m.takeBidi(s)
 	}
+}
+
+func (m *muxConn) takeUni(rs *quic.ReceiveStream) {
+	if !m.admit() {
+		rs.CancelRead(StreamCodeFlowRefused)
+		rs.ReleaseStreamCredit()
+		return
+	}
+	if !m.spawn(func() { m.readData(rs, nil, rs.ReleaseStreamCredit, rs.CancelRead) }) {
+		rs.CancelRead(StreamCodeFlowRefused)
+	}
+}
+
+func (m *muxConn) takeBidi(s *quic.Stream) {
+	if !m.admit() {
+		s.CancelRead(StreamCodeFlowRefused)
+		s.CancelWrite(StreamCodeFlowRefused)
+		s.ReleaseStreamCredit()
+		return
+	}
+	if !m.spawn(func() { m.readData(s, s, s.ReleaseStreamCredit, s.CancelRead) }) {
+		s.CancelRead(StreamCodeFlowRefused)
+		s.CancelWrite(StreamCodeFlowRefused)
+	}
+}
+
+// spawn runs f on a goroutine that Close waits for; false once Close has
+// started waiting.
+func (m *muxConn) spawn(f func()) bool {
+	m.gmu.Lock()
+	defer m.gmu.Unlock()
+	if m.stopped {
+		return false
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// stopGoroutines ends and waits for every goroutine of the conn.
+func (m *muxConn) stopGoroutines() {
+	m.cancel()
+	m.gmu.Lock()
+	m.stopped = true
+	m.gmu.Unlock()
+	m.wg.Wait()
+}
+
+// probeStreams takes the data streams the QUIC layer has and the accept
+// loops have not taken yet. It reports whether there was one.
+func (m *muxConn) probeStreams() bool {
+	ctx, cancel := context.WithCancel(m.ctx)
+	cancel()
+	found := false
+	if rs, err := m.conn.AcceptUniStream(ctx); err == nil {
+		m.takeUni(rs)
+		found = true
+	}
+	if s, err := m.conn.AcceptStream(ctx); err == nil {
+		m.takeBidi(s)
+		found = true
+	}
+	return found
 }
 
 // admit counts a new client data stream, or refuses it past the limit.
@@ -537,7 +586,6 @@ func (m *muxConn) admit() bool {
 // whole packets, which it queues for Read. bi is the stream if it is
 // bidirectional (acknowledgements go back on it).
 func (m *muxConn) readData(r io.Reader, bi *quic.Stream, release func(), cancelRead func(quic.StreamErrorCode)) {
-	defer m.wg.Done()
 	var f *muxFlow
 	finished := false
 	finish := func() { // the stream no longer counts against the limit
@@ -943,8 +991,10 @@ func (m *muxConn) openServerFlow(bidi bool) *muxFlow {
 			return nil
 		}
 		f = &muxFlow{send: s, dl: s.SetWriteDeadline, str: s}
-		m.wg.Add(1)
-		go m.readAcks(s)
+		if !m.spawn(func() { m.readAcks(s) }) {
+			s.CancelWrite(StreamCodeFlowRefused)
+			return nil
+		}
 	} else {
 		s, err := m.conn.OpenUniStream()
 		if err != nil {
@@ -964,7 +1014,6 @@ func (m *muxConn) openServerFlow(bidi bool) *muxFlow {
 // readAcks queues what the client sends on a server flow (acknowledgements
 // of deliveries) for Read, until the client ends its side or the conn ends.
 func (m *muxConn) readAcks(s *quic.Stream) {
-	defer m.wg.Done()
 	buf := make([]byte, 4096)
 	var pend []byte
 	for {
@@ -999,8 +1048,7 @@ func (m *muxConn) Close() error {
 	m.closeOnce.Do(func() {
 		close(m.closing)
 		m.closeErr = m.quicConn.Close()
-		m.cancel()
-		m.wg.Wait()
+		m.stopGoroutines()
 	})
 	return m.closeErr
 }
@@ -1009,8 +1057,7 @@ func (m *muxConn) CloseWithError(code uint64, reason string) error {
 	err := m.quicConn.CloseWithError(code, reason)
 	m.closeOnce.Do(func() {
 		close(m.closing)
-		m.cancel()
-		m.wg.Wait()
+		m.stopGoroutines()
 		m.closeErr = err
 	})
 	return err
