@@ -108,7 +108,7 @@ func listenQUIC(ep Endpoint, opts ListenOptions, log *slog.Logger) (Listener, er
 	if tlsConf.MinVersion < tls.VersionTLS13 {
 		tlsConf.MinVersion = tls.VersionTLS13
 	}
-	tr := &quic.Transport{Conn: udp}
+	tr := &quic.Transport{Conn: udp, VerifySourceAddress: opts.QUIC.VerifySourceAddress}
 	ln, err := tr.ListenEarly(tlsConf, quicConfig(opts.QUIC, true))
 	if err != nil {
 		tr.Close()
@@ -132,6 +132,9 @@ func (l *quicListener) loop() {
 		if err != nil {
 			// Only a closed listener or a cancelled ctx end Accept.
 			return
+		}
+		if l.opts.AcceptConn != nil {
+			l.opts.AcceptConn(conn)
 		}
 		l.wg.Add(1)
 		go l.firstStream(conn)

@@ -7,6 +7,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/quic-go/quic-go"
+
 	"github.com/iotq/iotq/transport/endpoint"
 )
 
@@ -70,6 +72,17 @@ type QUICOptions struct {
 	// data streams, server delivery streams, datagrams; docs/mqtt-quic.md).
 	// The zero value serves one bidirectional stream per connection.
 	Streams QUICStreamOptions
+	// VerifySourceAddress (listeners; nil: never) is quic.Transport's
+	// hook: true makes the listener answer a new connection from that
+	// address with a QUIC Retry (address validation) first. iotq gateway
+	// sets it to defend against handshake floods.
+	VerifySourceAddress func(net.Addr) bool
+	// AcceptConn (listeners; nil: none) is called with each QUIC connection
+	// the listener accepts, before its first stream is awaited (the
+	// handshake may still be running); it must not block. It may close the
+	// connection (CloseWithError): no stream of it is handed out then. iotq
+	// gateway counts and limits connections here.
+	AcceptConn func(*quic.Conn)
 }
 
 // Defaults of QUICOptions.
