@@ -360,7 +360,7 @@ func (h *flowHook) queuedBytesFull(cl *mqttcore.Client, pk packets.Packet) bool 
 	// A client subscribed to its own messages is not waited for: its
 	// acknowledgements come in on the goroutine that would wait.
 	if f := h.flowOf(cl); f != nil && !cl.Closed() && !f.stalled.Load() && !h.e.cfg.flow.NoBackpressure && pk.Origin != cl.ID {
-		size := int64(len(pk.Payload) + len(pk.TopicName))
+		size := mqttcore.QueuedCost(&pk) // as the engine counts it (payload, topic, properties and structure)
 		fits := func() bool { q := cl.QueuedBytes(); return q == 0 || q+size <= h.maxBytes }
 		if h.awaitProgress(f, fits) && !cl.Closed() {
 			return true

@@ -12,17 +12,27 @@ import (
 
 	"github.com/iotq/iotq/broker"
 	"github.com/iotq/iotq/broker/brokertest"
+	"github.com/iotq/iotq/internal/mqttcore"
+	"github.com/iotq/iotq/internal/mqttcore/packets"
 	"github.com/iotq/iotq/internal/testutil"
 )
 
-// qbTopic and qbPayload make messages of qbSize bytes as the limit counts
-// them (payload and topic).
+// qbTopic and qbPayload make messages of qbSize bytes of payload and
+// topic; the limit counts each as qbCost (QoS 1: payload, topic and the
+// in-flight store's entry).
 const (
 	qbTopic = "qb/q"
 	qbSize  = 5 + 1000 + len(qbTopic)
 )
 
-var qbPayload = strings.Repeat("x", 1000)
+var (
+	qbPayload = strings.Repeat("x", 1000)
+	qbCost    = int(mqttcore.QueuedCost(&packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1},
+		TopicName:   qbTopic,
+		Payload:     make([]byte, 5+len(qbPayload)),
+	}))
+)
 
 // publishAll publishes n numbered QoS qos messages on qbTopic and waits
 // for every acknowledgement (QoS 0: for the client to have written them).
@@ -102,8 +112,8 @@ func TestQueuedBytesLimitOfflineSession(t *testing.T) {
 				n, qbSize, largest, dropped, heapBefore>>10, heapAfter>>10, growth>>10)
 			kept := n
 			if limit > 0 {
-				kept = limit / qbSize
-				if largest > float64(limit) || largest < float64(limit-qbSize) {
+				kept = limit / qbCost
+				if largest > float64(limit) || largest < float64(limit-qbCost) {
 					t.Errorf("largest session holds %.0f bytes, want at most %d and close to it", largest, limit)
 				}
 				if dropped != float64(n-kept) {
@@ -115,8 +125,8 @@ func TestQueuedBytesLimitOfflineSession(t *testing.T) {
 					t.Errorf("heap grew by %d KiB with a %d-byte limit", growth>>10, limit)
 				}
 			} else {
-				if largest < float64(n*qbSize) {
-					t.Errorf("without a limit the session holds %.0f bytes, want %d", largest, n*qbSize)
+				if largest < float64(n*qbCost) {
+					t.Errorf("without a limit the session holds %.0f bytes, want %d", largest, n*qbCost)
 				}
 				if dropped != 0 {
 					t.Errorf("without a limit %.0f messages were dropped", dropped)

@@ -5,34 +5,213 @@
 package mqttcore
 
 import (
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/iotq/iotq/internal/mqttcore/packets"
 )
 
 // Inflight is a map of InflightMessage keyed on packet id.
+//
+// [iotq patch 22] The QoS 1/2 flow packets (PUBLISH, PUBACK, PUBREC,
+// PUBREL, PUBCOMP) are kept in held, in a compact form of about 128 bytes
+// plus their payload, topic and properties; upstream kept every one as a
+// packets.Packet by value (816 bytes, stored out of line by the map: 896
+// bytes each), so 65 535 queued 20-byte messages took 59 MB. Other packets
+// (none in the engine's own use) stay whole in internal, upstream's map.
+// A packet id is in at most one of the two.
 type Inflight struct {
 	sync.RWMutex
-	internal            map[uint16]packets.Packet // internal contains the inflight packets
+	internal            map[uint16]packets.Packet // packets kept whole (not a QoS flow packet) [iotq patch 22]
+	held                map[uint16]*heldPacket    // QoS flow packets, compact [iotq patch 22]
 	receiveQuota        int32                     // remaining inbound qos quota for flow control
 	sendQuota           int32                     // remaining outbound qos quota for flow control
 	maximumReceiveQuota int32                     // maximum allowed receive quota
 	maximumSendQuota    int32                     // maximum allowed send quota
-	bytes               int64                     // payload and topic bytes of the packets held [iotq patch 10]
+	bytes               int64                     // what the packets held cost (QueuedCost) [iotq patch 10, 22]
 	lastSeq             uint64                    // the Seq last assigned [iotq patch 20]
+	immediate           int                       // held packets with Expiry < 0 (waiting for send quota) [iotq patch 22]
 }
 
-// packetBytes is what a held packet counts against a client's queued-bytes
-// limit: its payload and topic name. [iotq patch 10]
-func packetBytes(pk *packets.Packet) int64 {
-	return int64(len(pk.Payload) + len(pk.TopicName))
+// heldPacket is a QoS flow packet as the in-flight store keeps it: every
+// field such a packet uses, the properties only when there are any, and
+// not the shared encoding of a fan-out (a resend encodes on its own).
+// [iotq patch 22]
+type heldPacket struct {
+	payload             []byte
+	topic               string
+	origin              string
+	props               *packets.Properties // nil: none
+	created             int64
+	expiry              int64
+	seq                 uint64
+	remaining           int
+	maxSize             uint32
+	packetID            uint16
+	typ                 byte
+	qos                 byte
+	dup                 bool
+	retain              bool
+	version             byte
+	reasonCode          byte
+	reservedBit         byte
+	ignore              bool
+	sessionPresent      bool
+	disallowProblemInfo bool
+	allowResponseInfo   bool
 }
 
-// Bytes returns the payload and topic bytes of the packets held (QoS 1/2
-// messages sent and not yet acknowledged, or queued). [iotq patch 10]
+// heldOverhead is what the in-flight store spends on a message besides its
+// payload, topic and properties: the compact entry (120 bytes, allocated
+// in the 128-byte size class), its share of the map (a 16-byte slot in
+// groups of 8, the map between half and 7/8 full: about 32 bytes) and the
+// rest of the read buffer that payload and topic share (packet id, topic
+// length, size-class rounding: about 16). Measured: 200 bytes of heap per
+// held message of 20 bytes with a 9-byte topic (TestStuckSubscriberMemoryBounded),
+// QueuedCost 205. [iotq patch 22]
+const heldOverhead = 128 + 32 + 16
+
+// queuedOverhead is what a packet in a client's outbound queue costs
+// besides its payload, topic and properties: the packet (a packets.Packet,
+// allocated in the 896-byte size class), its slot in the ring and the rest
+// of its read buffer. [iotq patch 22]
+const queuedOverhead = 896 + 8 + 16
+
+// QueuedCost is what a message held for a client costs and counts against
+// Capabilities.MaximumClientQueuedBytes: its payload, topic name and
+// properties plus the engine's structure around it: the compact in-flight
+// entry for QoS 1/2 (176 bytes), the queued packet for QoS 0 (920 bytes). Patch 10 counted payload and topic only, so a session of
+// 20-byte messages reached max_inflight (65 535) at 1.4 MB counted and 54
+// MB of heap.
+// [iotq patch 22]
+func QueuedCost(pk *packets.Packet) int64 {
+	n := int64(len(pk.Payload) + len(pk.TopicName))
+	if pk.FixedHeader.Qos == 0 {
+		n += queuedOverhead
+	} else {
+		n += heldOverhead
+	}
+	if !pk.Properties.Empty() {
+		n += propertiesCost(&pk.Properties)
+	}
+	return n
+}
+
+// propertiesCost is the memory a packet's properties take when kept apart
+// from the packet: the struct and what its slices and strings hold.
+// [iotq patch 22]
+func propertiesCost(p *packets.Properties) int64 {
+	n := int(unsafe.Sizeof(*p)) + len(p.CorrelationData) + len(p.AuthenticationData) + 8*len(p.SubscriptionIdentifier) +
+		len(p.ContentType) + len(p.ResponseTopic) + len(p.AssignedClientID) + len(p.AuthenticationMethod) +
+		len(p.ResponseInfo) + len(p.ServerReference) + len(p.ReasonString)
+	for _, u := range p.User {
+		n += int(unsafe.Sizeof(u)) + len(u.Key) + len(u.Val)
+	}
+	return int64(n)
+}
+
+// heldCost is what pk costs in the in-flight store. [iotq patch 22]
+func heldCost(pk *packets.Packet) int64 {
+	n := int64(len(pk.Payload)+len(pk.TopicName)) + heldOverhead
+	if !pk.Properties.Empty() {
+		n += propertiesCost(&pk.Properties)
+	}
+	return n
+}
+
+// wholeCost is what a packet kept whole costs in the in-flight store.
+// [iotq patch 22]
+func wholeCost(pk *packets.Packet) int64 {
+	return int64(len(pk.Payload)+len(pk.TopicName)) + queuedOverhead
+}
+
+// compactable reports whether pk is a QoS flow packet that heldPacket
+// represents exactly. [iotq patch 22]
+func compactable(pk *packets.Packet) bool {
+	switch pk.FixedHeader.Type {
+	case packets.Publish, packets.Puback, packets.Pubrec, packets.Pubrel, packets.Pubcomp:
+	default:
+		return false
+	}
+	return pk.Filters == nil && pk.ReasonCodes == nil && pk.Connect.Empty()
+}
+
+func newHeld(pk *packets.Packet) *heldPacket {
+	h := &heldPacket{
+		payload:             pk.Payload,
+		topic:               pk.TopicName,
+		origin:              pk.Origin,
+		created:             pk.Created,
+		expiry:              pk.Expiry,
+		seq:                 pk.Seq,
+		remaining:           pk.FixedHeader.Remaining,
+		maxSize:             pk.Mods.MaxSize,
+		packetID:            pk.PacketID,
+		typ:                 pk.FixedHeader.Type,
+		qos:                 pk.FixedHeader.Qos,
+		dup:                 pk.FixedHeader.Dup,
+		retain:              pk.FixedHeader.Retain,
+		version:             pk.ProtocolVersion,
+		reasonCode:          pk.ReasonCode,
+		reservedBit:         pk.ReservedBit,
+		ignore:              pk.Ignore,
+		sessionPresent:      pk.SessionPresent,
+		disallowProblemInfo: pk.Mods.DisallowProblemInfo,
+		allowResponseInfo:   pk.Mods.AllowResponseInfo,
+	}
+	if !pk.Properties.Empty() {
+		p := pk.Properties
+		h.props = &p
+	}
+	return h
+}
+
+func (h *heldPacket) packet() packets.Packet {
+	pk := packets.Packet{
+		Payload:   h.payload,
+		TopicName: h.topic,
+		Origin:    h.origin,
+		FixedHeader: packets.FixedHeader{
+			Remaining: h.remaining,
+			Type:      h.typ,
+			Qos:       h.qos,
+			Dup:       h.dup,
+			Retain:    h.retain,
+		},
+		Created: h.created,
+		Expiry:  h.expiry,
+		Mods: packets.Mods{
+			MaxSize:             h.maxSize,
+			DisallowProblemInfo: h.disallowProblemInfo,
+			AllowResponseInfo:   h.allowResponseInfo,
+		},
+		PacketID:        h.packetID,
+		ProtocolVersion: h.version,
+		SessionPresent:  h.sessionPresent,
+		ReasonCode:      h.reasonCode,
+		ReservedBit:     h.reservedBit,
+		Ignore:          h.ignore,
+		Seq:             h.seq,
+	}
+	if h.props != nil {
+		pk.Properties = *h.props
+	}
+	return pk
+}
+
+func (h *heldPacket) cost() int64 {
+	n := int64(len(h.payload)+len(h.topic)) + heldOverhead
+	if h.props != nil {
+		n += propertiesCost(h.props)
+	}
+	return n
+}
+
+// Bytes returns what the packets held cost (QueuedCost: QoS 1/2 messages
+// sent and not yet acknowledged, or queued). [iotq patch 10, 22]
 func (i *Inflight) Bytes() int64 {
 	i.RLock()
 	defer i.RUnlock()
@@ -43,6 +222,7 @@ func (i *Inflight) Bytes() int64 {
 func NewInflights() *Inflight {
 	return &Inflight{
 		internal: map[uint16]packets.Packet{},
+		held:     map[uint16]*heldPacket{}, // [iotq patch 22]
 	}
 }
 
@@ -72,22 +252,47 @@ func (i *Inflight) SetSeq(m *packets.Packet) bool {
 }
 
 func (i *Inflight) setLocked(m *packets.Packet) bool {
-	old, ok := i.internal[m.PacketID]
-	if ok {
-		i.bytes -= packetBytes(&old) // [iotq patch 10]
-	}
+	oldSeq, ok := i.removeLocked(m.PacketID) // [iotq patch 22]
 	switch {
-	case m.Seq == 0 && ok && old.Seq != 0:
-		m.Seq = old.Seq
+	case m.Seq == 0 && ok && oldSeq != 0:
+		m.Seq = oldSeq
 	case m.Seq == 0:
 		m.Seq = max(uint64(time.Now().UnixNano()), i.lastSeq+1)
 		i.lastSeq = m.Seq
 	default:
 		i.lastSeq = max(i.lastSeq, m.Seq)
 	}
-	i.internal[m.PacketID] = *m
-	i.bytes += packetBytes(m)
+	if compactable(m) { // [iotq patch 22]
+		h := newHeld(m)
+		i.held[m.PacketID] = h
+		i.bytes += h.cost()
+		if h.expiry < 0 {
+			i.immediate++
+		}
+	} else {
+		i.internal[m.PacketID] = *m
+		i.bytes += wholeCost(m)
+	}
 	return !ok
+}
+
+// removeLocked removes the packet under id from either map and returns its
+// Seq. [iotq patch 22]
+func (i *Inflight) removeLocked(id uint16) (seq uint64, ok bool) {
+	if h, found := i.held[id]; found {
+		i.bytes -= h.cost()
+		if h.expiry < 0 {
+			i.immediate--
+		}
+		delete(i.held, id)
+		return h.seq, true
+	}
+	if pk, found := i.internal[id]; found {
+		i.bytes -= wholeCost(&pk)
+		delete(i.internal, id)
+		return pk.Seq, true
+	}
+	return 0, false
 }
 
 // MarkSent records that the message under id (with sequence seq) has been
@@ -95,6 +300,13 @@ func (i *Inflight) setLocked(m *packets.Packet) bool {
 func (i *Inflight) MarkSent(id uint16, seq uint64) (packets.Packet, bool) {
 	i.Lock()
 	defer i.Unlock()
+	if h, ok := i.held[id]; ok { // [iotq patch 22]
+		if h.seq != seq || h.typ != packets.Publish {
+			return h.packet(), false
+		}
+		h.dup = true
+		return h.packet(), true
+	}
 	m, ok := i.internal[id]
 	if !ok || m.Seq != seq || m.FixedHeader.Type != packets.Publish {
 		return m, false
@@ -104,11 +316,31 @@ func (i *Inflight) MarkSent(id uint16, seq uint64) (packets.Packet, bool) {
 	return m, true
 }
 
+// markSent is MarkSent for a caller that does not need the packet (the
+// write loop, once per QoS 1/2 message). [iotq patch 22]
+func (i *Inflight) markSent(id uint16, seq uint64) {
+	i.Lock()
+	defer i.Unlock()
+	if h, ok := i.held[id]; ok {
+		if h.seq == seq && h.typ == packets.Publish {
+			h.dup = true
+		}
+		return
+	}
+	if m, ok := i.internal[id]; ok && m.Seq == seq && m.FixedHeader.Type == packets.Publish {
+		m.FixedHeader.Dup = true
+		i.internal[id] = m
+	}
+}
+
 // Get returns an inflight packet by packet id.
 func (i *Inflight) Get(id uint16) (packets.Packet, bool) {
 	i.RLock()
 	defer i.RUnlock()
 
+	if h, ok := i.held[id]; ok { // [iotq patch 22]
+		return h.packet(), true
+	}
 	if m, ok := i.internal[id]; ok {
 		return m, true
 	}
@@ -116,11 +348,22 @@ func (i *Inflight) Get(id uint16) (packets.Packet, bool) {
 	return packets.Packet{}, false
 }
 
+// has reports whether a packet is in flight under id. [iotq patch 22]
+func (i *Inflight) has(id uint16) bool {
+	i.RLock()
+	defer i.RUnlock()
+	if _, ok := i.held[id]; ok {
+		return true
+	}
+	_, ok := i.internal[id]
+	return ok
+}
+
 // Len returns the size of the inflight messages map.
 func (i *Inflight) Len() int {
 	i.RLock()
 	defer i.RUnlock()
-	return len(i.internal)
+	return len(i.internal) + len(i.held) // [iotq patch 22]
 }
 
 // Clone returns a new instance of Inflight with the same message data.
@@ -132,9 +375,59 @@ func (i *Inflight) Clone() *Inflight {
 	for k, v := range i.internal {
 		c.internal[k] = v
 	}
-	c.bytes = i.bytes     // [iotq patch 10]
-	c.lastSeq = i.lastSeq // [iotq patch 20]
+	for k, v := range i.held { // entries change in place (MarkSent): copied [iotq patch 22]
+		h := *v
+		c.held[k] = &h
+	}
+	c.bytes = i.bytes         // [iotq patch 10]
+	c.lastSeq = i.lastSeq     // [iotq patch 20]
+	c.immediate = i.immediate // [iotq patch 22]
 	return c
+}
+
+// inflightRef names one packet of the store, for ordering. [iotq patch 22]
+type inflightRef struct {
+	seq uint64
+	id  uint16
+}
+
+// refsLocked returns the packets in flight (only those waiting for send
+// quota if immediate), ordered by Seq, then packet id. [iotq patch 20, 22]
+func (i *Inflight) refsLocked(immediate bool) []inflightRef {
+	n := len(i.held) + len(i.internal)
+	if immediate {
+		n = i.immediate + len(i.internal)
+	}
+	refs := make([]inflightRef, 0, n)
+	for id, h := range i.held {
+		if !immediate || h.expiry < 0 {
+			refs = append(refs, inflightRef{h.seq, id})
+		}
+	}
+	for id, v := range i.internal {
+		if !immediate || v.Expiry < 0 {
+			refs = append(refs, inflightRef{v.Seq, id})
+		}
+	}
+	slices.SortFunc(refs, func(a, b inflightRef) int {
+		switch {
+		case a.seq < b.seq:
+			return -1
+		case a.seq > b.seq:
+			return 1
+		}
+		return int(a.id) - int(b.id)
+	})
+	return refs
+}
+
+// getLocked returns the packet under id. [iotq patch 22]
+func (i *Inflight) getLocked(id uint16) (packets.Packet, bool) {
+	if h, ok := i.held[id]; ok {
+		return h.packet(), true
+	}
+	m, ok := i.internal[id]
+	return m, ok
 }
 
 // GetAll returns all the inflight messages.
@@ -142,21 +435,29 @@ func (i *Inflight) GetAll(immediate bool) []packets.Packet {
 	i.RLock()
 	defer i.RUnlock()
 
-	m := []packets.Packet{}
-	for _, v := range i.internal {
-		if !immediate || (immediate && v.Expiry < 0) {
-			m = append(m, v)
-		}
+	// [iotq patch 22] Ordered as references, then copied out: upstream
+	// sorted the 816-byte packets themselves.
+	refs := i.refsLocked(immediate)
+	m := make([]packets.Packet, 0, len(refs))
+	for _, r := range refs {
+		pk, _ := i.getLocked(r.id)
+		m = append(m, pk)
 	}
-
-	sort.Slice(m, func(i, j int) bool { // [iotq patch 20]
-		if m[i].Seq != m[j].Seq {
-			return m[i].Seq < m[j].Seq
-		}
-		return m[i].PacketID < m[j].PacketID
-	})
-
 	return m
+}
+
+// IDs returns the packet ids in flight in the order GetAll returns their
+// packets, for a caller that goes through a large session one packet at a
+// time (GetAll copies every packet at once). [iotq patch 22]
+func (i *Inflight) IDs() []uint16 {
+	i.RLock()
+	defer i.RUnlock()
+	refs := i.refsLocked(false)
+	ids := make([]uint16, len(refs))
+	for k, r := range refs {
+		ids[k] = r.id
+	}
+	return ids
 }
 
 // NextImmediate returns the next inflight packet which is indicated to be sent immediately.
@@ -166,9 +467,15 @@ func (i *Inflight) NextImmediate() (packets.Packet, bool) {
 	i.RLock()
 	defer i.RUnlock()
 
-	m := i.GetAll(true)
-	if len(m) > 0 {
-		return m[0], true
+	// [iotq patch 22] Counted, not searched for: the engine asks after
+	// every inbound packet, and upstream copied and sorted every packet in
+	// flight each time (O(n) per PUBACK).
+	if i.immediate == 0 && len(i.internal) == 0 {
+		return packets.Packet{}, false
+	}
+	refs := i.refsLocked(true)
+	if len(refs) > 0 {
+		return i.getLocked(refs[0].id)
 	}
 
 	return packets.Packet{}, false
@@ -179,13 +486,56 @@ func (i *Inflight) Delete(id uint16) bool {
 	i.Lock()
 	defer i.Unlock()
 
-	old, ok := i.internal[id]
-	if ok {
-		i.bytes -= packetBytes(&old) // [iotq patch 10]
-	}
-	delete(i.internal, id)
-
+	_, ok := i.removeLocked(id) // [iotq patch 10, 22]
 	return ok
+}
+
+// Take removes the in-flight message under id and returns it. [iotq patch 22]
+func (i *Inflight) Take(id uint16) (packets.Packet, bool) {
+	i.Lock()
+	defer i.Unlock()
+	pk, ok := i.getLocked(id)
+	if ok {
+		i.removeLocked(id)
+	}
+	return pk, ok
+}
+
+// takeSeq is Take for the message under id only if its Seq is seq (the id
+// may have gone to another message since). [iotq patch 22]
+func (i *Inflight) takeSeq(id uint16, seq uint64) (packets.Packet, bool) {
+	i.Lock()
+	defer i.Unlock()
+	pk, ok := i.getLocked(id)
+	if !ok || pk.Seq != seq {
+		return packets.Packet{}, false
+	}
+	i.removeLocked(id)
+	return pk, true
+}
+
+// expiredIDs returns the ids of the messages that have expired at now:
+// their own MQTT 5 expiry passed, or they are older than maximumExpiry
+// (if > 0). [iotq patch 22]
+func (i *Inflight) expiredIDs(now, maximumExpiry int64) []uint16 {
+	i.RLock()
+	defer i.RUnlock()
+	var ids []uint16
+	expired := func(version byte, expiry, created int64) bool {
+		return (version == 5 && expiry > 0 && expiry < now) || // [MQTT-3.3.2-5]
+			(maximumExpiry > 0 && now-created > maximumExpiry)
+	}
+	for id, h := range i.held {
+		if expired(h.version, h.expiry, h.created) {
+			ids = append(ids, id)
+		}
+	}
+	for id, v := range i.internal {
+		if expired(v.ProtocolVersion, v.Expiry, v.Created) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // TakeRecieveQuota reduces the receive quota by 1.

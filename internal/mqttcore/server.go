@@ -66,11 +66,12 @@ type Capabilities struct {
 	// new filter beyond it is refused with 0x97 quota exceeded (0x80 in
 	// MQTT 3.1.1). 0: no limit. [iotq patch 3]
 	MaximumClientSubscriptions int `yaml:"maximum_client_subscriptions" json:"maximum_client_subscriptions"`
-	// MaximumClientQueuedBytes bounds the payload and topic bytes one
-	// client's session holds for delivery (Client.QueuedBytes): a message
-	// that would take it past the limit is not delivered to that client
-	// (Options.QueuedBytesFull is told), unless the session holds nothing.
-	// 0: no limit. [iotq patch 10]
+	// MaximumClientQueuedBytes bounds what the messages one client's
+	// session holds for delivery cost (Client.QueuedBytes, QueuedCost:
+	// payload, topic, properties and the engine's structure around each
+	// message): a message that would take it past the limit is not
+	// delivered to that client (Options.QueuedBytesFull is told), unless
+	// the session holds nothing. 0: no limit. [iotq patch 10, 22]
 	MaximumClientQueuedBytes int64 `yaml:"maximum_client_queued_bytes" json:"maximum_client_queued_bytes"`
 }
 
@@ -608,7 +609,7 @@ func (s *Server) detachClient(cl *Client, listener string, err error) error {
 	}
 	s.Log.Debug("client disconnected", "error", err, "client", cl.ID, "remote", cl.Net.Remote, "listener", listener)
 
-	expire := (cl.Properties.ProtocolVersion == 5 && cl.Properties.Props.SessionExpiryInterval == 0) || (cl.Properties.ProtocolVersion < 5 && cl.Properties.Clean)
+	expire := cl.sessionEndsWithConnection() // [iotq patch 22]
 	s.hooks.OnDisconnect(cl, err, expire)
 
 	if expire && !cl.IsTakenOver() {
@@ -1289,7 +1290,7 @@ func (s *Server) publishToClient(cl *Client, sub packets.Subscription, pk packet
 
 	if max := s.Options.Capabilities.MaximumClientQueuedBytes; max > 0 { // [iotq patch 10]
 		for {
-			if q := cl.QueuedBytes(); q == 0 || q+packetBytes(&out) <= max {
+			if q := cl.QueuedBytes(); q == 0 || q+QueuedCost(&out) <= max { // [iotq patch 22]
 				break
 			}
 			if s.Options.QueuedBytesFull == nil || !s.Options.QueuedBytesFull(cl, out) {
@@ -1344,6 +1345,17 @@ func (s *Server) publishToClient(cl *Client, sub packets.Subscription, pk packet
 			s.hooks.OnQosPublish(cl, stored, stored.Created, 0)
 			cl.State.Inflight.DecreaseSendQuota()
 		}
+		if ok && cl.Closed() && !cl.IsTakenOver() && cl.sessionEndsWithConnection() {
+			// [iotq patch 22] The client left and its session ends with
+			// it: ClearInflights may have run already, and nothing would
+			// remove this copy (Info.Inflight kept counting it). Taken
+			// back here unless ClearInflights took it.
+			if tk, took := cl.State.Inflight.takeSeq(out.PacketID, out.Seq); took {
+				s.hooks.OnQosDropped(cl, tk)
+				atomic.AddInt64(&s.Info.Inflight, -1)
+			}
+			return out, packets.CodeDisconnect
+		}
 		if cl.IsTakenOver() {
 			// The session moved while this delivery was routed to the
 			// old connection, perhaps after the new one took its
@@ -1385,7 +1397,7 @@ func (s *Server) publishToClient(cl *Client, sub packets.Subscription, pk packet
 		}
 		var qos0Bytes int64 // counted before the writer can take it [iotq patch 10]
 		if out.FixedHeader.Qos == 0 {
-			qos0Bytes = packetBytes(&out)
+			qos0Bytes = QueuedCost(&out) // [iotq patch 22]
 		}
 		cl.State.outboundBytes.Add(qos0Bytes)
 		if cl.enqueue(&out) { // [iotq patch 11]

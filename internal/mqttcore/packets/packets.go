@@ -168,6 +168,14 @@ type ConnectParams struct {
 	Clean            bool       `json:"clean"`          // CleanSession in v3.1.1, CleanStart in v5
 }
 
+// Empty reports whether c has no field set (slices nil, see
+// Properties.Empty). [iotq patch 22]
+func (c *ConnectParams) Empty() bool {
+	return c.Password == nil && c.Username == nil && c.ProtocolName == nil && c.WillPayload == nil &&
+		c.ClientIdentifier == "" && c.WillTopic == "" && c.Keepalive == 0 && !c.PasswordFlag && !c.UsernameFlag &&
+		c.WillQos == 0 && !c.WillFlag && !c.WillRetain && !c.Clean && c.WillProperties.Empty()
+}
+
 // Subscriptions is a slice of Subscription.
 type Subscriptions []Subscription // must be a slice to retain order.
 

@@ -123,6 +123,23 @@ type Properties struct {
 	SharedSubAvailableFlag    bool           `json:"fssa"`
 }
 
+// Empty reports whether p has no property set: every field its zero value
+// and every slice nil (an empty slice that is not nil counts as set, so a
+// packet kept without its properties when they are empty reads back the
+// same). [iotq patch 22]
+func (p *Properties) Empty() bool {
+	return p.CorrelationData == nil && p.SubscriptionIdentifier == nil && p.AuthenticationData == nil && p.User == nil &&
+		p.ContentType == "" && p.ResponseTopic == "" && p.AssignedClientID == "" && p.AuthenticationMethod == "" &&
+		p.ResponseInfo == "" && p.ServerReference == "" && p.ReasonString == "" &&
+		p.MessageExpiryInterval == 0 && p.SessionExpiryInterval == 0 && p.WillDelayInterval == 0 && p.MaximumPacketSize == 0 &&
+		p.ServerKeepAlive == 0 && p.ReceiveMaximum == 0 && p.TopicAliasMaximum == 0 && p.TopicAlias == 0 &&
+		p.PayloadFormat == 0 && !p.PayloadFormatFlag && !p.SessionExpiryIntervalFlag && !p.ServerKeepAliveFlag &&
+		p.RequestProblemInfo == 0 && !p.RequestProblemInfoFlag && p.RequestResponseInfo == 0 && !p.TopicAliasFlag &&
+		p.MaximumQos == 0 && !p.MaximumQosFlag && p.RetainAvailable == 0 && !p.RetainAvailableFlag &&
+		p.WildcardSubAvailable == 0 && !p.WildcardSubAvailableFlag && p.SubIDAvailable == 0 && !p.SubIDAvailableFlag &&
+		p.SharedSubAvailable == 0 && !p.SharedSubAvailableFlag
+}
+
 // Copy creates a new Properties struct with copies of the values.
 func (p *Properties) Copy(allowTransfer bool) Properties {
 	pr := Properties{
