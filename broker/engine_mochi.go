@@ -57,6 +57,9 @@ func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
 		caps.MaximumClientSubscriptions = DefaultMaxSubscriptions
 	}
 	caps.MaximumClientQueuedBytes = max(0, int64(cfg.limits.MaxQueuedBytes))
+	// Before CONNECT is accepted a connection may send at most this much
+	// (fork patch 23): a CONNECT of any real client is far smaller.
+	caps.MaximumConnectPacketSize = min(uint32(cfg.flow.MaxPacketSize), maxConnectPacketSize)
 	srv := mqttcore.New(&mqttcore.Options{
 		Capabilities:             caps,
 		ClientNetWriteBufferSize: cfg.flow.WriteBuffer,
@@ -114,6 +117,13 @@ func (e *mochiEngine) start() error {
 	}()
 	return nil
 }
+
+// maxConnectPacketSize bounds a connection's first packet (CONNECT), before
+// the client is known, like RabbitMQ (65 536) and EMQX (64 KB) do:
+// client identifier (at most limits.max_client_id_length), user name,
+// password, Will topic, Will payload and properties of any real client
+// fit, and an unauthenticated connection cannot make the broker hold more.
+const maxConnectPacketSize = 64 << 10
 
 // connectTimeout bounds the wait for CONNECT on a fresh connection; mochi
 // replaces the deadline with the keep-alive deadline once CONNECT arrived.

@@ -626,8 +626,7 @@ func (cl *Client) ReadPacket(fh *packets.FixedHeader) (pk packets.Packet, err er
 
 	pk.ProtocolVersion = cl.Properties.ProtocolVersion // inherit client protocol version for decoding
 	pk.FixedHeader = *fh
-	p := make([]byte, pk.FixedHeader.Remaining)
-	n, err := io.ReadFull(cl.Net.bconn, p)
+	p, n, err := readBody(cl.Net.bconn, pk.FixedHeader.Remaining) // [iotq patch 23]
 	if err != nil {
 		return pk, err
 	}
@@ -647,6 +646,33 @@ func (cl *Client) ReadPacket(fh *packets.FixedHeader) (pk packets.Packet, err er
 
 	pk, err = cl.ops.hooks.OnPacketRead(cl, pk)
 	return
+}
+
+// bodyChunk is the largest packet body read into a buffer of its full
+// size at once; a larger one is read into a buffer that grows fourfold
+// each time it fills, so the broker holds at most four times what a
+// client sent (doubling would copy more, and hold old and new buffer,
+// 1.5 times the packet, at the last step). [iotq patch 23]
+const bodyChunk = 64 << 10
+
+// readBody reads a packet body of size bytes from r. A body larger than
+// bodyChunk gets memory as its bytes arrive, not as its fixed header
+// announces them: upstream allocated the announced size (up to the
+// maximum packet size) at once, so a connection that announced 16 MiB and
+// sent 4 KiB held 16 MiB, and garbage sent instead of CONNECT made the
+// broker allocate 3 GB in 10 s. n is the number of bytes read. [iotq patch 23]
+func readBody(r io.Reader, size int) (p []byte, n int, err error) {
+	p = make([]byte, min(size, bodyChunk))
+	for {
+		k, err := io.ReadFull(r, p[n:])
+		n += k
+		if err != nil || n == size {
+			return p, n, err
+		}
+		grown := make([]byte, min(size, 4*len(p)))
+		copy(grown, p[:n])
+		p = grown
+	}
 }
 
 // WritePacket encodes and writes a packet to the client.

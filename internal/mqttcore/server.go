@@ -73,6 +73,11 @@ type Capabilities struct {
 	// delivered to that client (Options.QueuedBytesFull is told), unless
 	// the session holds nothing. 0: no limit. [iotq patch 10, 22]
 	MaximumClientQueuedBytes int64 `yaml:"maximum_client_queued_bytes" json:"maximum_client_queued_bytes"`
+	// MaximumConnectPacketSize bounds the first packet of a connection
+	// (CONNECT), counted like MaximumPacketSize, before the client is
+	// known: a larger one closes the connection before its body is read.
+	// 0: only MaximumPacketSize applies. [iotq patch 23]
+	MaximumConnectPacketSize uint32 `yaml:"maximum_connect_packet_size" json:"maximum_connect_packet_size"`
 }
 
 // NewDefaultServerCapabilities defines the default features and capabilities provided by the server.
@@ -632,6 +637,10 @@ func (s *Server) readConnectionPacket(cl *Client) (pk packets.Packet, err error)
 
 	if fh.Type != packets.Connect {
 		return pk, packets.ErrProtocolViolationRequireFirstConnect // [MQTT-3.1.0-1]
+	}
+
+	if max := s.Options.Capabilities.MaximumConnectPacketSize; max > 0 && uint32(fh.Remaining+1) > max { // [iotq patch 23]
+		return pk, fmt.Errorf("CONNECT of %d bytes, more than %d: %w", fh.Remaining+1, max, packets.ErrPacketTooLarge)
 	}
 
 	pk, err = cl.ReadPacket(fh)

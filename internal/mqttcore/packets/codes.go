@@ -114,6 +114,8 @@ var (
 	ErrPacketTooLarge                         = Code{Code: 0x95, Reason: "packet too large"}
 	ErrMessageRateTooHigh                     = Code{Code: 0x96, Reason: "message rate too high"}
 	ErrQuotaExceeded                          = Code{Code: 0x97, Reason: "quota exceeded"}
+	ErrTooManyProperties                      = Code{Code: 0x95, Reason: "packet too large: more user properties or subscription identifiers than the server decodes"} // [iotq patch 23]
+	ErrTooManyFilters                         = Code{Code: 0x97, Reason: "quota exceeded: more topic filters in one packet than the server decodes"}                   // [iotq patch 23]
 	ErrPendingClientWritesExceeded            = Code{Code: 0x97, Reason: "too many pending writes"}
 	ErrAdministrativeAction                   = Code{Code: 0x98, Reason: "administrative action"}
 	ErrPayloadFormatInvalid                   = Code{Code: 0x99, Reason: "payload format invalid"}

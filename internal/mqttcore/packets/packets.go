@@ -176,6 +176,15 @@ func (c *ConnectParams) Empty() bool {
 		c.WillQos == 0 && !c.WillFlag && !c.WillRetain && !c.Clean && c.WillProperties.Empty()
 }
 
+// MaxFilters bounds the topic filters one decoded SUBSCRIBE or UNSUBSCRIBE
+// may carry. A filter takes 4 bytes on the wire (3 for UNSUBSCRIBE) and a
+// 64-byte Subscription in memory, plus the slice's growth: one 16 MB
+// SUBSCRIBE of one-character filters took the broker to 980 MB for 61 s. A
+// packet beyond it is refused as a whole (0x97 quota exceeded); a client
+// can hold far fewer subscriptions (limits.max_subscriptions) anyway.
+// [iotq patch 23]
+const MaxFilters = 65535
+
 // Subscriptions is a slice of Subscription.
 type Subscriptions []Subscription // must be a slice to retain order.
 
@@ -956,6 +965,9 @@ func (pk *Packet) SubscribeDecode(buf []byte) error {
 	var filter string
 	pk.Filters = Subscriptions{}
 	for offset < len(buf) {
+		if len(pk.Filters) >= MaxFilters { // [iotq patch 23]
+			return ErrTooManyFilters
+		}
 		filter, offset, err = decodeString(buf, offset) // [MQTT-3.8.3-1]
 		if err != nil {
 			return ErrMalformedTopic
@@ -1113,6 +1125,9 @@ func (pk *Packet) UnsubscribeDecode(buf []byte) error {
 	var filter string
 	pk.Filters = Subscriptions{}
 	for offset < len(buf) {
+		if len(pk.Filters) >= MaxFilters { // [iotq patch 23]
+			return ErrTooManyFilters
+		}
 		filter, offset, err = decodeString(buf, offset) // [MQTT-3.10.3-1]
 		if err != nil {
 			return fmt.Errorf("%s: %w", err, ErrMalformedTopic)

@@ -73,6 +73,20 @@ var validPacketProperties = map[byte]map[byte]byte{
 	PropSharedSubAvailable:     {Connack: 1},
 }
 
+// MaxUserProperties and MaxSubscriptionIdentifiers bound the repeatable
+// properties one decoded packet may carry (CONNECT and Will properties
+// count apart). A user property takes 5 bytes on the wire and 32 in
+// memory, plus the slice's growth: upstream turned a 16 MiB PUBLISH of
+// empty user properties into 3.4 million of them, about 200 MB, and 20
+// such packets at once took the broker past 4 GB. MQTT sets no limit;
+// EMQX accepts 10 user properties in a CONNECT, Mosquitto 100 000 bytes
+// of CONNECT. A packet beyond these is malformed for the server (its
+// properties do not decode). [iotq patch 23]
+const (
+	MaxUserProperties          = 1024
+	MaxSubscriptionIdentifiers = 1024
+)
+
 // UserProperty is an arbitrary key-value pair for a packet user properties array.
 type UserProperty struct { // [MQTT-1.5.7-1]
 	Key string `json:"k"`
@@ -420,6 +434,9 @@ func (p *Properties) Decode(pkt byte, b *bytes.Buffer) (n int, err error) {
 		case PropCorrelationData:
 			p.CorrelationData, offset, err = decodeBytes(bt, offset)
 		case PropSubscriptionIdentifier:
+			if len(p.SubscriptionIdentifier) >= MaxSubscriptionIdentifiers { // [iotq patch 23]
+				return n + bu, ErrTooManyProperties
+			}
 			if p.SubscriptionIdentifier == nil {
 				p.SubscriptionIdentifier = []int{}
 			}
@@ -469,6 +486,9 @@ func (p *Properties) Decode(pkt byte, b *bytes.Buffer) (n int, err error) {
 			p.RetainAvailable, offset, err = decodeByte(bt, offset)
 			p.RetainAvailableFlag = true
 		case PropUser:
+			if len(p.User) >= MaxUserProperties { // [iotq patch 23]
+				return n + bu, ErrTooManyProperties
+			}
 			var k, v string
 			k, offset, err = decodeString(bt, offset)
 			if err != nil {
