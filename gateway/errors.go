@@ -37,4 +37,17 @@ const (
 	// route forwards one bidirectional stream per connection; the reason
 	// phrase says so (docs/mqtt-quic.md).
 	CodeStreamLimit uint64 = transport.QUICCodeStreamLimit
+	// CodeConnectionLimit: the connection was refused because the gateway
+	// holds MaxConnections connections, or MaxConnectionsPerSource from the
+	// client's address; the reason names the limit.
+	CodeConnectionLimit uint64 = 0x105
+	// CodeFirstDataTimeout: the client sent no application data within
+	// FirstDataTimeout of the handshake (no upstream connection was made).
+	CodeFirstDataTimeout uint64 = 0x106
+	// CodeIdleTimeout: no application data flowed in either direction for
+	// DataIdleTimeout (QUIC PINGs do not count).
+	CodeIdleTimeout uint64 = 0x107
+	// CodeHalfCloseTimeout: one side ended its sending direction and the
+	// other did not end its own within HalfCloseTimeout.
+	CodeHalfCloseTimeout uint64 = 0x108
 )

@@ -23,6 +23,8 @@ type Gateway struct {
 	opts Options // with defaults
 	log  *slog.Logger
 	met  *metrics
+	// track counts QUIC connections for the caps and Retry.
+	track *tracker
 
 	tlsConf *tls.Config
 	caFile  string
@@ -55,7 +57,7 @@ func New(opts Options) (*Gateway, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &Gateway{opts: o, log: log, met: newMetrics(), ctx: ctx, cancel: cancel, conns: map[*proxyConn]struct{}{}}
+	g := &Gateway{opts: o, log: log, met: newMetrics(), track: newTracker(o), ctx: ctx, cancel: cancel, conns: map[*proxyConn]struct{}{}}
 	if err := g.setupTLS(); err != nil {
 		cancel()
 		return nil, err
@@ -230,6 +232,13 @@ func (g *Gateway) acceptLoop(rt *route) {
 			_ = c.Close()
 			continue
 		}
+		q := g.track.lookup(qc.Context())
+		if q != nil && q.refused != "" {
+			// Past a cap; its stream arrived before the handshake
+			// completed (0-RTT).
+			_ = qc.CloseWithError(CodeConnectionLimit, q.refused)
+			continue
+		}
 		if rt.r.EarlyData == EarlyHold {
 			switch qc.Info().NegotiatedProto {
 			case transport.ALPN:
@@ -238,7 +247,11 @@ func (g *Gateway) acceptLoop(rt *route) {
 				qc = transport.HoldAfterFirst(qc, amqpBeforeTransfer, nil)
 			}
 		}
-		pc := &proxyConn{g: g, rt: rt, qc: qc}
+		pc := &proxyConn{g: g, rt: rt, qc: qc, q: q}
+		if q != nil && !q.attach(pc) { // the first-data timeout closed it
+			_ = qc.CloseWithError(CodeFirstDataTimeout, "no data in time (first_data_timeout)")
+			continue
+		}
 		g.mu.Lock()
 		if g.closed {
 			g.mu.Unlock()

@@ -17,6 +17,11 @@ type metrics struct {
 	early      *prometheus.CounterVec // route, result
 	upFailures *prometheus.CounterVec // route, upstream
 	closed     *prometheus.CounterVec // route, reason
+	quicConns  *prometheus.GaugeVec   // route
+	handshakes *prometheus.GaugeVec   // route
+	refused    *prometheus.CounterVec // route, limit
+	timeouts   *prometheus.CounterVec // route, timeout
+	retries    *prometheus.CounterVec // route
 }
 
 // Label values.
@@ -30,6 +35,15 @@ const (
 	reasonUpReset   = "upstream_error"
 	reasonClientErr = "client_error"
 	reasonShutdown  = "shutdown"
+	reasonFirstData = "first_data_timeout"
+	reasonIdle      = "idle_timeout"
+	reasonHalfClose = "half_close_timeout"
+	reasonNoProxy   = "upstream_rejected_proxy" // upstream closed before answering, PROXY header sent
+	limitTotal      = "max_connections"
+	limitPerSource  = "max_connections_per_source"
+	timeoutFirst    = "first_data"
+	timeoutIdle     = "data_idle"
+	timeoutHalf     = "half_close"
 )
 
 func newMetrics() *metrics {
@@ -41,7 +55,12 @@ func newMetrics() *metrics {
 	m.early = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "early_data_total", Help: "QUIC 0-RTT by route and result: accepted (connection used 0-RTT), refused (the ticket allowed 0-RTT, the route's replay policy refused it)."}, []string{"route", "result"})
 	m.upFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "upstream_failures_total", Help: "Failed connection attempts to an upstream, by route and upstream."}, []string{"route", "upstream"})
 	m.closed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "connections_closed_total", Help: "Forwarded connections that ended, by route and reason."}, []string{"route", "reason"})
-	m.reg.MustRegister(m.conns, m.open, m.bytes, m.early, m.upFailures, m.closed,
+	m.quicConns = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "quic_connections", Help: "QUIC connections held (handshakes included, refused ones not), as counted for max_connections, by route."}, []string{"route"})
+	m.handshakes = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "handshakes_in_progress", Help: "QUIC handshakes accepted and not yet complete, by route."}, []string{"route"})
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "connections_refused_total", Help: "QUIC connections refused by a cap, by route and limit (max_connections, max_connections_per_source)."}, []string{"route", "limit"})
+	m.timeouts = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "timeouts_total", Help: "Connections closed by a gateway timeout, by route and timeout (first_data, data_idle, half_close)."}, []string{"route", "timeout"})
+	m.retries = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "retries_total", Help: "New connection attempts answered with a QUIC Retry (address validation), by route."}, []string{"route"})
+	m.reg.MustRegister(m.conns, m.open, m.bytes, m.early, m.upFailures, m.closed, m.quicConns, m.handshakes, m.refused, m.timeouts, m.retries,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -59,9 +78,18 @@ func (m *metrics) initRoute(route string, upstreams []string) {
 	for _, u := range upstreams {
 		m.upFailures.WithLabelValues(route, u)
 	}
-	for _, r := range []string{reasonNormal, reasonNoUp, reasonUpReset, reasonClientErr, reasonShutdown} {
+	for _, r := range []string{reasonNormal, reasonNoUp, reasonUpReset, reasonClientErr, reasonShutdown, reasonFirstData, reasonIdle, reasonHalfClose, reasonNoProxy} {
 		m.closed.WithLabelValues(route, r)
 	}
+	m.quicConns.WithLabelValues(route)
+	m.handshakes.WithLabelValues(route)
+	for _, l := range []string{limitTotal, limitPerSource} {
+		m.refused.WithLabelValues(route, l)
+	}
+	for _, t := range []string{timeoutFirst, timeoutIdle, timeoutHalf} {
+		m.timeouts.WithLabelValues(route, t)
+	}
+	m.retries.WithLabelValues(route)
 }
 
 func (m *metrics) handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }

@@ -38,6 +38,39 @@ type Options struct {
 	// DialTimeout bounds connecting (and the TLS handshake) to one
 	// upstream. Default 5s.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
+	// FirstDataTimeout: a client must deliver its first application bytes
+	// (on its first stream) within this long after the QUIC handshake
+	// completed, or the connection is closed (CodeFirstDataTimeout) before
+	// any upstream connection is opened. Default 10s.
+	FirstDataTimeout time.Duration `yaml:"first_data_timeout"`
+	// DataIdleTimeout closes a forwarded connection through which no
+	// application data flowed, in either direction, for this long
+	// (CodeIdleTimeout). QUIC PINGs (keep-alives) do not count, unlike for
+	// IdleTimeout. Default: IdleTimeout.
+	DataIdleTimeout time.Duration `yaml:"data_idle_timeout"`
+	// HalfCloseTimeout: once one side ended its sending direction (QUIC
+	// FIN, TCP FIN), the other side has this long to end its own, or the
+	// connection is closed (CodeHalfCloseTimeout). Default 30s.
+	HalfCloseTimeout time.Duration `yaml:"half_close_timeout"`
+	// MaxConnections caps the QUIC connections held at once, handshakes
+	// included, over all routes; a new connection past it is refused
+	// (CodeConnectionLimit). Default 10000; -1: no cap.
+	MaxConnections int `yaml:"max_connections"`
+	// MaxConnectionsPerSource caps the QUIC connections held at once from
+	// one source IP address (devices behind one carrier-grade NAT share
+	// it: raise it for them). Default 1000; -1: no cap.
+	MaxConnectionsPerSource int `yaml:"max_connections_per_source"`
+	// Retry selects QUIC address validation (Retry packets, one more round
+	// trip, no 0-RTT on that connection): auto (default: only while the
+	// rate of new handshakes is above RetryRate or more than
+	// RetryHandshakes handshakes are in progress), always or never.
+	Retry string `yaml:"retry"`
+	// RetryRate is the rate of new connection attempts per second, over
+	// all routes, above which Retry is required (retry: auto). Default 200.
+	RetryRate int `yaml:"retry_rate"`
+	// RetryHandshakes is the number of handshakes in progress, over all
+	// routes, above which Retry is required (retry: auto). Default 200.
+	RetryHandshakes int `yaml:"retry_handshakes"`
 	// BufferSize is the largest copy buffer per direction and connection,
 	// in bytes: the most the gateway holds for one direction of one
 	// connection (buffers start at 2 KiB and grow while reads fill them).
@@ -125,6 +158,19 @@ const (
 	DefaultIdleTimeout      = transport.DefaultMaxIdleTimeout
 	DefaultDialTimeout      = 5 * time.Second
 	DefaultBufferSize       = 32 << 10
+	DefaultFirstDataTimeout = 10 * time.Second
+	DefaultHalfCloseTimeout = 30 * time.Second
+	DefaultMaxConnections   = 10000
+	DefaultMaxPerSource     = 1000
+	DefaultRetryRate        = 200
+	DefaultRetryHandshakes  = 200
+)
+
+// Values of Options.Retry.
+const (
+	RetryAuto   = "auto"
+	RetryAlways = "always"
+	RetryNever  = "never"
 )
 
 // DefaultStateDir is where generated TLS material goes without StateDir.
@@ -159,6 +205,30 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.BufferSize == 0 {
 		o.BufferSize = DefaultBufferSize
+	}
+	if o.FirstDataTimeout == 0 {
+		o.FirstDataTimeout = DefaultFirstDataTimeout
+	}
+	if o.DataIdleTimeout == 0 {
+		o.DataIdleTimeout = o.IdleTimeout
+	}
+	if o.HalfCloseTimeout == 0 {
+		o.HalfCloseTimeout = DefaultHalfCloseTimeout
+	}
+	if o.MaxConnections == 0 {
+		o.MaxConnections = DefaultMaxConnections
+	}
+	if o.MaxConnectionsPerSource == 0 {
+		o.MaxConnectionsPerSource = DefaultMaxPerSource
+	}
+	if o.Retry == "" {
+		o.Retry = RetryAuto
+	}
+	if o.RetryRate == 0 {
+		o.RetryRate = DefaultRetryRate
+	}
+	if o.RetryHandshakes == 0 {
+		o.RetryHandshakes = DefaultRetryHandshakes
 	}
 	if o.Log.Format == "" {
 		o.Log.Format = "text"
@@ -261,9 +331,31 @@ func (o Options) Validate() error {
 	for _, d := range []struct {
 		path string
 		v    time.Duration
-	}{{"handshake_timeout", o.HandshakeTimeout}, {"idle_timeout", o.IdleTimeout}, {"dial_timeout", o.DialTimeout}} {
+	}{{"handshake_timeout", o.HandshakeTimeout}, {"idle_timeout", o.IdleTimeout}, {"dial_timeout", o.DialTimeout},
+		{"first_data_timeout", o.FirstDataTimeout}, {"data_idle_timeout", o.DataIdleTimeout}, {"half_close_timeout", o.HalfCloseTimeout}} {
 		if d.v < 0 {
 			add(d.path, "%s: must not be negative", d.v)
+		}
+	}
+	for _, c := range []struct {
+		path string
+		v    int
+	}{{"max_connections", o.MaxConnections}, {"max_connections_per_source", o.MaxConnectionsPerSource}} {
+		if c.v < -1 {
+			add(c.path, "%d: want a positive number, 0 (the default) or -1 (no cap)", c.v)
+		}
+	}
+	switch o.Retry {
+	case "", RetryAuto, RetryAlways, RetryNever:
+	default:
+		add("retry", "%q: want %s, %s or %s", o.Retry, RetryAuto, RetryAlways, RetryNever)
+	}
+	for _, c := range []struct {
+		path string
+		v    int
+	}{{"retry_rate", o.RetryRate}, {"retry_handshakes", o.RetryHandshakes}} {
+		if c.v < 0 {
+			add(c.path, "%d: must not be negative", c.v)
 		}
 	}
 	if o.BufferSize < 0 || (o.BufferSize > 0 && o.BufferSize < 512) || o.BufferSize > 16<<20 {

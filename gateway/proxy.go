@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -17,6 +20,10 @@ type proxyConn struct {
 	g  *Gateway
 	rt *route
 	qc transport.QUICConn
+	q  *qconn // nil if the listener did not report the connection
+
+	last   atomic.Int64 // unix nanoseconds of the last application data read, either side
+	fromUp atomic.Int64 // bytes read from the upstream
 
 	mu      sync.Mutex // guards up, aborted, reason
 	up      *upConn
@@ -32,11 +39,27 @@ type pumpResult struct {
 }
 
 func (pc *proxyConn) serve() {
-	rt, m := pc.rt, pc.g.met
+	rt, m, o := pc.rt, pc.g.met, pc.g.opts
 	m.conns.WithLabelValues(rt.label).Inc()
 	open := m.open.WithLabelValues(rt.label)
 	open.Inc()
 	defer open.Dec()
+
+	// No upstream connection before the client's first bytes (or the end
+	// of its stream): the first-data timeout (qconn.watch) closes a
+	// client that sends nothing.
+	first := make([]byte, min(initialBuffer, o.BufferSize))
+	n, firstErr := pc.qc.Read(first)
+	first = first[:n]
+	if n == 0 && firstErr != nil && !errors.Is(firstErr, io.EOF) {
+		rt.log.Debug("client connection failed before sending data", "client", pc.qc.RemoteAddr().String(), "err", firstErr)
+		pc.abort(CodeStreamError, "client stream failed", reasonClientErr)
+		return
+	}
+	if pc.q != nil {
+		pc.q.markData()
+	}
+	pc.touch()
 
 	up, err := rt.dial(pc.g.ctx, pc.qc.RemoteAddr(), pc.qc.LocalAddr())
 	if err != nil {
@@ -57,14 +80,21 @@ func (pc *proxyConn) serve() {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		results <- pc.pump(up, pc.qc, true, m.bytes.WithLabelValues(rt.label, dirToUpstream))
+		results <- pc.pump(up, pc.qc, true, m.bytes.WithLabelValues(rt.label, dirToUpstream), first, firstErr)
 	}()
 	go func() {
 		defer wg.Done()
-		results <- pc.pump(pc.qc, up, false, m.bytes.WithLabelValues(rt.label, dirToClient))
+		results <- pc.pump(pc.qc, up, false, m.bytes.WithLabelValues(rt.label, dirToClient), nil, nil)
 	}()
 	defer wg.Wait()
 
+	// Application data idle: PINGs keep the QUIC connection alive but do
+	// not pass through here.
+	idle := time.NewTimer(o.DataIdleTimeout)
+	defer idle.Stop()
+	idleC := idle.C
+	var halfC <-chan time.Time
+	var clientEnded bool // the client ended its direction normally
 	hs := pc.qc.HandshakeComplete()
 	for done := 0; done < 2; {
 		select {
@@ -73,17 +103,50 @@ func (pc *proxyConn) serve() {
 			if pc.qc.Info().Used0RTT {
 				m.early.WithLabelValues(rt.label, earlyAccepted).Inc()
 			}
+		case <-idleC:
+			if rem := o.DataIdleTimeout - time.Since(time.Unix(0, pc.last.Load())); rem > 0 {
+				idle.Reset(rem)
+				continue
+			}
+			idleC = nil
+			msg := fmt.Sprintf("no application data in either direction for %s (data_idle_timeout; QUIC PINGs do not count)", o.DataIdleTimeout)
+			if pc.abort(CodeIdleTimeout, msg, reasonIdle) {
+				m.timeouts.WithLabelValues(rt.label, timeoutIdle).Inc()
+				rt.log.Debug("data idle timeout", "client", pc.qc.RemoteAddr().String(), "timeout", o.DataIdleTimeout)
+			}
+		case <-halfC:
+			halfC = nil
+			msg := fmt.Sprintf("the other side did not end its stream within %s of the first end (half_close_timeout)", o.HalfCloseTimeout)
+			if pc.abort(CodeHalfCloseTimeout, msg, reasonHalfClose) {
+				m.timeouts.WithLabelValues(rt.label, timeoutHalf).Inc()
+				rt.log.Debug("half-close timeout", "client", pc.qc.RemoteAddr().String(), "timeout", o.HalfCloseTimeout)
+			}
 		case r := <-results:
 			done++
+			noProxy := rt.r.ProxyProtocol && pc.fromUp.Load() == 0 && !clientEnded
 			switch {
+			case r.readErr == nil && r.writeErr == nil && !r.toUpstream && noProxy:
+				// The upstream ended before answering anything while the
+				// client still talks: it probably read the PROXY header
+				// as garbage.
+				pc.noProxyProtocol(nil)
 			case r.readErr == nil && r.writeErr == nil:
-				// EOF from the source: pass the FIN on.
+				// EOF from the source: pass the FIN on; the other side has
+				// HalfCloseTimeout to end its own.
 				if r.toUpstream {
+					clientEnded = true
 					_ = up.CloseWrite()
 				} else {
 					_ = pc.qc.CloseWrite()
 				}
+				if done == 1 {
+					halfC = time.After(o.HalfCloseTimeout)
+				}
 			case (r.toUpstream && r.writeErr != nil) || (!r.toUpstream && r.readErr != nil):
+				if noProxy {
+					pc.noProxyProtocol(errors.Join(r.readErr, r.writeErr))
+					break
+				}
 				rt.log.Debug("upstream connection failed", "client", pc.qc.RemoteAddr().String(), "err", errors.Join(r.readErr, r.writeErr))
 				pc.abort(CodeUpstreamReset, "upstream connection failed", reasonUpReset)
 			default:
@@ -102,16 +165,57 @@ func (pc *proxyConn) serve() {
 	}
 }
 
+// noProxyProtocol ends a connection whose upstream closed (or reset it)
+// before sending a byte although a PROXY protocol header went first: the
+// usual sign of an upstream that does not read PROXY protocol. The hint
+// is logged at info level at most once a minute per route, and is the
+// client's reason.
+func (pc *proxyConn) noProxyProtocol(err error) {
+	const msg = "upstream closed the connection before answering: it probably does not speak PROXY protocol (proxy_protocol is on for this gateway route)"
+	rt := pc.rt
+	if ok, suppressed := rt.proxyHint.allow(time.Now()); ok {
+		attrs := []any{"client", pc.qc.RemoteAddr().String(), "hint", "turn proxy_protocol off for this route, or enable PROXY protocol v2 on the broker"}
+		if err != nil {
+			attrs = append(attrs, "err", err)
+		}
+		if suppressed > 0 {
+			attrs = append(attrs, "suppressed", suppressed)
+		}
+		rt.log.Info("upstream closed right after the PROXY protocol header; it probably does not speak PROXY protocol", attrs...)
+	}
+	pc.abort(CodeUpstreamReset, msg, reasonNoProxy)
+}
+
+// touch records application data now.
+func (pc *proxyConn) touch() { pc.last.Store(time.Now().UnixNano()) }
+
 // pump copies src to dst through one buffer until EOF or an error; the
 // buffer bounds what this direction holds, so a slow reader on dst stops
 // reads on src and flow control pushes back on the sender. The buffer
 // starts small (an idle connection holds little) and doubles, up to
-// BufferSize, whenever a read fills it.
-func (pc *proxyConn) pump(dst, src net.Conn, toUpstream bool, count prometheus.Counter) pumpResult {
+// BufferSize, whenever a read fills it. first and firstErr are the result
+// of a read already done on src.
+func (pc *proxyConn) pump(dst, src net.Conn, toUpstream bool, count prometheus.Counter, first []byte, firstErr error) pumpResult {
+	if len(first) > 0 {
+		if _, werr := dst.Write(first); werr != nil {
+			return pumpResult{toUpstream: toUpstream, writeErr: werr}
+		}
+		count.Add(float64(len(first)))
+	}
+	if errors.Is(firstErr, io.EOF) {
+		return pumpResult{toUpstream: toUpstream}
+	}
+	if firstErr != nil {
+		return pumpResult{toUpstream: toUpstream, readErr: firstErr}
+	}
 	buf := make([]byte, min(initialBuffer, pc.g.opts.BufferSize))
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			pc.touch()
+			if !toUpstream {
+				pc.fromUp.Add(int64(n))
+			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return pumpResult{toUpstream: toUpstream, writeErr: werr}
 			}
@@ -134,11 +238,12 @@ const initialBuffer = 2048
 
 // abort ends the connection at once: the QUIC connection with code, the
 // upstream connection closed. The first abort wins; later ones do nothing.
-func (pc *proxyConn) abort(code uint64, msg, reason string) {
+// It reports whether this call was the first.
+func (pc *proxyConn) abort(code uint64, msg, reason string) bool {
 	pc.mu.Lock()
 	if pc.aborted {
 		pc.mu.Unlock()
-		return
+		return false
 	}
 	pc.aborted, pc.reason = true, reason
 	up := pc.up
@@ -148,4 +253,5 @@ func (pc *proxyConn) abort(code uint64, msg, reason string) {
 	if up != nil {
 		_ = up.Close()
 	}
+	return true
 }

@@ -27,10 +27,13 @@ type route struct {
 	log   *slog.Logger
 	next  atomic.Uint64
 	ln    transport.Listener
+	// proxyHint rate-limits the info line about an upstream that closes
+	// right after the PROXY header.
+	proxyHint hintLimiter
 }
 
 func newRoute(g *Gateway, i int, r Route, labels map[string]bool) (*route, error) {
-	rt := &route{g: g, r: r, label: r.Listen}
+	rt := &route{g: g, r: r, label: r.Listen, proxyHint: hintLimiter{every: time.Minute}}
 	if labels[rt.label] {
 		rt.label = fmt.Sprintf("%s#%d", r.Listen, i)
 	}
@@ -94,15 +97,20 @@ func (rt *route) earlyAllowed(alpn string) bool {
 
 func (rt *route) listen() error {
 	o := rt.g.opts
+	qo := transport.QUICOptions{
+		HandshakeIdleTimeout: o.HandshakeTimeout,
+		MaxIdleTimeout:       o.IdleTimeout,
+		Refuse0RTT:           rt.r.EarlyData == EarlyRefuse,
+		NextProtos:           rt.r.ALPN,
+		AcceptConn:           rt.acceptConn,
+	}
+	if o.Retry != RetryNever {
+		qo.VerifySourceAddress = rt.verifySource
+	}
 	l, err := transport.Listen(rt.r.Listen, transport.ListenOptions{
 		TLSConfig: rt.tls,
-		QUIC: transport.QUICOptions{
-			HandshakeIdleTimeout: o.HandshakeTimeout,
-			MaxIdleTimeout:       o.IdleTimeout,
-			Refuse0RTT:           rt.r.EarlyData == EarlyRefuse,
-			NextProtos:           rt.r.ALPN,
-		},
-		Logger: rt.log,
+		QUIC:      qo,
+		Logger:    rt.log,
 	})
 	if err != nil {
 		return fmt.Errorf("gateway: route %s: %w", rt.label, err)
