@@ -26,10 +26,24 @@ type tracker struct {
 	// one-second window.
 	winStart  time.Time
 	cur, prev int
+	// recent remembers the decision for addresses seen in the last second:
+	// a client's first flight is often two Initial packets (a large
+	// ClientHello), each asking for a decision; they count as one attempt
+	// and get the same answer.
+	recent map[string]attemptSeen
 }
 
+type attemptSeen struct {
+	at    time.Time
+	retry bool
+}
+
+// maxRecent bounds tracker.recent; past it (a flood from many addresses)
+// every packet counts as an attempt, which only turns Retry on sooner.
+const maxRecent = 4096
+
 func newTracker(o Options) *tracker {
-	return &tracker{o: o, perSource: map[string]int{}, byCtx: map[context.Context]*qconn{}}
+	return &tracker{o: o, perSource: map[string]int{}, byCtx: map[context.Context]*qconn{}, recent: map[string]attemptSeen{}}
 }
 
 // qconn is one QUIC connection from the listener's accept to its end.
@@ -96,29 +110,45 @@ func (t *tracker) handshakeEnd() {
 	t.mu.Unlock()
 }
 
-// attempt records a new connection attempt (an Initial packet without a
-// valid token) and says whether it must be validated with a Retry.
-func (t *tracker) attempt(now time.Time) bool {
-	switch t.o.Retry {
-	case RetryAlways:
-		return true
-	case RetryNever:
-		return false
-	}
+// attempt records a new connection attempt from addr (an Initial packet
+// without a valid token) and says whether it must be validated with a
+// Retry, and whether it was a new attempt (not a second Initial packet of
+// one already seen).
+func (t *tracker) attempt(addr string, now time.Time) (retry, fresh bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if s, ok := t.recent[addr]; ok && now.Sub(s.at) < time.Second && now.Sub(s.at) >= 0 {
+		return s.retry, false
+	}
 	switch el := now.Sub(t.winStart); {
 	case el >= 2*time.Second || el < 0:
 		t.winStart, t.prev, t.cur = now, 0, 0
+		clear(t.recent)
 	case el >= time.Second:
 		t.winStart, t.prev, t.cur = t.winStart.Add(time.Second), t.cur, 0
+		for a, s := range t.recent {
+			if now.Sub(s.at) >= time.Second {
+				delete(t.recent, a)
+			}
+		}
 	}
 	t.cur++
-	// Sliding one-second estimate: the part of the previous window still
-	// inside the last second, plus the current one.
-	frac := float64(now.Sub(t.winStart)) / float64(time.Second)
-	rate := float64(t.prev)*(1-frac) + float64(t.cur)
-	return rate > float64(t.o.RetryRate) || t.handshaking > t.o.RetryHandshakes
+	switch t.o.Retry {
+	case RetryAlways:
+		retry = true
+	case RetryNever:
+		retry = false
+	default:
+		// Sliding one-second estimate: the part of the previous window
+		// still inside the last second, plus the current one.
+		frac := float64(now.Sub(t.winStart)) / float64(time.Second)
+		rate := float64(t.prev)*(1-frac) + float64(t.cur)
+		retry = rate > float64(t.o.RetryRate) || t.handshaking > t.o.RetryHandshakes
+	}
+	if len(t.recent) < maxRecent {
+		t.recent[addr] = attemptSeen{at: now, retry: retry}
+	}
+	return retry, true
 }
 
 func (t *tracker) put(q *qconn) {
@@ -141,12 +171,12 @@ func (t *tracker) lookup(ctx context.Context) *qconn {
 }
 
 // verifySource is the listener's VerifySourceAddress: true sends a Retry.
-func (rt *route) verifySource(net.Addr) bool {
-	if !rt.g.track.attempt(time.Now()) {
-		return false
+func (rt *route) verifySource(a net.Addr) bool {
+	retry, fresh := rt.g.track.attempt(a.String(), time.Now())
+	if retry && fresh {
+		rt.g.met.retries.WithLabelValues(rt.label).Inc()
 	}
-	rt.g.met.retries.WithLabelValues(rt.label).Inc()
-	return true
+	return retry
 }
 
 // acceptConn is the listener's AcceptConn: it counts the connection
