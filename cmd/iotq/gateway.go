@@ -38,8 +38,12 @@ STATE_DIR/tls (ca.pem is what clients trust). Session ticket keys are kept in ST
 --config FILE reads YAML (docs/gateway.md); flags given on the command line win over the file
 (--route replaces the file's routes). --print-config prints the effective configuration and
 exits; --check validates it and exits. --metrics ADDR serves Prometheus /metrics and /healthz.
---ready-file PATH is written (JSON: listeners, ca_file, pid) once every route accepts. SIGINT
-or SIGTERM stop the gateway: stop accepting, close forwarded connections, exit 0.`,
+--ready-file PATH is written (JSON: listeners, ca_file, pid) once every route accepts.
+
+Limits (docs/gateway.md): --first-data-timeout, --data-idle-timeout (QUIC PINGs do not count as
+activity), --half-close-timeout, --max-connections, --max-connections-per-source (refused with
+QUIC application error 0x105), --retry auto|always|never (QUIC Retry under a handshake flood).
+SIGINT or SIGTERM stop the gateway: stop accepting, close forwarded connections, exit 0.`,
 		Flags: newFlagSet("gateway"),
 	}
 	fs := c.Flags
@@ -56,6 +60,14 @@ or SIGTERM stop the gateway: stop accepting, close forwarded connections, exit 0
 	ov.Duration("handshake-timeout", gateway.DefaultHandshakeTimeout, "QUIC handshake timeout", func(o *O) *time.Duration { return &o.HandshakeTimeout })
 	ov.Duration("idle-timeout", gateway.DefaultIdleTimeout, "close a forwarded connection silent this long", func(o *O) *time.Duration { return &o.IdleTimeout })
 	ov.Duration("dial-timeout", gateway.DefaultDialTimeout, "timeout for connecting to one upstream", func(o *O) *time.Duration { return &o.DialTimeout })
+	ov.Duration("first-data-timeout", gateway.DefaultFirstDataTimeout, "close a client that sends no data this long after its handshake (no upstream connection is made)", func(o *O) *time.Duration { return &o.FirstDataTimeout })
+	ov.Duration("data-idle-timeout", 0, "close a forwarded connection without application data in either direction this long (QUIC PINGs do not count; default: --idle-timeout)", func(o *O) *time.Duration { return &o.DataIdleTimeout })
+	ov.Duration("half-close-timeout", gateway.DefaultHalfCloseTimeout, "after one side ended its stream, close the connection if the other has not ended its own within this", func(o *O) *time.Duration { return &o.HalfCloseTimeout })
+	ov.Int("max-connections", gateway.DefaultMaxConnections, "refuse QUIC connections past this many held at once (-1: no cap)", func(o *O) *int { return &o.MaxConnections })
+	ov.Int("max-connections-per-source", gateway.DefaultMaxPerSource, "refuse QUIC connections past this many from one IP address (-1: no cap)", func(o *O) *int { return &o.MaxConnectionsPerSource })
+	ov.String("retry", gateway.RetryAuto, "QUIC Retry (address validation): auto (under a handshake flood), always or never", func(o *O) *string { return &o.Retry })
+	ov.Int("retry-rate", gateway.DefaultRetryRate, "retry auto: new connection attempts per second above which Retry is required", func(o *O) *int { return &o.RetryRate })
+	ov.Int("retry-handshakes", gateway.DefaultRetryHandshakes, "retry auto: handshakes in progress above which Retry is required", func(o *O) *int { return &o.RetryHandshakes })
 	ov.Int("buffer-size", gateway.DefaultBufferSize, "copy buffer per direction and connection, in bytes", func(o *O) *int { return &o.BufferSize })
 	ov.String("metrics", "", "serve Prometheus /metrics and /healthz on `ADDR` (e.g. 127.0.0.1:9101)", func(o *O) *string { return &o.Metrics })
 	ov.String("ready-file", "", "write route URLs, CA file and pid as JSON to `path` when ready", func(o *O) *string { return &o.ReadyFile })
