@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -456,5 +457,41 @@ func TestProxyProtocolNotSpoken(t *testing.T) {
 	}
 	if c := value(g.met.closed.WithLabelValues(g.routes[0].label, reasonNoProxy)); c != n {
 		t.Errorf("closed for PROXY protocol %v, want %d", c, n)
+	}
+}
+
+// TestDocsExampleConfig: the YAML example of docs/gateway.md parses and
+// validates, carries the limits with their documented defaults, and sends
+// no PROXY header to the Artemis route (Artemis does not read it).
+func TestDocsExampleConfig(t *testing.T) {
+	doc, err := os.ReadFile("../docs/gateway.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\n")
+	if !ok {
+		t.Fatal("no yaml block in docs/gateway.md")
+	}
+	block, _, _ := strings.Cut(rest, "```")
+	// The example names a TLS host only; the files it would name are absent.
+	o, err := ParseConfig("docs/gateway.md", []byte(block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Options{Routes: o.Routes}.WithDefaults()
+	if o.FirstDataTimeout != d.FirstDataTimeout || o.DataIdleTimeout != d.DataIdleTimeout || o.HalfCloseTimeout != d.HalfCloseTimeout ||
+		o.MaxConnections != d.MaxConnections || o.MaxConnectionsPerSource != d.MaxConnectionsPerSource ||
+		o.Retry != d.Retry || o.RetryRate != d.RetryRate || o.RetryHandshakes != d.RetryHandshakes {
+		t.Errorf("the example's limits differ from the defaults:\n%+v\n%+v", o, d)
+	}
+	if len(o.Routes) == 0 || o.Routes[0].ProxyProtocol {
+		t.Errorf("routes[0] (Artemis) has proxy_protocol on, or no route: %+v", o.Routes)
+	}
+	bad := "routes:\n  - listen: quic://127.0.0.1:1\n    upstreams: [tcp://127.0.0.1:1]\nmax_connections: -2\nretry: sometimes\nfirst_data_timeout: -1s\nretry_rate: -1\n"
+	_, err = ParseConfig("bad", []byte(bad))
+	for _, want := range []string{"bad:4: max_connections", "bad:5: retry", "bad:6: first_data_timeout", "bad:7: retry_rate"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
 	}
 }
