@@ -18,6 +18,15 @@
 // handshake completes; docs/gateway.md). When no upstream answers, the QUIC
 // connection is closed with application error CodeUpstreamUnavailable.
 //
+// Limits (docs/gateway.md): a client must send its first bytes within
+// FirstDataTimeout of the handshake (no upstream connection before them);
+// a connection through which no application data flowed for
+// DataIdleTimeout (QUIC PINGs do not count) or whose second direction did
+// not end within HalfCloseTimeout of the first is closed; connections past
+// MaxConnections or MaxConnectionsPerSource are refused with
+// CodeConnectionLimit; under a handshake flood (or always) new connections
+// go through a QUIC Retry.
+//
 // Lifecycle: New validates Options and prepares TLS; Start opens every
 // listener (and the metrics server) and returns; Close stops accepting,
 // aborts the connections in flight (CodeShutdown) and waits for every

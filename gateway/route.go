@@ -199,6 +199,9 @@ func (rt *route) dialOne(ctx context.Context, u upstream, client, local net.Addr
 		tlc := tls.Client(c, cfg)
 		if err := tlc.HandshakeContext(ctx); err != nil {
 			c.Close()
+			if rt.r.ProxyProtocol {
+				return nil, fmt.Errorf("upstream %s: tls handshake after the PROXY header (does the upstream read PROXY protocol v2? proxy_protocol is on): %w", u.raw, err)
+			}
 			return nil, fmt.Errorf("upstream %s: tls handshake: %w", u.raw, err)
 		}
 		c = tlc
