@@ -243,11 +243,25 @@ func (e *mochiEngine) stats() engineStats {
 		clientsConnected: atomic.LoadInt64(&i.ClientsConnected),
 		subscriptions:    atomic.LoadInt64(&i.Subscriptions),
 		retained:         atomic.LoadInt64(&i.Retained),
-		inflight:         atomic.LoadInt64(&i.Inflight),
+		inflight:         e.inflight(),
 		messagesDropped:  atomic.LoadInt64(&i.MessagesDropped),
 		inflightDropped:  atomic.LoadInt64(&i.InflightDropped),
 		clientPanics:     atomic.LoadInt64(&i.ClientPanics),
 	}
+}
+
+// inflight counts the QoS 1/2 messages held by every session (connected
+// and offline): in flight, queued, or an inbound QoS 2 exchange. Counted
+// from the sessions themselves, not from the engine's running counter,
+// which a session taken over mid-acknowledgement could decrement twice
+// (the gauge went below 0); a taken-over connection is no longer in
+// Clients, so a session's messages count once.
+func (e *mochiEngine) inflight() int64 {
+	var n int64
+	for _, cl := range e.srv.Clients.GetAll() {
+		n += int64(cl.State.Inflight.Len())
+	}
+	return n
 }
 
 // queuedBytes returns the bytes held for delivery by all sessions

@@ -1473,7 +1473,8 @@ func (s *Server) buildAck(packetID uint16, pkt, qos byte, properties packets.Pro
 
 // processPuback processes a Puback packet, denoting completion of a QOS 1 packet sent from the server.
 func (s *Server) processPuback(cl *Client, pk packets.Packet) error {
-	if _, ok := cl.State.Inflight.Get(pk.PacketID); !ok {
+	tk, ok := cl.State.Inflight.Get(pk.PacketID)
+	if !ok {
 		return nil // omit, but would be packets.ErrPacketIdentifierNotFound
 	}
 
@@ -1481,9 +1482,31 @@ func (s *Server) processPuback(cl *Client, pk packets.Packet) error {
 		cl.State.Inflight.IncreaseSendQuota()
 		atomic.AddInt64(&s.Info.Inflight, -1)
 		s.hooks.OnQosComplete(cl, pk)
+		s.completeInSuccessor(cl, tk)
 	}
 
 	return nil
+}
+
+// completeInSuccessor: cl was taken over while the client's acknowledgement
+// of tk was on its way, and the session's new connection holds its own copy
+// of tk (inheritClientSession cloned the session: one message, counted
+// once). The acknowledgement completes that copy too; otherwise the new
+// connection resent tk and its second acknowledgement counted the message
+// out twice (Info.Inflight went below 0). [iotq patch 25]
+func (s *Server) completeInSuccessor(cl *Client, tk packets.Packet) {
+	if !cl.IsTakenOver() {
+		return
+	}
+	cur, ok := s.Clients.Get(cl.ID)
+	if !ok || cur == cl {
+		return
+	}
+	if have, ok := cur.State.Inflight.Get(tk.PacketID); ok && samePublish(have, tk) {
+		if cur.State.Inflight.Delete(tk.PacketID) {
+			cur.State.Inflight.IncreaseSendQuota()
+		}
+	}
 }
 
 // processPubrec processes a Pubrec packet, denoting receipt of a QOS 2 packet sent from the server.
