@@ -626,7 +626,9 @@ func (cl *Client) ReadPacket(fh *packets.FixedHeader) (pk packets.Packet, err er
 
 	pk.ProtocolVersion = cl.Properties.ProtocolVersion // inherit client protocol version for decoding
 	pk.FixedHeader = *fh
-	p, n, err := readBody(cl.Net.bconn, pk.FixedHeader.Remaining) // [iotq patch 23]
+	p, n, err := readBody(cl.Net.bconn, pk.FixedHeader.Remaining, func(prefix []byte) error { // [iotq patch 23]
+		return packets.PrefixError(pk.FixedHeader, pk.ProtocolVersion, prefix)
+	})
 	if err != nil {
 		return pk, err
 	}
@@ -660,14 +662,22 @@ const bodyChunk = 64 << 10
 // announces them: upstream allocated the announced size (up to the
 // maximum packet size) at once, so a connection that announced 16 MiB and
 // sent 4 KiB held 16 MiB, and garbage sent instead of CONNECT made the
-// broker allocate 3 GB in 10 s. n is the number of bytes read. [iotq patch 23]
-func readBody(r io.Reader, size int) (p []byte, n int, err error) {
+// broker allocate 3 GB in 10 s. Once the first bodyChunk bytes of a larger
+// body are in, check tells whether the packet is bound to fail (too many
+// properties, packets.PrefixError): then the rest is not read. n is the
+// number of bytes read. [iotq patch 23]
+func readBody(r io.Reader, size int, check func(prefix []byte) error) (p []byte, n int, err error) {
 	p = make([]byte, min(size, bodyChunk))
 	for {
 		k, err := io.ReadFull(r, p[n:])
 		n += k
 		if err != nil || n == size {
 			return p, n, err
+		}
+		if n == bodyChunk {
+			if err := check(p); err != nil {
+				return p, n, err
+			}
 		}
 		grown := make([]byte, min(size, 4*len(p)))
 		copy(grown, p[:n])

@@ -87,6 +87,46 @@ const (
 	MaxSubscriptionIdentifiers = 1024
 )
 
+// PrefixError returns the error that a packet of fixed header fh (MQTT
+// version) whose body begins with prefix will fail to decode with,
+// whatever follows, if that is already certain: its properties hold more
+// than MaxUserProperties user properties or MaxSubscriptionIdentifiers
+// subscription identifiers. The reader checks the first part of a large
+// body with it, so a packet of 16 MiB of properties is refused after 64
+// KiB, not read whole first. nil: not certain (yet). [iotq patch 23]
+func PrefixError(fh FixedHeader, version byte, prefix []byte) error {
+	if version != 5 {
+		return nil
+	}
+	offset := 0
+	switch fh.Type {
+	case Publish:
+		var err error
+		if _, offset, err = decodeString(prefix, 0); err != nil {
+			return nil
+		}
+		if fh.Qos > 0 {
+			offset += 2
+		}
+	case Subscribe, Unsubscribe:
+		offset = 2 // packet identifier
+	case Puback, Pubrec, Pubrel, Pubcomp:
+		offset = 3 // packet identifier, reason code
+	case Disconnect, Auth:
+		offset = 1 // reason code
+	default:
+		return nil
+	}
+	if offset >= len(prefix) {
+		return nil
+	}
+	var p Properties
+	if _, err := p.Decode(fh.Type, bytes.NewBuffer(prefix[offset:])); err == ErrTooManyProperties {
+		return fmt.Errorf("%s: %w", err, ErrMalformedProperties) // as the packet's own decoder reports it
+	}
+	return nil
+}
+
 // UserProperty is an arbitrary key-value pair for a packet user properties array.
 type UserProperty struct { // [MQTT-1.5.7-1]
 	Key string `json:"k"`
