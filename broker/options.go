@@ -203,10 +203,13 @@ type LimitsOptions struct {
 	// in iotq_broker_refused_total{kind="subscription_limit"}. Default
 	// 1000.
 	MaxSubscriptions int `yaml:"max_subscriptions"`
-	// MaxQueuedBytes bounds the payload and topic bytes one client's session
-	// holds for delivery: QoS 1/2 messages not yet acknowledged (sent or
-	// waiting; for an offline session everything queued for it) plus QoS 0
-	// messages waiting in its outbound queue. A publisher is held back
+	// MaxQueuedBytes bounds what the messages one client's session holds
+	// for delivery cost: payload, topic, properties and the engine's
+	// structure around each (176 bytes in flight, 920 for a queued QoS 0
+	// message; mqttcore.QueuedCost), for QoS 1/2 messages not yet
+	// acknowledged (sent or waiting; for an offline session everything
+	// queued for it) plus QoS 0 messages waiting in its outbound queue.
+	// A publisher is held back
 	// (at most max_stall without progress) while a connected subscriber
 	// drains; a message for an offline or stalled session that would take
 	// it past the limit is not delivered to it and is counted in

@@ -12,6 +12,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -195,6 +196,12 @@ func (s *Server) start(ctx context.Context) error {
 			s.acceptLoop(actx, l)
 		}()
 	}
+	// Return memory to the OS after bursts (reclaim.go).
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		reclaimMemory(actx, reclaimInterval, reclaimMinBytes, debug.FreeOSMemory)
+	}()
 	// Close when the caller's context ends.
 	s.wg.Add(1)
 	go func() {
