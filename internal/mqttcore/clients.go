@@ -652,9 +652,9 @@ func (cl *Client) ReadPacket(fh *packets.FixedHeader) (pk packets.Packet, err er
 
 // bodyChunk is the largest packet body read into a buffer of its full
 // size at once; a larger one is read into a buffer that grows fourfold
-// each time it fills, so the broker holds at most four times what a
-// client sent (doubling would copy more, and hold old and new buffer,
-// 1.5 times the packet, at the last step). [iotq patch 23]
+// each time it fills, so the buffer is at most four times what the client
+// sent (doubling would copy more, and hold old and new buffer, 1.5 times
+// the packet, at the last step; fourfold 1.25 times). [iotq patch 23]
 const bodyChunk = 64 << 10
 
 // readBody reads a packet body of size bytes from r. A body larger than
