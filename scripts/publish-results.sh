@@ -17,6 +17,11 @@ cd "$(dirname "$0")/.."
 rep=$src/report
 [ -f "$rep/report.md" ] || { echo "$0: $rep/report.md not found: run 'iotq report $src' first" >&2; exit 1; }
 [ -f "$src/manifest.json" ] || { echo "$0: $src/manifest.json not found: is $src a results directory?" >&2; exit 1; }
+# A campaign whose timing guard failed is not evidence (docs/lab.md, "The timing guard").
+status=$(python3 -c 'import json,sys; print((json.load(open(sys.argv[1])).get("emulator_timing") or {}).get("status",""))' "$src/manifest.json")
+case $status in
+  fail|refused) echo "$0: $src: the timing guard failed (manifest emulator_timing.status=$status): not published; re-run it on an idle host" >&2; exit 1 ;;
+esac
 dst=evidence/$name
 rm -rf "$dst"
 mkdir -p "$dst/figures"
