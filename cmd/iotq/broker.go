@@ -78,7 +78,7 @@ gracefully: stop accepting, disconnect clients, flush the store, exit 0.`,
 	ov.String("slow-consumer", broker.PolicyDrop, "slow-consumer policy: drop (QoS 0 only, after --max-stall) or disconnect", func(o *O) *string { return &o.Flow.SlowConsumer })
 	ov.Duration("max-stall", broker.DefaultMaxStall, "how long publishers wait for a congested subscriber that makes no progress before it counts as stalled", func(o *O) *time.Duration { return &o.Flow.MaxStall })
 	ov.Duration("shutdown-timeout", broker.DefaultShutdownTimeout, "how long to wait for clients to leave on shutdown", func(o *O) *time.Duration { return &o.ShutdownTimeout })
-	ov.Int("max-queued-bytes", broker.DefaultMaxQueuedBytes, "payload and topic bytes one client's session may hold for delivery (-1: no limit); beyond it, messages for an offline or stalled client are dropped and counted", func(o *O) *int { return &o.Limits.MaxQueuedBytes })
+	ov.Int("max-queued-bytes", broker.DefaultMaxQueuedBytes, "bytes one client's session may hold for delivery, counted as payload + topic + properties + 176 B per held message (-1: no limit); beyond it, messages for an offline or stalled client are dropped and counted", func(o *O) *int { return &o.Limits.MaxQueuedBytes })
 	ov.Duration("write-timeout", broker.DefaultWriteTimeout, "disconnect a client when one write to it blocks this long", func(o *O) *time.Duration { return &o.Flow.WriteTimeout })
 	ov.String("store", broker.StoreBolt, "persistence with --state-dir: bolt (STATE_DIR/store.db) or none", func(o *O) *string { return &o.Store })
 	ov.Bool("fsync", false, "fsync the store on every write (slower; survives power loss)", func(o *O) *bool { return &o.Fsync })
