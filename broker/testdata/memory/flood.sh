@@ -5,7 +5,7 @@
 # See docs/broker.md, "Limits".
 #
 # usage: flood.sh BINARY bolt|none "FLOOD FLAGS" ["FLOOD FLAGS" ...]
-#   e.g. flood.sh /tmp/iotq bolt "-mode garbage -conns 40 -rounds 10 -hold 1s"
+#   e.g. flood.sh bin/iotq bolt "-mode garbage -conns 40 -rounds 10 -hold 1s"
 # Needs go (to build flood/), curl.
 set -u
 D=$(cd "$(dirname "$0")" && pwd)
