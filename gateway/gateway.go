@@ -278,6 +278,7 @@ func (g *Gateway) Close() error {
 	g.closeOnce.Do(func() {
 		g.mu.Lock()
 		g.closed = true
+		started := g.started
 		g.mu.Unlock()
 		g.cancel()
 		var errs []error
@@ -304,7 +305,9 @@ func (g *Gateway) Close() error {
 			c()
 		}
 		g.wg.Wait()
-		g.log.Info("gateway stopped")
+		if started { // not after --check, which only builds it
+			g.log.Info("gateway stopped")
+		}
 		g.closeErr = errors.Join(errs...)
 	})
 	return g.closeErr

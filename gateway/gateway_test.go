@@ -188,6 +188,14 @@ func TestUpstreamDown(t *testing.T) {
 	if !errors.As(err, &ae) || !ae.Remote || uint64(ae.ErrorCode) != CodeUpstreamUnavailable {
 		t.Fatalf("read error %v; want a remote application error %#x", err, CodeUpstreamUnavailable)
 	}
+	// The reason names the broker behind the route by the ALPN, not the
+	// client's port or protocol (the client's own hint follows it).
+	if want := "could not connect to the MQTT broker behind this route"; !strings.Contains(ae.ErrorMessage, want) {
+		t.Errorf("reason %q lacks %q", ae.ErrorMessage, want)
+	}
+	if got := upstreamDownReason("amqp"); !strings.Contains(got, "AMQP broker") || strings.Contains(got, "MQTT") {
+		t.Errorf("reason for amqp %q: want the AMQP broker named, not MQTT", got)
+	}
 	label := g.routes[0].label
 	if n := value(g.met.upFailures.WithLabelValues(label, dead)); n != 1 {
 		t.Errorf("upstream failures %v, want 1", n)

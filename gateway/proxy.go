@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/iotq/iotq/transport"
+	"github.com/iotq/iotq/transport/endpoint"
 )
 
 // proxyConn is one forwarded QUIC connection. serve runs on a goroutine of
@@ -63,7 +64,7 @@ func (pc *proxyConn) serve() {
 
 	up, err := rt.dial(pc.g.ctx, pc.qc.RemoteAddr(), pc.qc.LocalAddr())
 	if err != nil {
-		pc.abort(CodeUpstreamUnavailable, "no upstream reachable", reasonNoUp)
+		pc.abort(CodeUpstreamUnavailable, upstreamDownReason(pc.qc.Info().NegotiatedProto), reasonNoUp)
 		return
 	}
 	pc.mu.Lock()
@@ -254,4 +255,19 @@ func (pc *proxyConn) abort(code uint64, msg, reason string) bool {
 		_ = up.Close()
 	}
 	return true
+}
+
+// upstreamDownReason is the reason phrase of CodeUpstreamUnavailable. It
+// names the broker by the connection's ALPN, because the client's own hint
+// after it may point at the wrong thing (its port, its protocol): the port
+// is right, the broker behind the gateway is not there.
+func upstreamDownReason(alpn string) string {
+	broker := "broker"
+	switch alpn {
+	case transport.ALPN:
+		broker = "MQTT broker"
+	case endpoint.ALPNAMQP:
+		broker = "AMQP broker"
+	}
+	return "no upstream reachable: the gateway could not connect to the " + broker + " behind this route (see the gateway's log)"
 }

@@ -33,6 +33,11 @@ func TestGatewayCommand(t *testing.T) {
 	if code, _, errs := runCLI(ctx, "gateway"); code != 2 || !strings.Contains(errs, "no route") {
 		t.Fatalf("no route: exit %d: %s", code, errs)
 	}
+	// --check builds the gateway and closes it: one line, no "gateway stopped"
+	// for a gateway that never ran.
+	if code, out, errs := runCLI(ctx, "gateway", "--route", "quic://127.0.0.1:0?alpn=amqp=tcp://127.0.0.1:5672", "--state-dir", state, "--check"); code != 0 || strings.TrimSpace(out) != "configuration OK" || errs != "" {
+		t.Fatalf("--check: exit %d\nstdout %q\nstderr %q", code, out, errs)
+	}
 	cfg := filepath.Join(dir, "gw.yaml")
 	_ = os.WriteFile(cfg, []byte("routes:\n  - listen: quic://127.0.0.1:0\n    upstreams: [tcp://127.0.0.1:1]\n    balance: random\n"), 0o600)
 	if code, _, errs := runCLI(ctx, "gateway", "--config", cfg, "--check"); code != 1 || !strings.Contains(errs, "gw.yaml:4: routes[0].balance") {
