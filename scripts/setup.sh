@@ -4,9 +4,9 @@
 # ping (the README's link example), Python paho-mqtt 2.1.0 (independent
 # client), the AMQP 1.0 peers (an embedded ActiveMQ Artemis 2.55.0 from Maven
 # Central, compiled into the cache directory; Python qpid-proton from apt),
-# and the pinned Go modules. It never stops or reconfigures a
-# service: tests start their own Mosquitto on free loopback ports, so a
-# system Mosquitto on 1883 may keep running.
+# nats-server (go install, pinned) and the pinned Go modules. It never stops
+# or reconfigures a service: tests start their own Mosquitto on free loopback
+# ports, so a system Mosquitto on 1883 may keep running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,6 +64,15 @@ if ! "$mqttv5_bin" --version 2>/dev/null | grep -q " $mqttv5_version\$"; then
   echo "setup: building mqttv5-cli $mqttv5_version with cargo (several minutes)" >&2
   cargo_bin="$(command -v cargo || echo "$HOME/.cargo/bin/cargo")"
   nice -n 10 "$cargo_bin" install mqttv5-cli --version "$mqttv5_version" --locked --quiet
+fi
+
+# nats-server: the three-node cluster (JetStream, MQTT) of the gateway's
+# failover test (internal/testutil.StartNATSCluster, docs/deploy.md).
+nats_version=v2.15.2
+nats_bin="$(go env GOPATH | cut -d: -f1)/bin/nats-server"
+if [ "$("$nats_bin" --version 2>/dev/null)" != "nats-server: $nats_version" ]; then
+  echo "setup: building nats-server $nats_version with go install" >&2
+  GOBIN="$(dirname "$nats_bin")" go install "github.com/nats-io/nats-server/v2@$nats_version"
 fi
 
 go mod download

@@ -5,7 +5,9 @@
 // skip when a capability or peer program is missing, except under CI=true
 // where they fail (a skip must never hide a transport or a peer in CI);
 // StartMosquitto runs a real Mosquitto broker on a free loopback port;
-// FreePort picks a port.
+// StartNATSCluster runs a nats-server cluster (JetStream and MQTT on, each
+// node killable alone) for the gateway's failover test; FreePort picks a
+// port.
 //
 // A real iotq broker for tests is broker/brokertest.Start: testutil, like
 // all of internal/, imports nothing of iotq's.
