@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 
 	"github.com/iotq/iotq/report"
 )
@@ -82,6 +83,16 @@ each cell's repetitions. --no-figures writes the tables only.`,
 		outDir := opts.Out
 		if outDir == "" {
 			outDir = filepath.Join(dir, "report")
+		}
+		if len(s.Cells) == 0 {
+			// An empty report is not a result: a script must not take it
+			// for one (the written report still lists what was missing).
+			read := "none"
+			if len(s.Files) > 0 {
+				read = strings.Join(s.Files, ", ")
+			}
+			return &exitError{code: exitFailure, msg: fmt.Sprintf("%s: no readable cells (files read: %s). Expected the results directory of `iotq lab run --out DIR` with at least one cell: rows in cells.csv or messages.csv, or cells/CELL/done.json (the notes in %s say what was missing)",
+				dir, read, filepath.Join(outDir, report.FileMarkdown))}
 		}
 		fmt.Fprintf(a.stdout, "report: %d cells, %d figures, %d notes\n%s\n%s\n",
 			len(s.Cells), len(s.Figures), len(s.Notes),

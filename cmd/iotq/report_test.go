@@ -28,6 +28,11 @@ func TestReportCommandExitCodes(t *testing.T) {
 		{"two directories", []string{"report", fixture, "other"}, exitUsage, "unexpected argument"},
 		{"bad resamples", []string{"report", "--resamples", "0", fixture}, exitUsage, "--resamples"},
 		{"not a results directory", []string{"report", t.TempDir()}, exitFailure, "not a results directory"},
+		// Result files without one readable cell: exit 1, not an empty
+		// report a script would take for a result (issue 22 item 2).
+		{"a manifest only", []string{"report", resultsWith(t, "manifest.json", `{"seed": 3}`), "--no-figures"}, exitFailure, "no readable cells (files read: manifest.json)"},
+		{"an unreadable cells.csv", []string{"report", resultsWith(t, "cells.csv", "garbage,stuff\n"), "--no-figures"}, exitFailure, "no readable cells"},
+		{"messages.csv header only", []string{"report", resultsWith(t, "messages.csv", "cell,seq\n"), "--no-figures"}, exitFailure, "Expected the results directory of `iotq lab run --out DIR`"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -41,4 +46,14 @@ func TestReportCommandExitCodes(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "tables.csv")); err != nil {
 		t.Errorf("tables.csv not written: %v", err)
 	}
+}
+
+// resultsWith returns a new directory holding one file.
+func resultsWith(t *testing.T, name, content string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
