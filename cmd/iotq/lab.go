@@ -147,6 +147,13 @@ func (s *labSelect) resolve(name string) ([]lab.Spec, error) {
 	}
 	var out []lab.Spec
 	for _, sp := range specs {
+		// A scenario that is valid as written but not with the flags'
+		// replacements (--transports mqtts,http, --qos 2 with amqps) is a
+		// usage error (exit 2); a scenario file invalid by itself is not.
+		fileErr := error(nil)
+		if base, err := sp.Scaled(s.scale); err == nil {
+			fileErr = base.Validate()
+		}
 		if s.profiles != "" {
 			sp.Profiles = splitList(s.profiles)
 		}
@@ -192,6 +199,9 @@ func (s *labSelect) resolve(name string) ([]lab.Spec, error) {
 			sc.Repetitions = s.repetitions
 		}
 		if err := sc.Validate(); err != nil {
+			if fileErr == nil {
+				return nil, usageErrorf("scenario %s with these flags: %s", name, strings.ReplaceAll(err.Error(), "\n", "; "))
+			}
 			return nil, fmt.Errorf("scenario %s: %w", name, err)
 		}
 		out = append(out, sc)

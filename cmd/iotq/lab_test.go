@@ -46,7 +46,7 @@ func TestLabCommandExitCodes(t *testing.T) {
 		{"bad loss override", []string{"lab", "show", "smoke", "--losses", "x"}, exitUsage, "--losses"},
 		{"show lists the early start and its broker 0-RTT policy", []string{"lab", "show", "e5", "--profiles", "wifi", "--losses", "0"}, exitOK, "E5_wifi_loss0_reconnect-early_qos1_32B_quic_0rtt-accept"},
 		{"0-RTT policy override", []string{"lab", "run", "e5", "--quic-0rtt", "refuse", "--check"}, exitOK, "72 cells"},
-		{"bad 0-RTT policy override", []string{"lab", "run", "e5", "--quic-0rtt", "sometimes", "--check"}, exitFailure, "quic_0rtt[0]"},
+		{"bad 0-RTT policy override is a usage error", []string{"lab", "run", "e5", "--quic-0rtt", "sometimes", "--check"}, exitUsage, "quic_0rtt[0]"},
 		{"bad fabric", []string{"lab", "run", "smoke", "--fabric", "moon", "--out", filepath.Join(dir, "o")}, exitUsage, "--fabric"},
 		{"merge needs dirs", []string{"lab", "merge", filepath.Join(dir, "m")}, exitUsage, "merge needs"},
 		{"merge of non-results", []string{"lab", "merge", filepath.Join(dir, "m2"), shard1, shard2}, exitFailure, "not a results directory"},

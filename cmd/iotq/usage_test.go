@@ -38,6 +38,11 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"pub", "-t", "a", "--size", "300MB"}, "whole number"},
 		{[]string{"sub", "-t", "a", "--timeout", "2"}, "2s, 500ms"},
 		{[]string{"link", "shell", "--no-such"}, "flag provided but not defined"},
+		// A lab flag that makes a valid scenario invalid is a usage error.
+		{[]string{"lab", "run", "--transports", "mqtts,http", "smoke"}, `transports[1]: "http": want a broker URL scheme`},
+		{[]string{"lab", "show", "--transports", "amqps", "--qos", "2", "smoke"}, "AMQP has at-most-once (0) and at-least-once (1) only"},
+		{[]string{"lab", "run", "--qos", "x", "smoke"}, "want numbers 0, 1 or 2"},
+		{[]string{"lab", "run", "no-such-scenario"}, "unknown scenario"},
 	} {
 		code, _, stderr := runCLI(context.Background(), tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
