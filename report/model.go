@@ -155,6 +155,10 @@ type Summary struct {
 	// Experiments is the per-experiment table: TCP+TLS and QUIC side by
 	// side (delay, RSD, start-up latency and its ratio to the bound, xi).
 	Experiments []*ExperimentSummary `json:"experiments"`
+	// Comparisons are the headline comparisons (TCP vs QUIC per
+	// experiment) with their bootstrap intervals; Bootstrap says how.
+	Comparisons []*Comparison   `json:"comparisons"`
+	Bootstrap   BootstrapMethod `json:"bootstrap"`
 }
 
 // Figure is one drawn figure; its files are figures/NAME.png and

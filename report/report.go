@@ -138,7 +138,9 @@ func Generate(ctx context.Context, opts Options) (*Summary, error) {
 		Percentiles:  "linear interpolation between closest ranks (Hyndman-Fan type 7)",
 		Batch:        batchResults(ds, cells),
 		Experiments:  experimentSummaries(cells, xi),
+		Bootstrap:    bootstrapMethod(seed, opts.Resamples),
 	}
+	s.Comparisons = comparisons(cells, xi, s.Batch, seed, opts.Resamples)
 	if opts.PowerLog != "" {
 		s.PowerLog = filepath.Base(opts.PowerLog)
 	}

@@ -41,7 +41,7 @@ type tab struct {
 }
 
 func tables(s *Summary) []tab {
-	out := []tab{glanceTable(s), comparison(s)}
+	out := []tab{comparisonTable(s), glanceTable(s), comparison(s)}
 	delay := tab{id: "delay", title: "One-way delay and delivery per cell",
 		intro: "Delays in ms over the distinct messages received (all repetitions). bound = physical lower bound " +
 			"(propagation + serialization). Percentiles by linear interpolation (type 7).",
@@ -163,47 +163,13 @@ func comparison(s *Summary) tab {
 		head: []string{"experiment", "profile", "loss %", "QoS", "pattern", "variant", "TCP", "QUIC",
 			"delay TCP", "delay QUIC", "RSD % TCP", "RSD % QUIC", "delivery TCP", "delivery QUIC",
 			"startup TCP", "startup QUIC", "startup/bound TCP", "startup/bound QUIC", "T TCP", "T QUIC"}}
-	type pair struct {
-		tcp, quic *CellResult
-		key       *CellResult
-		base      string // the key without the QUIC 0-RTT policy
-	}
-	var order []string
-	pairs := map[string]*pair{}
-	for _, c := range s.Cells {
-		// one protocol per pair: TCP and QUIC of the same protocol
-		base := fmt.Sprintf("%s|%s|%g|%d|%s|%s|%s", c.Experiment, c.Profile, c.LossPct, c.QoS, c.Pattern, c.variant(), records.ProtocolOr(c.protocol))
-		k := base
-		if isQUIC(c.Transport) && c.QUIC0RTT != "" && c.QUIC0RTT != records.EarlyHold {
-			k += "|0rtt-" + c.QUIC0RTT
-		}
-		p := pairs[k]
-		if p == nil {
-			p = &pair{key: c, base: base}
-			pairs[k] = p
-			order = append(order, k)
-		}
-		if isQUIC(c.Transport) {
-			if p.quic == nil {
-				p.quic = c
-			}
-		} else if p.tcp == nil {
-			p.tcp = c
-		}
-	}
 	get := func(c *CellResult, f func(*CellResult) string) string {
 		if c == nil {
 			return ""
 		}
 		return f(c)
 	}
-	for _, k := range order {
-		p := pairs[k]
-		if p.tcp == nil && k != p.base {
-			if b := pairs[p.base]; b != nil {
-				p.tcp = b.tcp // the TCP cell runs no QUIC policy: it stands next to each
-			}
-		}
+	for _, p := range pairCells(s.Cells) {
 		c := p.key
 		label := c.variantLabel()
 		if q := p.quic; q != nil && q.QUIC0RTT != "" && (q.QUIC0RTT != records.EarlyHold || q.Pattern == records.PatternReconnectEarly) {
@@ -243,6 +209,11 @@ var methods = []string{
 func markdown(s *Summary) ([]byte, error) {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# iotq report: %s\n\n", s.Source)
+	b.WriteString("## Results in plain words\n\n")
+	for _, l := range plainWords(s) {
+		fmt.Fprintf(&b, "- %s\n", l)
+	}
+	b.WriteString("\n")
 	if len(s.Manifest) > 0 {
 		b.WriteString("## Run\n\n| key | value |\n|---|---|\n")
 		for _, k := range sortedKeys(s.Manifest) {
@@ -289,6 +260,30 @@ func markdown(s *Summary) ([]byte, error) {
 		fmt.Fprintf(&b, "- %s\n", m)
 	}
 	return b.Bytes(), nil
+}
+
+// mdBold turns the **bold** and `code` marks of a plain-words line into
+// HTML (the line is escaped already).
+func mdBold(s string) string {
+	for _, m := range []struct{ mark, open, close string }{{"**", "<b>", "</b>"}, {"`", "<code>", "</code>"}} {
+		parts := strings.Split(s, m.mark)
+		if len(parts)%2 == 0 {
+			continue // unbalanced: leave the marks
+		}
+		var b strings.Builder
+		for i, p := range parts {
+			if i > 0 {
+				if i%2 == 1 {
+					b.WriteString(m.open)
+				} else {
+					b.WriteString(m.close)
+				}
+			}
+			b.WriteString(p)
+		}
+		s = b.String()
+	}
+	return s
 }
 
 func mdCell(s string) string {
@@ -424,6 +419,11 @@ figcaption{max-width:36em;font-size:0.85em}
 <body>
 `)
 	fmt.Fprintf(&b, "<h1>iotq report: %s</h1>\n", e(s.Source))
+	b.WriteString("<h2 id=\"plain\">Results in plain words</h2>\n<ul>\n")
+	for _, l := range plainWords(s) {
+		fmt.Fprintf(&b, "<li>%s</li>\n", mdBold(e(l)))
+	}
+	b.WriteString("</ul>\n")
 	if len(s.Manifest) > 0 {
 		b.WriteString("<h2>Run</h2>\n<table>\n")
 		for _, k := range sortedKeys(s.Manifest) {

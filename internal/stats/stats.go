@@ -220,39 +220,85 @@ func (o BootstrapOptions) withDefaults() BootstrapOptions {
 }
 
 // BootstrapRatioOfMeans estimates Mean(num)/Mean(den) with a percentile
-// bootstrap confidence interval: each resample draws len(num) values from
-// num and len(den) values from den with replacement (the two samples are
-// resampled independently), computes the ratio of the resampled means, and
-// the interval is given by the (1-Level)/2 and (1+Level)/2 percentiles
-// (type 7) of the resampled ratios. The generator is PCG seeded with
-// (Seed, Seed^0x9e3779b97f4a7c15), so a given seed always yields the same
-// interval. Lo and Hi are NaN when either sample is empty.
+// bootstrap confidence interval (Bootstrap with the two samples resampled
+// independently). Lo and Hi are NaN when either sample is empty.
 func BootstrapRatioOfMeans(num, den []float64, opts BootstrapOptions) Interval {
-	o := opts.withDefaults()
-	iv := Interval{Level: o.Level, Resamples: o.Resamples, Seed: o.Seed, NumeratorN: len(num), DenomN: len(den)}
-	iv.Estimate = Mean(num) / Mean(den)
+	iv := Bootstrap([][]float64{num, den}, func(s [][]float64) float64 {
+		d := Mean(s[1])
+		if d == 0 {
+			return math.NaN()
+		}
+		return Mean(s[0]) / d
+	}, opts)
 	if len(num) == 0 || len(den) == 0 {
-		iv.Estimate, iv.Lo, iv.Hi = math.NaN(), math.NaN(), math.NaN()
+		iv.Estimate = math.NaN()
+	}
+	return iv
+}
+
+// Bootstrap estimates stat(samples) with a percentile bootstrap confidence
+// interval: each resample draws len(samples[i]) values from each sample
+// with replacement (the samples are resampled independently, in order),
+// computes stat of the resampled samples, and the interval is given by the
+// (1-Level)/2 and (1+Level)/2 percentiles (type 7) of the finite results.
+// The generator is PCG seeded with (Seed, Seed^0x9e3779b97f4a7c15), so a
+// given seed always yields the same interval. Lo and Hi are NaN when a
+// sample is empty or no resample gives a finite result. NumeratorN and
+// DenomN are the sizes of the first and the second sample.
+func Bootstrap(samples [][]float64, stat func([][]float64) float64, opts BootstrapOptions) Interval {
+	o := opts.withDefaults()
+	iv := Interval{Level: o.Level, Resamples: o.Resamples, Seed: o.Seed}
+	if len(samples) > 0 {
+		iv.NumeratorN = len(samples[0])
+	}
+	if len(samples) > 1 {
+		iv.DenomN = len(samples[1])
+	}
+	iv.Estimate, iv.Lo, iv.Hi = math.NaN(), math.NaN(), math.NaN()
+	if len(samples) == 0 {
 		return iv
 	}
-	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
-	ratios := make([]float64, 0, o.Resamples)
-	for r := 0; r < o.Resamples; r++ {
-		var sn, sd float64
-		for range num {
-			sn += num[rng.IntN(len(num))]
+	for _, s := range samples {
+		if len(s) == 0 {
+			return iv
 		}
-		for range den {
-			sd += den[rng.IntN(len(den))]
-		}
-		if sd == 0 {
-			continue
-		}
-		ratios = append(ratios, (sn/float64(len(num)))/(sd/float64(len(den))))
 	}
-	slices.Sort(ratios)
+	iv.Estimate = stat(samples)
+	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
+	re := make([][]float64, len(samples))
+	for i, s := range samples {
+		re[i] = make([]float64, len(s))
+	}
+	vals := make([]float64, 0, o.Resamples)
+	for r := 0; r < o.Resamples; r++ {
+		for i, s := range samples {
+			for j := range s {
+				re[i][j] = s[rng.IntN(len(s))]
+			}
+		}
+		if v := stat(re); !math.IsNaN(v) && !math.IsInf(v, 0) {
+			vals = append(vals, v)
+		}
+	}
+	slices.Sort(vals)
 	alpha := (1 - o.Level) / 2
-	iv.Lo = PercentileSorted(ratios, 100*alpha)
-	iv.Hi = PercentileSorted(ratios, 100*(1-alpha))
+	iv.Lo = PercentileSorted(vals, 100*alpha)
+	iv.Hi = PercentileSorted(vals, 100*(1-alpha))
 	return iv
+}
+
+// GeoMean returns the geometric mean of xs (exp of the mean of the logs),
+// NaN when xs is empty or holds a value that is not positive.
+func GeoMean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	var s float64
+	for _, x := range xs {
+		if !(x > 0) {
+			return math.NaN()
+		}
+		s += math.Log(x)
+	}
+	return math.Exp(s / float64(len(xs)))
 }

@@ -146,3 +146,20 @@ const (
 	wantLo42 = 1.170430469954
 	wantHi42 = 1.422384064322
 )
+
+func TestBootstrapIntervalAndGeoMean(t *testing.T) {
+	if g := GeoMean([]float64{1, 4}); !near(g, 2) {
+		t.Fatalf("GeoMean(1, 4) = %v, want 2", g)
+	}
+	if g := GeoMean([]float64{1, 0}); !math.IsNaN(g) {
+		t.Fatalf("GeoMean with a zero = %v, want NaN", g)
+	}
+	xs := []float64{9, 10, 11, 10, 9.5, 10.5, 10, 9.8, 10.2, 10.1}
+	iv := Bootstrap([][]float64{xs}, func(s [][]float64) float64 { return Mean(s[0]) }, BootstrapOptions{Seed: 3})
+	if !(iv.Lo < 10 && iv.Hi > 10) || !(iv.Lo > 9 && iv.Hi < 11) || iv.Resamples != 2000 || iv.NumeratorN != 10 {
+		t.Fatalf("mean of values around 10: %+v", iv)
+	}
+	if e := Bootstrap([][]float64{nil}, func(s [][]float64) float64 { return 1 }, BootstrapOptions{}); !math.IsNaN(e.Lo) || !math.IsNaN(e.Estimate) {
+		t.Fatalf("empty sample: %+v, want NaN", e)
+	}
+}
