@@ -112,7 +112,9 @@ func NATSServer(t testing.TB) string {
 
 // StartNATSCluster starts n nats-server processes (1 to 5) on free
 // loopback ports, each with JetStream (store in a t.TempDir()), its MQTT
-// listener (MQTT's streams replicated on min(n, 3) nodes) and routes to all
+// listener (MQTT's streams replicated on min(n, 3) nodes; an unacknowledged
+// QoS 1 delivery is sent again after 5 s, not NATS's default 30 s, so a
+// test's failover completes quickly) and routes to all
 // the others, and waits until every node is healthy, JetStream has a meta
 // leader and every MQTT listener accepts. Each node can be killed alone
 // (NATSNode.Kill); t.Cleanup kills the rest, by PID. Without nats-server
@@ -141,7 +143,7 @@ func StartNATSCluster(t testing.TB, n int) *NATSCluster {
 		}
 		conf := fmt.Sprintf("server_name: %s\nlisten: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\n", nd.Name, nd.Port, nd.MonitorPort) +
 			fmt.Sprintf("jetstream {\n  store_dir: %q\n  max_memory_store: 64MB\n  max_file_store: 1GB\n}\n", filepath.Join(nd.Dir, "js")) +
-			fmt.Sprintf("mqtt {\n  listen: 127.0.0.1:%d\n  stream_replicas: %d\n}\n", nd.MQTTPort, replicas)
+			fmt.Sprintf("mqtt {\n  listen: 127.0.0.1:%d\n  stream_replicas: %d\n  ack_wait: 5s\n}\n", nd.MQTTPort, replicas)
 		if n > 1 {
 			conf += fmt.Sprintf("cluster {\n  name: iotq-test\n  listen: 127.0.0.1:%d\n  routes: [%s]\n}\n", nd.ClusterPort, strings.Join(routes, ", "))
 		}
@@ -211,6 +213,64 @@ func (c *NATSCluster) MetaLeader() string {
 		}
 	}
 	return ""
+}
+
+// Connections returns the number of client connections (MQTT sessions
+// included) the node holds, from its /connz.
+func (n *NATSNode) Connections() (int, error) {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	resp, err := hc.Get(fmt.Sprintf("http://127.0.0.1:%d/connz", n.MonitorPort))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var c struct {
+		Num int `json:"num_connections"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
+		return 0, fmt.Errorf("%s /connz: %w", n.Name, err)
+	}
+	return c.Num, nil
+}
+
+// Leaders returns the leader of JetStream's meta group (key "meta") and of
+// every stream (key: its name, e.g. $MQTT_sess) as the first running node
+// reports them; nil if no node answers.
+func (c *NATSCluster) Leaders() map[string]string {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	for _, nd := range c.Nodes {
+		if nd.Exited() {
+			continue
+		}
+		resp, err := hc.Get(fmt.Sprintf("http://127.0.0.1:%d/jsz?accounts=true&streams=true", nd.MonitorPort))
+		if err != nil {
+			continue
+		}
+		var j struct {
+			jsz
+			Accounts []struct {
+				Streams []struct {
+					Name    string `json:"name"`
+					Cluster struct {
+						Leader string `json:"leader"`
+					} `json:"cluster"`
+				} `json:"stream_detail"`
+			} `json:"account_details"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&j)
+		resp.Body.Close()
+		if err != nil {
+			continue
+		}
+		out := map[string]string{"meta": j.Meta.Leader}
+		for _, a := range j.Accounts {
+			for _, s := range a.Streams {
+				out[s.Name] = s.Cluster.Leader
+			}
+		}
+		return out
+	}
+	return nil
 }
 
 type jsz struct {
