@@ -230,6 +230,12 @@ func comparisons(cells []*CellResult, xi []*XiResult, batch []*BatchResult, seed
 	var out []*Comparison
 	for _, k := range order {
 		g := groups[k]
+		if k.profile != "" {
+			all := groupKey{k.exp, k.proto, k.start, "", k.loss, k.metric}
+			if len(groups[all].ratios) == len(g.ratios) {
+				continue // the experiment's only profile: the same as its row for all profiles
+			}
+		}
 		iv := stats.Bootstrap([][]float64{g.ratios}, geo, opts)
 		cmp := &Comparison{Experiment: k.exp, Protocol: k.proto, Start: k.start, Profile: k.profile, Loss: k.loss, Metric: k.metric,
 			Configurations: len(g.ratios), TCP: stats.GeoMean(g.tcp), QUIC: stats.GeoMean(g.quic),
@@ -238,9 +244,14 @@ func comparisons(cells []*CellResult, xi []*XiResult, batch []*BatchResult, seed
 			cmp.Lo, cmp.Hi = nan(), nan()
 			if len(g.pairs) == 1 {
 				// one configuration: its cells' own values resampled
-				// (messages or repetitions), where the raw values are at hand
+				// (messages or repetitions), where the raw values are at
+				// hand; xi's interval over repetitions is in Summary.Xi
+				p := g.pairs[0]
 				var n int
-				cmp.Lo, cmp.Hi, n = withinPair(g.pairs[0], k.metric, opts)
+				cmp.Lo, cmp.Hi, n = withinPair(p, k.metric, opts)
+				if ci, ok := xiCI[[2]string{p.tcp.Cell, p.quic.Cell}]; ok && k.metric == MetricXi && !finite(cmp.Lo) {
+					cmp.Lo, cmp.Hi, n = ci.Lo, ci.Hi, min(ci.NumeratorN, ci.DenomN)
+				}
 				cmp.Within = finite(cmp.Lo)
 				cmp.SmallN = n < smallN
 			}

@@ -15,7 +15,7 @@ import (
 func (a *app) reportCommand() *Command {
 	c := &Command{
 		Name:      "report",
-		UsageLine: "iotq report DIR [--out DIR2] [--seed N] [--resamples N] [--energy-params FILE] [--cpu-watts W] [--power-log FILE] [--no-figures]",
+		UsageLine: "iotq report --evidence-index DIR | iotq report DIR [--out DIR2] [--seed N] [--resamples N] [--energy-params FILE] [--cpu-watts W] [--power-log FILE] [--no-figures]",
 		Short:     "turn a lab results directory into statistics, figures, HTML and Markdown",
 		Long: `Report reads the result files of a lab run in DIR (manifest.json, cells.csv,
 messages.csv, connections.csv, links.csv, cpu.csv, completions.csv and
@@ -38,7 +38,14 @@ model parameters per technology, for example
 tail_w, tail_s, idle_w, source). --cpu-watts sets the processor's active power
 (default: the manifest's, else 2 W). --power-log names a CSV of an external
 power meter (timestamp,watts; Unix time or RFC 3339) that is integrated over
-each cell's repetitions. --no-figures writes the tables only.`,
+each cell's repetitions. --no-figures writes the tables only.
+
+--evidence-index DIR regenerates the section of DIR/README.md between its
+BEGIN GENERATED and END GENERATED markers from every campaign folder in DIR
+(manifest.json, tables.csv, summary.json): the campaigns' host and timing
+guard, and each campaign's headline comparisons with 95 % bootstrap
+intervals (seed 1, 2000 resamples). The prose around the markers is left as
+it is.`,
 		Flags: newFlagSet("report"),
 	}
 	fs := c.Flags
@@ -50,7 +57,23 @@ each cell's repetitions. --no-figures writes the tables only.`,
 	plog := fs.String("power-log", "", "external power log CSV (timestamp,watts)")
 	noFig := fs.Bool("no-figures", false, "write tables only, no figures")
 	verbose := fs.Bool("v", false, "log progress to stderr")
+	index := fs.String("evidence-index", "", "regenerate the generated section of `DIR`/README.md from its campaign folders")
 	c.Run = runE(func(ctx context.Context, args []string) error {
+		if *index != "" {
+			if len(args) > 0 {
+				return usageErrorf("unexpected argument %q: --evidence-index takes only its directory", args[0])
+			}
+			changed, err := report.UpdateEvidenceIndex(*index)
+			if err != nil {
+				return err
+			}
+			state := "unchanged"
+			if changed {
+				state = "updated"
+			}
+			fmt.Fprintf(a.stdout, "%s: %s\n", filepath.Join(*index, report.FileEvidenceIndex), state)
+			return nil
+		}
 		if len(args) == 0 {
 			return usageErrorf("missing results directory: iotq report DIR")
 		}
