@@ -148,36 +148,6 @@ func isSpace(b byte) bool { return b == ' ' || b == '\t' }
 // validFilter checks an MQTT topic filter (internal/mqttname holds the rules).
 func validFilter(f string) error { return mqttname.CheckFilter(f) }
 
-// MatchTopic reports whether topic matches the MQTT filter. Wildcards at the
-// first level do not match topics starting with '$' [MQTT-4.7.2-1].
-func MatchTopic(filter, topic string) bool {
-	if strings.HasPrefix(topic, "$") && (strings.HasPrefix(filter, "+") || strings.HasPrefix(filter, "#")) {
-		return false
-	}
-	for {
-		fl, frest, fmore := strings.Cut(filter, "/")
-		tl, trest, tmore := strings.Cut(topic, "/")
-		switch {
-		case fl == "#":
-			return true
-		case fl == "+" || fl == tl:
-		default:
-			return false
-		}
-		if !fmore && !tmore {
-			return true
-		}
-		if !tmore {
-			// "a/#" matches "a" [MQTT-4.7.1-2].
-			return fmore && frest == "#"
-		}
-		if !fmore {
-			return false
-		}
-		filter, topic = frest, trest
-	}
-}
-
 // allows reports whether a rule of rules with an access in want matches
 // topic for user.
 func allows(rules []ACLRule, user, topic string, want Access) bool {
@@ -192,7 +162,7 @@ func allows(rules []ACLRule, user, topic string, want Access) bool {
 			}
 			p = strings.ReplaceAll(p, "%u", user)
 		}
-		if MatchTopic(p, topic) {
+		if mqttname.Match(p, topic) {
 			return true
 		}
 	}
@@ -325,7 +295,7 @@ func loadAuth(o AuthOptions) (*fileAuth, error) {
 	return a, nil
 }
 
-func (a *fileAuth) authenticate(username, password []byte, hasUser bool) bool {
+func (a *fileAuth) Authenticate(username, password []byte, hasUser bool) bool {
 	if !hasUser || len(username) == 0 {
 		return a.allowAnonymous
 	}
@@ -341,7 +311,7 @@ func (a *fileAuth) authenticate(username, password []byte, hasUser bool) bool {
 	return bcrypt.CompareHashAndPassword(hash, password) == nil
 }
 
-func (a *fileAuth) authorize(user string, anonymous bool, topic string, write bool) bool {
+func (a *fileAuth) Authorize(user string, anonymous bool, topic string, write bool) bool {
 	if a.acl == nil {
 		return true
 	}

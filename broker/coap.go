@@ -44,10 +44,10 @@ func (a topicsAdapter) Authorize(user string, anonymous bool, topic string, writ
 	if a.s.auth == nil {
 		return true
 	}
-	if anonymous && !a.s.auth.authenticate(nil, nil, false) {
+	if anonymous && !a.s.auth.Authenticate(nil, nil, false) {
 		return false // anonymous clients are not allowed at all
 	}
-	return a.s.auth.authorize(user, anonymous, topic, write)
+	return a.s.auth.Authorize(user, anonymous, topic, write)
 }
 
 // listen opens the listener of one URL: CoAP schemes here, the others in

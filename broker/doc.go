@@ -4,9 +4,10 @@
 // persistence of sessions, in-flight and retained messages in a state
 // directory, Prometheus metrics and an explicit slow-consumer policy.
 //
-// The MQTT engine (mochi-mqtt v2) sits behind the small unexported engine
-// interface of engine.go; listeners, configuration, auth and metrics talk to
-// that interface only, so the engine can be replaced.
+// The MQTT engine sits behind the small interface of package broker/engine;
+// listeners, configuration, auth and metrics talk to that interface only, so
+// the engine can be replaced. Package broker/mochi implements it on the
+// patched mochi-mqtt fork in internal/mqttcore; only New names it.
 //
 // Lifecycle: New(Options) validates and returns a *Server; Start(ctx) opens
 // every listener and returns without blocking; Ready reports when all

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/iotq/iotq/broker/engine"
 	"github.com/iotq/iotq/transport"
 )
 
@@ -46,7 +47,7 @@ type metrics struct {
 	droppedN  atomic.Int64              // all drops, for tests
 }
 
-type engineRef struct{ e engine }
+type engineRef struct{ e engine.Engine }
 
 func newMetrics() *metrics {
 	m := &metrics{reg: prometheus.NewRegistry(), quicConns: map[*meteredConn]struct{}{}}
@@ -64,14 +65,14 @@ func newMetrics() *metrics {
 	}
 	m.msgBytesOut = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "messages_sent_bytes_total", Help: "Bytes of PUBLISH packets written to clients."})
 	m.droppedVec = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "messages_dropped_total", Help: "Messages the broker did not deliver, by reason and QoS."}, []string{"reason", "qos"})
-	for _, r := range dropReasons {
+	for _, r := range engine.DropReasons {
 		for _, q := range []string{"0", "1", "2"} {
 			m.droppedVec.WithLabelValues(r, q) // export zeros: absence is not "no drops"
 		}
 	}
 	m.stalls = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "stalls_total", Help: "Times a publisher was held back for max_stall by a subscriber whose queue stayed full."})
 	m.refusedVec = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "refused_total", Help: "Requests refused by a limit or a rule, by kind."}, []string{"kind"})
-	for _, k := range refusalKinds {
+	for _, k := range engine.RefusalKinds {
 		m.refusedVec.WithLabelValues(k)
 	}
 	m.quicLost = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "quic_closed_packets_lost_total", Help: "Packets lost on QUIC connections that have closed."})
@@ -84,7 +85,7 @@ func newMetrics() *metrics {
 	return m
 }
 
-func (m *metrics) setEngine(e engine) { m.eng.Store(&engineRef{e}) }
+func (m *metrics) setEngine(e engine.Engine) { m.eng.Store(&engineRef{e}) }
 
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
@@ -92,19 +93,19 @@ func (m *metrics) handler() http.Handler {
 
 func qosIdx(q byte) int { return int(min(q, 2)) }
 
-func (m *metrics) messageIn(qos byte) { m.msgsIn[qosIdx(qos)].Inc() }
-func (m *metrics) messageOut(qos byte, n int) {
+func (m *metrics) MessageIn(qos byte) { m.msgsIn[qosIdx(qos)].Inc() }
+func (m *metrics) MessageOut(qos byte, n int) {
 	m.msgsOut[qosIdx(qos)].Inc()
 	m.msgBytesOut.Add(float64(n))
 }
-func (m *metrics) dropped(reason string, qos byte) {
+func (m *metrics) Dropped(reason string, qos byte) {
 	m.droppedN.Add(1)
 	m.droppedVec.WithLabelValues(reason, string('0'+qos)).Inc()
 }
-func (m *metrics) stalled()                      { m.stalls.Inc() }
-func (m *metrics) refused(kind string)           { m.refusedVec.WithLabelValues(kind).Inc() }
-func (m *metrics) sessionOpened(listener string) { m.sessions.WithLabelValues(listener).Inc() }
-func (m *metrics) sessionClosed(listener string) { m.sessions.WithLabelValues(listener).Dec() }
+func (m *metrics) Stalled()                      { m.stalls.Inc() }
+func (m *metrics) Refused(kind string)           { m.refusedVec.WithLabelValues(kind).Inc() }
+func (m *metrics) SessionOpened(listener string) { m.sessions.WithLabelValues(listener).Inc() }
+func (m *metrics) SessionClosed(listener string) { m.sessions.WithLabelValues(listener).Dec() }
 
 // quicStatser is implemented by QUIC connections of package transport.
 type quicStatser interface {
@@ -158,9 +159,9 @@ func (c *meteredConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// writeBlockedFor reports how long the current Write has been blocked (0
+// WriteBlockedFor implements engine.WriteWatcher: it reports how long the current Write has been blocked (0
 // if no Write is in progress).
-func (c *meteredConn) writeBlockedFor(now int64) time.Duration {
+func (c *meteredConn) WriteBlockedFor(now int64) time.Duration {
 	st := c.writing.Load()
 	if st == 0 {
 		return 0
@@ -255,14 +256,14 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	if r := c.m.eng.Load(); r != nil {
-		st := r.e.stats()
-		ch <- prometheus.MustNewConstMetric(descClients, prometheus.GaugeValue, float64(st.clientsConnected))
-		ch <- prometheus.MustNewConstMetric(descSubs, prometheus.GaugeValue, float64(st.subscriptions))
-		ch <- prometheus.MustNewConstMetric(descRetained, prometheus.GaugeValue, float64(st.retained))
-		ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(st.inflight))
-		ch <- prometheus.MustNewConstMetric(descInflDrop, prometheus.CounterValue, float64(st.inflightDropped))
-		ch <- prometheus.MustNewConstMetric(descPanics, prometheus.CounterValue, float64(st.clientPanics))
-		sum, largest := r.e.queuedBytes()
+		st := r.e.Stats()
+		ch <- prometheus.MustNewConstMetric(descClients, prometheus.GaugeValue, float64(st.ClientsConnected))
+		ch <- prometheus.MustNewConstMetric(descSubs, prometheus.GaugeValue, float64(st.Subscriptions))
+		ch <- prometheus.MustNewConstMetric(descRetained, prometheus.GaugeValue, float64(st.Retained))
+		ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(st.Inflight))
+		ch <- prometheus.MustNewConstMetric(descInflDrop, prometheus.CounterValue, float64(st.InflightDropped))
+		ch <- prometheus.MustNewConstMetric(descPanics, prometheus.CounterValue, float64(st.ClientPanics))
+		sum, largest := r.e.QueuedBytes()
 		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(sum), "sum")
 		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(largest), "max")
 	}

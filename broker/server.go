@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/iotq/iotq/broker/engine"
+	"github.com/iotq/iotq/broker/mochi"
 	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/transport"
 )
@@ -27,13 +29,13 @@ import (
 type Server struct {
 	opts Options // with defaults
 	log  *slog.Logger
-	eng  engine
+	eng  engine.Engine
 	met  *metrics
 
 	tlsConf *tls.Config
 	caFile  string
-	auth    authorizer // nil: everyone may read and write (for the CoAP front)
-	coap    coapState  // the CoAP front (coap.go)
+	auth    engine.Authorizer // nil: everyone may read and write (for the CoAP front)
+	coap    coapState         // the CoAP front (coap.go)
 
 	mu        sync.Mutex
 	started   bool
@@ -65,7 +67,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: o, log: log, ready: make(chan struct{})}
 	s.met = newMetrics()
 
-	var auth authorizer
+	var auth engine.Authorizer
 	if o.Auth.PasswordFile != "" || o.Auth.ACLFile != "" || !*o.Auth.AllowAnonymous {
 		a, err := loadAuth(o.Auth)
 		if err != nil {
@@ -89,15 +91,15 @@ func New(opts Options) (*Server, error) {
 		storePath = filepath.Join(o.StateDir, "store.db")
 		inflightPath = filepath.Join(o.StateDir, "inflight.db")
 	}
-	eng, err := newMochiEngine(engineConfig{
-		logger:       log,
-		auth:         auth,
-		obs:          s.met,
-		storePath:    storePath,
-		inflightPath: inflightPath,
-		fsync:        o.Fsync,
-		flow:         o.Flow,
-		limits:       o.Limits,
+	eng, err := mochi.New(engine.Config{
+		Logger:       log,
+		Auth:         auth,
+		Obs:          s.met,
+		StorePath:    storePath,
+		InflightPath: inflightPath,
+		Fsync:        o.Fsync,
+		Flow:         o.Flow,
+		Limits:       o.Limits,
 	})
 	if err != nil {
 		return nil, err
@@ -156,7 +158,7 @@ func (s *Server) Start(ctx context.Context) error {
 }
 
 func (s *Server) start(ctx context.Context) error {
-	if err := s.eng.start(); err != nil {
+	if err := s.eng.Start(); err != nil {
 		return err
 	}
 	streams := s.quicStreams()
@@ -257,7 +259,7 @@ func (s *Server) acceptLoop(ctx context.Context, l transport.Listener) {
 		}
 		mc := s.met.wrapConn(c, scheme)
 		s.wg.Add(1)
-		go s.eng.serveConn(id, mc, func(err error) { s.connEnded(ctx, log, mc, err) })
+		go s.eng.ServeConn(id, mc, func(err error) { s.connEnded(ctx, log, mc, err) })
 	}
 }
 
@@ -374,7 +376,7 @@ func (s *Server) Addrs() []net.Addr {
 // Subscriptions returns the number of subscriptions of the connected client
 // with this client identifier (0 if it is not connected). Tests use it to
 // wait until an external subscriber is ready.
-func (s *Server) Subscriptions(clientID string) int { return s.eng.subscriptions(clientID) }
+func (s *Server) Subscriptions(clientID string) int { return s.eng.Subscriptions(clientID) }
 
 // Options returns the effective options (defaults filled in).
 func (s *Server) Options() Options { return s.opts }
@@ -403,9 +405,9 @@ func (s *Server) Close() error {
 			}
 		}
 		if started {
-			s.eng.disconnectAll()
+			s.eng.DisconnectAll()
 			ctx, cancelWait := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
-			if err := s.eng.waitClients(ctx); err != nil {
+			if err := s.eng.WaitClients(ctx); err != nil {
 				s.log.Warn("clients did not leave in time; closed them", "timeout", s.opts.ShutdownTimeout)
 			}
 			cancelWait()
@@ -417,7 +419,7 @@ func (s *Server) Close() error {
 		}
 		s.wg.Wait()
 		// Flush and close the store (opened by New, so also without Start).
-		if err := s.eng.close(); err != nil {
+		if err := s.eng.Close(); err != nil {
 			errs = append(errs, err)
 		}
 		if started && len(listeners) > 0 {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/iotq/iotq/internal/mqttname"
 	"github.com/iotq/iotq/transport"
 )
 
@@ -398,21 +399,5 @@ func MatchTopic(filter, topic string) bool {
 			filter = rest[i+1:]
 		}
 	}
-	if strings.HasPrefix(topic, "$") && (strings.HasPrefix(filter, "+") || strings.HasPrefix(filter, "#")) {
-		return false
-	}
-	fs := strings.Split(filter, "/")
-	ts := strings.Split(topic, "/")
-	for i, f := range fs {
-		if f == "#" {
-			return true // matches the parent level too [MQTT-4.7.1-2]
-		}
-		if i >= len(ts) {
-			return false
-		}
-		if f != "+" && f != ts[i] {
-			return false
-		}
-	}
-	return len(fs) == len(ts)
+	return mqttname.Match(filter, topic)
 }

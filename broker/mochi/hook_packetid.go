@@ -1,4 +1,4 @@
-package broker
+package mochi
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ import (
 // reconnect: a duplicate, never a loss.
 type packetIDHook struct {
 	mqttcore.HookBase
-	e          *mochiEngine
+	e          *Engine
 	receiveMax uint16 // the broker's Receive Maximum (CONNACK)
 
 	mu      sync.RWMutex
@@ -48,7 +48,7 @@ type stash struct {
 // connection of its client to put set-aside messages back.
 const restoreWait = time.Second
 
-func newPacketIDHook(e *mochiEngine) *packetIDHook {
+func newPacketIDHook(e *Engine) *packetIDHook {
 	return &packetIDHook{e: e, receiveMax: e.srv.Options.Capabilities.ReceiveMaximum, clients: map[*mqttcore.Client]*stash{}}
 }
 

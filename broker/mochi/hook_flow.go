@@ -1,4 +1,4 @@
-package broker
+package mochi
 
 import (
 	"bytes"
@@ -8,8 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/iotq/iotq/broker/engine"
 	"github.com/iotq/iotq/internal/mqttcore"
 	"github.com/iotq/iotq/internal/mqttcore/packets"
+	"github.com/iotq/iotq/internal/mqttname"
 )
 
 // Why mochi drops QoS 0 messages: a publisher's read goroutine hands each
@@ -41,8 +43,8 @@ import (
 // progress, never by queue depth: a wait gives up when the subscriber made
 // no progress for MaxStall (a subscriber that keeps making progress paces
 // its publishers; that is backpressure). A stalled subscriber is marked
-// (no more waiting for it until it drains) and, under PolicyDrop, loses
-// QoS 0 messages (counted by reason) or, for QoS 1/2 or PolicyDisconnect,
+// (no more waiting for it until it drains) and, under engine.PolicyDrop, loses
+// QoS 0 messages (counted by reason) or, for QoS 1/2 or engine.PolicyDisconnect,
 // is disconnected so its session keeps the messages. A message that would
 // take a session past max_queued_bytes while its client is offline or
 // stalled is not delivered to it (counted as queued_bytes).
@@ -68,8 +70,8 @@ type clientFlow struct {
 
 type flowHook struct {
 	mqttcore.HookBase
-	e        *mochiEngine
-	obs      observer
+	e        *Engine
+	obs      engine.Observer
 	capacity int
 	high     int   // wait while queue length >= high
 	low      int   // a stalled client recovers below low
@@ -87,15 +89,15 @@ type flowHook struct {
 	slowLog *rateLimitedLog
 }
 
-func newFlowHook(e *mochiEngine) *flowHook {
-	c := e.cfg.flow.QueueLength
+func newFlowHook(e *Engine) *flowHook {
+	c := e.cfg.Flow.QueueLength
 	return &flowHook{
 		e:        e,
-		obs:      e.cfg.obs,
+		obs:      e.cfg.Obs,
 		capacity: c,
 		high:     max(1, c/2),
 		low:      max(1, c/4),
-		maxBytes: max(0, int64(e.cfg.limits.MaxQueuedBytes)),
+		maxBytes: max(0, int64(e.cfg.Limits.MaxQueuedBytes)),
 		clients:  map[*mqttcore.Client]*clientFlow{},
 		dropLog:  newRateLimitedLog(e.log, time.Second),
 		slowLog:  newRateLimitedLog(e.log, time.Second),
@@ -128,7 +130,7 @@ func (h *flowHook) OnSessionEstablished(cl *mqttcore.Client, pk packets.Packet) 
 	h.mu.Lock()
 	h.clients[cl] = &clientFlow{cl: cl}
 	h.mu.Unlock()
-	h.obs.sessionOpened(cl.Net.Listener)
+	h.obs.SessionOpened(cl.Net.Listener)
 }
 
 func (h *flowHook) OnDisconnect(cl *mqttcore.Client, err error, expire bool) {
@@ -138,19 +140,19 @@ func (h *flowHook) OnDisconnect(cl *mqttcore.Client, err error, expire bool) {
 	h.mu.Unlock()
 	if ok {
 		f.progress.notify()
-		h.obs.sessionClosed(cl.Net.Listener)
+		h.obs.SessionClosed(cl.Net.Listener)
 	}
 }
 
 func (h *flowHook) OnPublished(cl *mqttcore.Client, pk packets.Packet) {
-	h.obs.messageIn(pk.FixedHeader.Qos)
+	h.obs.MessageIn(pk.FixedHeader.Qos)
 }
 
 // OnPacketSent runs on the client's writer after each packet: count it and
 // wake publishers waiting for this client's queue to drain.
 func (h *flowHook) OnPacketSent(cl *mqttcore.Client, pk packets.Packet, b []byte) {
 	if pk.FixedHeader.Type == packets.Publish {
-		h.obs.messageOut(pk.FixedHeader.Qos, len(b))
+		h.obs.MessageOut(pk.FixedHeader.Qos, len(b))
 	}
 	if f := h.flowOf(cl); f != nil {
 		f.progress.notify()
@@ -179,7 +181,7 @@ func (h *flowHook) OnPublishDropped(cl *mqttcore.Client, pk packets.Packet) {
 			return
 		}
 	}
-	h.drop(dropQueueFull, cl.ID, pk.TopicName, qos)
+	h.drop(engine.DropQueueFull, cl.ID, pk.TopicName, qos)
 }
 
 // keepForRedelivery stores pk in cl's session for redelivery and
@@ -194,7 +196,7 @@ func (h *flowHook) keepForRedelivery(cl *mqttcore.Client, pk packets.Packet) (bo
 				filter = rest
 			}
 		}
-		if MatchTopic(filter, pk.TopicName) {
+		if mqttname.Match(filter, pk.TopicName) {
 			qos = max(qos, sub.Qos)
 			matched = true
 		}
@@ -231,15 +233,15 @@ func (h *flowHook) OnQosDropped(cl *mqttcore.Client, pk packets.Packet) {
 	if pk.FixedHeader.Type != 0 || cl.IsTakenOver() {
 		return
 	}
-	h.drop(dropExpired, cl.ID, "", 1)
+	h.drop(engine.DropExpired, cl.ID, "", 1)
 }
 
 func (h *flowHook) OnPacketIDExhausted(cl *mqttcore.Client, pk packets.Packet) {
-	h.drop(dropPacketIDs, cl.ID, pk.TopicName, pk.FixedHeader.Qos)
+	h.drop(engine.DropPacketIDs, cl.ID, pk.TopicName, pk.FixedHeader.Qos)
 }
 
 func (h *flowHook) drop(reason, client, topic string, qos byte) {
-	h.obs.dropped(reason, qos)
+	h.obs.Dropped(reason, qos)
 	h.dropLog.warn("message dropped", "reason", reason, "client", client, "topic", topic, "qos", qos)
 }
 
@@ -249,7 +251,7 @@ func (h *flowHook) OnPublish(cl *mqttcore.Client, pk packets.Packet) (packets.Pa
 	if h.published.Add(1)%16 == 0 {
 		h.maybeScan()
 	}
-	if !h.pressure.Load() || h.e.cfg.flow.NoBackpressure {
+	if !h.pressure.Load() || h.e.cfg.Flow.NoBackpressure {
 		return pk, nil
 	}
 	subs := h.e.srv.Topics.Subscribers(pk.TopicName)
@@ -283,7 +285,7 @@ func (h *flowHook) waitFor(sc *mqttcore.Client, qos byte) {
 		return
 	}
 	if f.stalled.Load() || !h.awaitProgress(f, func() bool { return !h.congested(sc, qos) }) {
-		if qos > 0 || h.e.cfg.flow.SlowConsumer == PolicyDisconnect {
+		if qos > 0 || h.e.cfg.Flow.SlowConsumer == engine.PolicyDisconnect {
 			h.disconnectSlow(sc, qos)
 		}
 	}
@@ -295,7 +297,7 @@ func (h *flowHook) waitFor(sc *mqttcore.Client, qos byte) {
 // MaxStall timer: a subscriber is stalled when it stops making progress,
 // not when its queue is momentarily full.
 func (h *flowHook) awaitProgress(f *clientFlow, ok func() bool) bool {
-	maxStall := h.e.cfg.flow.MaxStall
+	maxStall := h.e.cfg.Flow.MaxStall
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -319,7 +321,7 @@ func (h *flowHook) awaitProgress(f *clientFlow, ok func() bool) bool {
 			timer.Reset(maxStall)
 		case <-timer.C:
 			f.stalled.Store(true)
-			h.obs.stalled()
+			h.obs.Stalled()
 			h.slowLog.warn("slow consumer: no progress for max_stall", "client", f.cl.ID, "queue", f.cl.OutboundLen(), "queued_bytes", f.cl.QueuedBytes(), "max_stall", maxStall)
 			return false
 		}
@@ -329,18 +331,18 @@ func (h *flowHook) awaitProgress(f *clientFlow, ok func() bool) bool {
 // outboundFull is the engine's Options.OutboundFull: pk does not fit cl's
 // queue. The publisher waits for room while cl makes progress; true: try
 // again (room, or cl was disconnected and its session keeps a QoS 1/2
-// message); false: drop (QoS 0 under PolicyDrop, counted by
+// message); false: drop (QoS 0 under engine.PolicyDrop, counted by
 // OnPublishDropped).
 func (h *flowHook) outboundFull(cl *mqttcore.Client, pk packets.Packet) bool {
 	f := h.flowOf(cl)
-	if f == nil || h.e.cfg.flow.NoBackpressure {
+	if f == nil || h.e.cfg.Flow.NoBackpressure {
 		return cl.Closed()
 	}
 	qos := pk.FixedHeader.Qos
 	if !f.stalled.Load() && h.awaitProgress(f, func() bool { return cl.OutboundLen() < h.capacity }) {
 		return true
 	}
-	if qos > 0 || h.e.cfg.flow.SlowConsumer == PolicyDisconnect {
+	if qos > 0 || h.e.cfg.Flow.SlowConsumer == engine.PolicyDisconnect {
 		h.disconnectSlow(cl, qos)
 		return true
 	}
@@ -359,14 +361,14 @@ func (h *flowHook) queuedBytesFull(cl *mqttcore.Client, pk packets.Packet) bool 
 	}
 	// A client subscribed to its own messages is not waited for: its
 	// acknowledgements come in on the goroutine that would wait.
-	if f := h.flowOf(cl); f != nil && !cl.Closed() && !f.stalled.Load() && !h.e.cfg.flow.NoBackpressure && pk.Origin != cl.ID {
+	if f := h.flowOf(cl); f != nil && !cl.Closed() && !f.stalled.Load() && !h.e.cfg.Flow.NoBackpressure && pk.Origin != cl.ID {
 		size := mqttcore.QueuedCost(&pk) // as the engine counts it (payload, topic, properties and structure)
 		fits := func() bool { q := cl.QueuedBytes(); return q == 0 || q+size <= h.maxBytes }
 		if h.awaitProgress(f, fits) && !cl.Closed() {
 			return true
 		}
 	}
-	h.drop(dropQueuedBytes, cl.ID, pk.TopicName, qos)
+	h.drop(engine.DropQueuedBytes, cl.ID, pk.TopicName, qos)
 	return false
 }
 
@@ -374,8 +376,8 @@ func (h *flowHook) disconnectSlow(sc *mqttcore.Client, qos byte) {
 	if sc.Closed() {
 		return
 	}
-	h.obs.dropped(dropSlowConsumer, qos)
-	h.slowLog.warn("disconnecting slow consumer", "client", sc.ID, "policy", h.e.cfg.flow.SlowConsumer, "qos", qos)
+	h.obs.Dropped(engine.DropSlowConsumer, qos)
+	h.slowLog.warn("disconnecting slow consumer", "client", sc.ID, "policy", h.e.cfg.Flow.SlowConsumer, "qos", qos)
 	// Stop closes the connection: it never blocks on the slow peer.
 	sc.Stop(errSlowConsumer)
 }
@@ -442,7 +444,7 @@ func (h *flowHook) scanOnce() {
 		if l < h.low && b < h.maxBytes/4+1 && f.stalled.Load() {
 			f.stalled.Store(false)
 		}
-		if mc, ok := cl.Net.Conn.(*meteredConn); ok && mc.writeBlockedFor(now) > h.e.cfg.flow.WriteTimeout {
+		if ww, ok := cl.Net.Conn.(engine.WriteWatcher); ok && ww.WriteBlockedFor(now) > h.e.cfg.Flow.WriteTimeout {
 			stuck = append(stuck, cl)
 		}
 	}
@@ -452,8 +454,8 @@ func (h *flowHook) scanOnce() {
 		if cl.Closed() {
 			continue
 		}
-		h.obs.dropped(dropSlowConsumer, 0)
-		h.slowLog.warn("disconnecting client: a write has been blocked longer than write_timeout", "client", cl.ID, "write_timeout", h.e.cfg.flow.WriteTimeout)
+		h.obs.Dropped(engine.DropSlowConsumer, 0)
+		h.slowLog.warn("disconnecting client: a write has been blocked longer than write_timeout", "client", cl.ID, "write_timeout", h.e.cfg.Flow.WriteTimeout)
 		cl.Stop(errSlowConsumer)
 	}
 }
@@ -465,6 +467,6 @@ const blockThreshold = 20 * time.Millisecond
 // blockedWriter reports whether cl's connection has had a write blocked for
 // more than blockThreshold.
 func blockedWriter(cl *mqttcore.Client) bool {
-	mc, ok := cl.Net.Conn.(*meteredConn)
-	return ok && mc.writeBlockedFor(time.Now().UnixNano()) > blockThreshold
+	ww, ok := cl.Net.Conn.(engine.WriteWatcher)
+	return ok && ww.WriteBlockedFor(time.Now().UnixNano()) > blockThreshold
 }

@@ -1,10 +1,11 @@
-package broker
+package mochi
 
 import (
 	"bytes"
 	"fmt"
 	"strings"
 
+	"github.com/iotq/iotq/broker/engine"
 	"github.com/iotq/iotq/internal/mqttcore"
 	"github.com/iotq/iotq/internal/mqttcore/packets"
 )
@@ -34,12 +35,12 @@ import (
 //     so it survives restarts.
 type authHook struct {
 	mqttcore.HookBase
-	a        authorizer // nil: everyone may connect, read and write
+	a        engine.Authorizer // nil: everyone may connect, read and write
 	srv      *mqttcore.Server
 	maxIDLen int
 	maxKeep  uint16 // seconds; 0: no limit
 	maxSubs  int    // subscriptions per client
-	obs      observer
+	obs      engine.Observer
 	log      *rateLimitedLog
 	pubLog   *rateLimitedLog // refused publishes (per message)
 }
@@ -60,11 +61,11 @@ func (h *authHook) OnSubscribed(cl *mqttcore.Client, pk packets.Packet, codes []
 		f := pk.Filters[i].Filter
 		switch {
 		case c == packets.ErrQuotaExceeded.Code:
-			h.obs.refused(refuseSubscriptions)
+			h.obs.Refused(engine.RefuseSubscriptions)
 		case !h.OnACLCheck(cl, f, false):
-			h.obs.refused(refuseSubscribeACL)
+			h.obs.Refused(engine.RefuseSubscribeACL)
 		case cl.Properties.ProtocolVersion < 5 && h.maxSubs > 0 && cl.State.Subscriptions.Len() >= h.maxSubs:
-			h.obs.refused(refuseSubscriptions) // 3.1.1 has only 0x80
+			h.obs.Refused(engine.RefuseSubscriptions) // 3.1.1 has only 0x80
 		default:
 			continue
 		}
@@ -85,21 +86,21 @@ func (h *authHook) OnConnect(cl *mqttcore.Client, pk packets.Packet) error {
 	user := cl.Properties.Username
 	anonymous := len(user) == 0
 	if n := len(cl.ID); n > h.maxIDLen {
-		return h.refuse(cl, refuseClientID, packets.ErrClientIdentifierNotValid, v3IdentifierRejected,
+		return h.refuse(cl, engine.RefuseClientID, packets.ErrClientIdentifierNotValid, v3IdentifierRejected,
 			fmt.Sprintf("client identifier is %d bytes, the limit is %d", n, h.maxIDLen))
 	}
 	if !h.boundKeepAlive(cl) {
-		return h.refuse(cl, refuseKeepAlive, packets.ErrClientIdentifierNotValid, v3IdentifierRejected,
+		return h.refuse(cl, engine.RefuseKeepAlive, packets.ErrClientIdentifierNotValid, v3IdentifierRejected,
 			fmt.Sprintf("keep-alive %ds exceeds the limit of %ds", cl.State.Keepalive, h.maxKeep))
 	}
-	if h.a != nil && !h.a.authenticate(pk.Connect.Username, pk.Connect.Password, pk.Connect.UsernameFlag) {
-		return h.refuse(cl, refuseCredentials, packets.ErrBadUsernameOrPassword, v3BadUserNameOrPasswd, "bad user name or password")
+	if h.a != nil && !h.a.Authenticate(pk.Connect.Username, pk.Connect.Password, pk.Connect.UsernameFlag) {
+		return h.refuse(cl, engine.RefuseCredentials, packets.ErrBadUsernameOrPassword, v3BadUserNameOrPasswd, "bad user name or password")
 	}
-	if w := cl.Properties.Will; w.Flag > 0 && h.a != nil && !h.a.authorize(string(user), anonymous, w.TopicName, true) {
-		return h.refuse(cl, refuseWill, packets.ErrNotAuthorized, v3NotAuthorized, "not authorized to publish the will topic")
+	if w := cl.Properties.Will; w.Flag > 0 && h.a != nil && !h.a.Authorize(string(user), anonymous, w.TopicName, true) {
+		return h.refuse(cl, engine.RefuseWill, packets.ErrNotAuthorized, v3NotAuthorized, "not authorized to publish the will topic")
 	}
 	if old, ok := h.srv.Clients.Get(cl.ID); ok && !bytes.Equal(old.Properties.Username, user) {
-		return h.refuse(cl, refuseSessionOwner, packets.ErrNotAuthorized, v3NotAuthorized, "client identifier belongs to another user's session")
+		return h.refuse(cl, engine.RefuseSessionOwner, packets.ErrNotAuthorized, v3NotAuthorized, "client identifier belongs to another user's session")
 	}
 	return nil
 }
@@ -124,7 +125,7 @@ func (h *authHook) boundKeepAlive(cl *mqttcore.Client) bool {
 // refuse answers a CONNECT with a refusal and returns the error that ends
 // the connection.
 func (h *authHook) refuse(cl *mqttcore.Client, kind string, v5 packets.Code, v3 byte, why string) error {
-	h.obs.refused(kind)
+	h.obs.Refused(kind)
 	ack := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connack}, ReasonCode: v5.Code}
 	if cl.Properties.ProtocolVersion < 5 {
 		ack.ReasonCode = v3
@@ -156,12 +157,12 @@ func (h *authHook) OnACLCheck(cl *mqttcore.Client, topic string, write bool) boo
 		}
 	}
 	u := cl.Properties.Username
-	ok := h.a.authorize(string(u), len(u) == 0, topic, write)
+	ok := h.a.Authorize(string(u), len(u) == 0, topic, write)
 	if !ok && write {
 		// Only PUBLISH packets are checked for writing here (the Will is
 		// checked at CONNECT): a refused publish, dropped (QoS 0) or
 		// answered "not authorized".
-		h.obs.refused(refusePublishACL)
+		h.obs.Refused(engine.RefusePublishACL)
 		h.pubLog.warn("publish refused by the ACL", "client", cl.ID, "user", string(u), "topic", topic)
 	}
 	return ok

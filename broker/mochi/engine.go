@@ -1,4 +1,4 @@
-package broker
+package mochi
 
 import (
 	"context"
@@ -9,20 +9,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/iotq/iotq/broker/engine"
 	"github.com/iotq/iotq/internal/mqttcore"
 	"github.com/iotq/iotq/internal/mqttcore/packets"
 )
 
-// mochiEngine is the engine backed by mochi-mqtt v2.7.9, carried as a
+// Engine implements engine.Engine on mochi-mqtt v2.7.9, carried as a
 // patched fork in internal/mqttcore (see internal/mqttcore/PATCHES.md and
-// docs/broker.md, "Engine"). Its behaviour is shaped by hooks, each in its
-// own file: authHook (hook_auth.go: CONNECT checks and ACL), flowHook
-// (hook_flow.go: backpressure and the slow-consumer policy), packetIDHook
-// (hook_packetid.go: separate packet-identifier spaces) and storeHook
-// (store.go: persistence with group commit).
-type mochiEngine struct {
+// docs/broker.md, "Engine"); the hooks that shape it are listed in doc.go.
+type Engine struct {
 	srv   *mqttcore.Server
-	cfg   engineConfig
+	cfg   engine.Config
 	log   *slog.Logger
 	flow  *flowHook
 	store *storeHook // nil without persistence
@@ -38,11 +35,11 @@ type mochiEngine struct {
 	localSubID atomic.Int64 // identifiers of local subscriptions
 }
 
-func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
+func New(cfg engine.Config) (*Engine, error) {
 	caps := mqttcore.NewDefaultServerCapabilities()
-	caps.MaximumClientWritesPending = int32(cfg.flow.QueueLength)
-	caps.MaximumInflight = uint16(cfg.flow.MaxInflight)
-	caps.MaximumPacketSize = uint32(cfg.flow.MaxPacketSize)
+	caps.MaximumClientWritesPending = int32(cfg.Flow.QueueLength)
+	caps.MaximumInflight = uint16(cfg.Flow.MaxInflight)
+	caps.MaximumPacketSize = uint32(cfg.Flow.MaxPacketSize)
 	// Acknowledgements carry the broker's own properties only, never the
 	// PUBLISH's (user properties echoed back cost bytes on every QoS 1
 	// message).
@@ -52,35 +49,29 @@ func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
 	// tell which topics a rule guards, and the Paho interoperability suite
 	// expects it (test_subscribe_failure).
 	caps.Compatibilities.ObscureNotAuthorized = true
-	caps.MaximumClientSubscriptions = cfg.limits.MaxSubscriptions
-	if caps.MaximumClientSubscriptions == 0 {
-		caps.MaximumClientSubscriptions = DefaultMaxSubscriptions
-	}
-	caps.MaximumClientQueuedBytes = max(0, int64(cfg.limits.MaxQueuedBytes))
+	caps.MaximumClientSubscriptions = cfg.Limits.MaxSubscriptions
+	caps.MaximumClientQueuedBytes = max(0, int64(cfg.Limits.MaxQueuedBytes))
 	// Before CONNECT is accepted a connection may send at most this much
 	// (fork patch 23): a CONNECT of any real client is far smaller.
-	caps.MaximumConnectPacketSize = min(uint32(cfg.flow.MaxPacketSize), maxConnectPacketSize)
+	caps.MaximumConnectPacketSize = min(uint32(cfg.Flow.MaxPacketSize), maxConnectPacketSize)
 	srv := mqttcore.New(&mqttcore.Options{
 		Capabilities:             caps,
-		ClientNetWriteBufferSize: cfg.flow.WriteBuffer,
-		ClientNetReadBufferSize:  cfg.flow.ReadBuffer,
-		Logger:                   slog.New(newEngineLogHandler(cfg.logger.Handler())).With("component", "engine"),
+		ClientNetWriteBufferSize: cfg.Flow.WriteBuffer,
+		ClientNetReadBufferSize:  cfg.Flow.ReadBuffer,
+		Logger:                   slog.New(newEngineLogHandler(cfg.Logger.Handler())).With("component", "engine"),
 		SysTopicResendInterval:   10,
 		InlineClient:             true, // Server.Publish and Server.Subscribe
-		ParkIdleAfter:            max(0, cfg.flow.ParkIdleAfter),
+		ParkIdleAfter:            max(0, cfg.Flow.ParkIdleAfter),
 	})
-	e := &mochiEngine{srv: srv, cfg: cfg, log: cfg.logger, stop: make(chan struct{}), active: map[net.Conn]struct{}{}}
+	e := &Engine{srv: srv, cfg: cfg, log: cfg.Logger, stop: make(chan struct{}), active: map[net.Conn]struct{}{}}
 
-	ah := &authHook{a: cfg.auth, srv: srv, maxIDLen: cfg.limits.MaxClientIDLength, maxKeep: uint16(cfg.limits.MaxKeepAlive / time.Second), maxSubs: caps.MaximumClientSubscriptions, obs: cfg.obs, log: newRateLimitedLog(cfg.logger, time.Second), pubLog: newRateLimitedLog(cfg.logger, time.Second)}
-	if ah.maxIDLen == 0 {
-		ah.maxIDLen = DefaultMaxClientIDLen
-	}
+	ah := &authHook{a: cfg.Auth, srv: srv, maxIDLen: cfg.Limits.MaxClientIDLength, maxKeep: uint16(cfg.Limits.MaxKeepAlive / time.Second), maxSubs: caps.MaximumClientSubscriptions, obs: cfg.Obs, log: newRateLimitedLog(cfg.Logger, time.Second), pubLog: newRateLimitedLog(cfg.Logger, time.Second)}
 	if err := srv.AddHook(ah, nil); err != nil {
 		return nil, fmt.Errorf("broker: add auth hook: %w", err)
 	}
 	e.flow = newFlowHook(e)
 	srv.Options.InflightFull = func(cl *mqttcore.Client, pk packets.Packet) {
-		e.flow.drop(dropInflightFull, cl.ID, pk.TopicName, pk.FixedHeader.Qos)
+		e.flow.drop(engine.DropInflightFull, cl.ID, pk.TopicName, pk.FixedHeader.Qos)
 	}
 	srv.Options.OutboundFull = e.flow.outboundFull
 	srv.Options.QueuedBytesFull = e.flow.queuedBytesFull
@@ -90,14 +81,14 @@ func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
 	if err := srv.AddHook(newPacketIDHook(e), nil); err != nil {
 		return nil, fmt.Errorf("broker: add packet-id hook: %w", err)
 	}
-	if cfg.storePath != "" {
-		st, bopts, err := openStoreHook(cfg.storePath, cfg.inflightPath, cfg.fsync, cfg.logger.With("component", "store"))
+	if cfg.StorePath != "" {
+		st, bopts, err := openStoreHook(cfg.StorePath, cfg.InflightPath, cfg.Fsync, cfg.Logger.With("component", "store"))
 		if err != nil {
 			return nil, err
 		}
 		if err := srv.AddHook(st, bopts); err != nil {
 			_ = st.Stop()
-			return nil, fmt.Errorf("broker: open store %s: %w (is another broker using this state directory?)", cfg.storePath, err)
+			return nil, fmt.Errorf("broker: open store %s: %w (is another broker using this state directory?)", cfg.StorePath, err)
 		}
 		e.store = st
 		// Acknowledge QoS 1/2 publishes only once their copies are stored.
@@ -106,7 +97,7 @@ func newMochiEngine(cfg engineConfig) (*mochiEngine, error) {
 	return e, nil
 }
 
-func (e *mochiEngine) start() error {
+func (e *Engine) Start() error {
 	if err := e.srv.Serve(); err != nil {
 		return fmt.Errorf("broker: start engine: %w", err)
 	}
@@ -129,11 +120,11 @@ const maxConnectPacketSize = 64 << 10
 // replaces the deadline with the keep-alive deadline once CONNECT arrived.
 const connectTimeout = 30 * time.Second
 
-func (e *mochiEngine) serveConn(listener string, c net.Conn, ended func(error)) {
+func (e *Engine) ServeConn(listener string, c net.Conn, ended func(error)) {
 	// Small frame: this goroutine may wait here for an idle client's whole
 	// life (see Server.serveConn).
 	if !e.track(c) {
-		ended(ErrClosed)
+		ended(engine.ErrShuttingDown)
 		return
 	}
 	// An idle client on a plain TCP connection gives its goroutine up
@@ -149,7 +140,7 @@ func (e *mochiEngine) serveConn(listener string, c net.Conn, ended func(error)) 
 // and reports false when the engine is closing.
 //
 //go:noinline
-func (e *mochiEngine) track(c net.Conn) bool {
+func (e *Engine) track(c net.Conn) bool {
 	e.connMu.Lock()
 	if e.closing {
 		e.connMu.Unlock()
@@ -166,7 +157,7 @@ func (e *mochiEngine) track(c net.Conn) bool {
 // untrack closes c and removes it from the active set.
 //
 //go:noinline
-func (e *mochiEngine) untrack(c net.Conn) {
+func (e *Engine) untrack(c net.Conn) {
 	_ = c.Close()
 	e.connMu.Lock()
 	delete(e.active, c)
@@ -174,7 +165,7 @@ func (e *mochiEngine) untrack(c net.Conn) {
 	e.conns.Done()
 }
 
-func (e *mochiEngine) disconnectAll() {
+func (e *Engine) DisconnectAll() {
 	e.connMu.Lock()
 	e.closing = true
 	e.connMu.Unlock()
@@ -199,7 +190,7 @@ func (e *mochiEngine) disconnectAll() {
 	}
 }
 
-func (e *mochiEngine) waitClients(ctx context.Context) error {
+func (e *Engine) WaitClients(ctx context.Context) error {
 	e.connMu.Lock()
 	e.closing = true
 	e.connMu.Unlock()
@@ -227,7 +218,7 @@ func (e *mochiEngine) waitClients(ctx context.Context) error {
 	}
 }
 
-func (e *mochiEngine) close() error {
+func (e *Engine) Close() error {
 	e.stopOnce.Do(func() { close(e.stop) })
 	e.wg.Wait()
 	// mochi's Close stops the hooks, which closes (flushes) the store.
@@ -237,16 +228,16 @@ func (e *mochiEngine) close() error {
 	return nil
 }
 
-func (e *mochiEngine) stats() engineStats {
+func (e *Engine) Stats() engine.Stats {
 	i := e.srv.Info
-	return engineStats{
-		clientsConnected: atomic.LoadInt64(&i.ClientsConnected),
-		subscriptions:    atomic.LoadInt64(&i.Subscriptions),
-		retained:         atomic.LoadInt64(&i.Retained),
-		inflight:         e.inflight(),
-		messagesDropped:  atomic.LoadInt64(&i.MessagesDropped),
-		inflightDropped:  atomic.LoadInt64(&i.InflightDropped),
-		clientPanics:     atomic.LoadInt64(&i.ClientPanics),
+	return engine.Stats{
+		ClientsConnected: atomic.LoadInt64(&i.ClientsConnected),
+		Subscriptions:    atomic.LoadInt64(&i.Subscriptions),
+		Retained:         atomic.LoadInt64(&i.Retained),
+		Inflight:         e.inflight(),
+		MessagesDropped:  atomic.LoadInt64(&i.MessagesDropped),
+		InflightDropped:  atomic.LoadInt64(&i.InflightDropped),
+		ClientPanics:     atomic.LoadInt64(&i.ClientPanics),
 	}
 }
 
@@ -256,7 +247,7 @@ func (e *mochiEngine) stats() engineStats {
 // which a session taken over mid-acknowledgement could decrement twice
 // (the gauge went below 0); a taken-over connection is no longer in
 // Clients, so a session's messages count once.
-func (e *mochiEngine) inflight() int64 {
+func (e *Engine) inflight() int64 {
 	var n int64
 	for _, cl := range e.srv.Clients.GetAll() {
 		n += int64(cl.State.Inflight.Len())
@@ -266,7 +257,7 @@ func (e *mochiEngine) inflight() int64 {
 
 // queuedBytes returns the bytes held for delivery by all sessions
 // (connected and offline) and by the largest one.
-func (e *mochiEngine) queuedBytes() (sum, largest int64) {
+func (e *Engine) QueuedBytes() (sum, largest int64) {
 	for _, cl := range e.srv.Clients.GetAll() {
 		b := cl.QueuedBytes()
 		sum += b
@@ -275,7 +266,7 @@ func (e *mochiEngine) queuedBytes() (sum, largest int64) {
 	return sum, largest
 }
 
-func (e *mochiEngine) subscriptions(id string) int {
+func (e *Engine) Subscriptions(id string) int {
 	cl, ok := e.srv.Clients.Get(id)
 	if !ok || cl.Closed() {
 		return 0
