@@ -188,6 +188,39 @@ func wrapText(sty text.Style, s string, width vg.Length) string {
 	return strings.Join(lines, "\n")
 }
 
+// keepsYRange says whether a figure keeps its data's y range: box plots
+// and CDFs show distributions, xi is drawn with its confidence intervals.
+func keepsYRange(name string) bool {
+	for _, p := range []string{"delay-box-", "completion-box-", "startup-box-", "delay-cdf-", "xi-"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// transportLabel names a transport in a legend: the stack it runs on,
+// not its URL scheme.
+func transportLabel(tr string) string {
+	switch tr {
+	case "mqtts", "amqps":
+		return "TCP+TLS"
+	case "quic", "amqp+quic":
+		return "QUIC"
+	case "mqtt", "amqp":
+		return "TCP"
+	case "coap":
+		return "CoAP/UDP"
+	case "coap+quic":
+		return "CoAP/QUIC"
+	case "ws":
+		return "WebSocket"
+	case "wss":
+		return "WebSocket+TLS"
+	}
+	return tr
+}
+
 // drawFigures draws every figure the data allows into dir as PNG and SVG.
 func drawFigures(ctx context.Context, s *Summary, dir string) ([]Figure, error) {
 	var figs []Figure
@@ -195,10 +228,19 @@ func drawFigures(ctx context.Context, s *Summary, dir string) ([]Figure, error) 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		// point estimates start their y axis at zero, so two points a few
+		// per cent apart do not look like a factor; distributions (boxes,
+		// CDFs) and xi (drawn with its intervals) keep the data's range
+		fromZero := p.Y.Min >= 0 && !keepsYRange(f.Name)
+		if fromZero {
+			p.Y.Min = 0
+		}
 		// a little room around the data (the legend is outside)
 		if span := p.Y.Max - p.Y.Min; span > 0 {
 			p.Y.Max += 0.05 * span
-			p.Y.Min -= 0.05 * span
+			if !fromZero {
+				p.Y.Min -= 0.05 * span
+			}
 		} else {
 			p.Y.Max++
 			p.Y.Min--
@@ -469,7 +511,7 @@ func periodicFigures(cs []*CellResult, fname, prof string, save func(*plot.Plot,
 	name := slug(fname)
 
 	p := newPlot(fmt.Sprintf("Mean one-way delay vs loss: %s (%s)", prof, qlabel), "loss (%)", "mean one-way delay (ms)")
-	n, err := lineByLoss(p, cs, keep, func(c *CellResult) float64 { return c.DelayMs.Mean }, func(tr string) string { return tr },
+	n, err := lineByLoss(p, cs, keep, func(c *CellResult) float64 { return c.DelayMs.Mean }, transportLabel,
 		func(c *CellResult) float64 { return c.DelayBoundMs })
 	if err != nil {
 		return err
@@ -532,7 +574,7 @@ func periodicFigures(cs []*CellResult, fname, prof string, save func(*plot.Plot,
 						xys = append(xys, plotter.XY{X: c.LossPct, Y: c.DelayMs.Mean})
 					}
 				}
-				if err := addLine(p, fmt.Sprintf("%s QoS %d", tr, q), xys, transportColor(tr, trs), dashes[qi%len(dashes)], glyphs[qi%len(glyphs)]); err != nil {
+				if err := addLine(p, fmt.Sprintf("%s QoS %d", transportLabel(tr), q), xys, transportColor(tr, trs), dashes[qi%len(dashes)], glyphs[qi%len(glyphs)]); err != nil {
 					return err
 				}
 			}
@@ -623,7 +665,7 @@ func rsdBars(cs []*CellResult, keep func(*CellResult) bool, name, prof, qlabel s
 		b.LineStyle.Width = 0
 		b.Offset = vg.Length(float64(i)-float64(len(trs)-1)/2) * w
 		p.Add(b)
-		p.Legend.Add(tr, b)
+		p.Legend.Add(transportLabel(tr), b)
 	}
 	if drawn == 0 {
 		return nil
@@ -806,7 +848,7 @@ func addBoxes(p *plot.Plot, groups []boxGroup) error {
 		p.Add(b)
 		if !legend[g.transport] {
 			legend[g.transport] = true
-			p.Legend.Add(g.transport, b)
+			p.Legend.Add(transportLabel(g.transport), b)
 		}
 		if finite(g.bound) {
 			bounds = append(bounds, plotter.XY{X: x, Y: g.bound})
@@ -1112,7 +1154,7 @@ func variantFigures(cs []*CellResult, prof string, save func(*plot.Plot, Figure)
 			b.LineStyle.Width = 0
 			b.Offset = vg.Length(float64(i)-float64(len(trs)-1)/2) * w
 			p.Add(b)
-			p.Legend.Add(tr, b)
+			p.Legend.Add(transportLabel(tr), b)
 		}
 		if drawn == 0 {
 			continue
@@ -1164,7 +1206,7 @@ func splitCommonParts(labels []string) ([]string, string) {
 
 // delayCDF draws the empirical distribution function of the one-way delay
 // of every cell of a group that keep selects: one line per transport and
-// loss (darker for more loss). The x axis ends at the largest 99th
+// loss (darker for more loss). The x axis ends at the largest 99.9th
 // percentile of the cells; the caption counts the values beyond it.
 func delayCDF(cs []*CellResult, keep func(*CellResult) bool, name, prof, qlabel string, save func(*plot.Plot, Figure) error) error {
 	var sel []*CellResult
@@ -1182,7 +1224,7 @@ func delayCDF(cs []*CellResult, keep func(*CellResult) bool, name, prof, qlabel 
 	for _, c := range sel {
 		v := append([]float64(nil), c.delays...)
 		sort.Float64s(v)
-		xmax = math.Max(xmax, v[int(math.Ceil(0.99*float64(len(v))))-1])
+		xmax = math.Max(xmax, v[int(math.Ceil(0.999*float64(len(v))))-1])
 		xmin = math.Min(xmin, v[0])
 	}
 	p := newPlot(fmt.Sprintf("Distribution of the one-way delay: %s (%s)", prof, qlabel), "one-way delay (ms)", "fraction of messages at or below")
@@ -1236,7 +1278,7 @@ func delayCDF(cs []*CellResult, keep func(*CellResult) bool, name, prof, qlabel 
 					line.Dashes = []vg.Length{vg.Points(5), vg.Points(2)}
 				}
 				p.Add(line)
-				p.Legend.Add(fmt.Sprintf("%s, %s%% loss", tr, loss(l)), line)
+				p.Legend.Add(fmt.Sprintf("%s, %s%% loss", transportLabel(tr), loss(l)), line)
 			}
 		}
 	}
@@ -1250,7 +1292,7 @@ func delayCDF(cs []*CellResult, keep func(*CellResult) bool, name, prof, qlabel 
 	p.Y.Min, p.Y.Max = 0, 1
 	note := ""
 	if beyond > 0 {
-		note = fmt.Sprintf(" The axis ends at the largest 99th percentile of the cells (%.1f ms); %d values lie beyond it.", xmax, beyond)
+		note = fmt.Sprintf(" The axis ends at the largest 99.9th percentile of the cells (%.1f ms); %d values lie beyond it.", xmax, beyond)
 	}
 	return save(p, Figure{Name: "delay-cdf-" + name, Title: "Delay distribution (CDF), " + prof,
 		Caption: "Fraction of messages delivered within a given one-way delay, per transport (" + qlabel + ", QUIC dashed) and loss rate (darker: more loss)." + note})
@@ -1326,7 +1368,7 @@ func directionFigure(cs []*CellResult, prof string, save func(*plot.Plot, Figure
 				}
 			}
 			sort.SliceStable(xys, func(i, j int) bool { return xys[i].X < xys[j].X })
-			if err := addLine(p, tr+", "+directionName(d), xys, transportColor(tr, trs), dashes, glyph); err != nil {
+			if err := addLine(p, transportLabel(tr)+", "+directionName(d), xys, transportColor(tr, trs), dashes, glyph); err != nil {
 				return err
 			}
 		}

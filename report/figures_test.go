@@ -441,3 +441,38 @@ func TestLogMarkerLabelsTheAxis(t *testing.T) {
 		t.Errorf("25..28: %q", got)
 	}
 }
+
+// TestFigureLegendsAndZeroAxis: legends name the stacks (TCP+TLS, QUIC),
+// not URL schemes, and a figure of point estimates (mean delay against
+// loss) starts its y axis at zero, while a box plot keeps the data's range.
+func TestFigureLegendsAndZeroAxis(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "results")
+	os.MkdirAll(dir, 0o755)
+	writeFixture(t, dir)
+	_, out := generate(t, dir, Options{})
+	texts := func(name string) []string {
+		_, _, ts := readSVGTexts(t, filepath.Join(out, DirFigures, name+".svg"))
+		var s []string
+		for _, x := range ts {
+			s = append(s, x.text)
+		}
+		return s
+	}
+	mean := texts("delay-mean-wifi")
+	for _, want := range []string{"TCP+TLS", "QUIC", "0"} {
+		if !slices.Contains(mean, want) {
+			t.Errorf("delay-mean-wifi has no text %q (legend or zero tick): %q", want, mean)
+		}
+	}
+	for _, scheme := range []string{"mqtts", "quic"} {
+		if slices.Contains(mean, scheme) {
+			t.Errorf("delay-mean-wifi's legend names the URL scheme %q", scheme)
+		}
+	}
+	if box := texts("delay-box-wifi"); slices.Contains(box, "0") {
+		t.Errorf("delay-box-wifi starts at 0: a box plot keeps the data's range: %q", box)
+	}
+	if got := transportLabel("coap"); got != "CoAP/UDP" {
+		t.Errorf("transportLabel(coap) = %q, want CoAP/UDP", got)
+	}
+}
