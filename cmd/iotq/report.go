@@ -28,7 +28,11 @@ Statistics: mean, median, 5th/95th percentiles (linear interpolation, type 7),
 RSD, delivery ratio, completion time and xi = T_QUIC/T_TCP with a bootstrap
 confidence interval, startup latency, packets per second, bytes per delivered
 message, and the publisher's energy estimate (radio power-state model plus
-CPU time x active power).
+CPU time x active power). The report opens with "Results in plain words": each
+headline comparison of TCP and QUIC (delay, RSD and start-up cut %, xi, batch
+slow-down) with its 95 % percentile bootstrap interval over the
+configurations, "no difference" where the interval holds the null, where QUIC
+loses, and small samples flagged.
 
 --out sets the output directory. --seed and --resamples set the bootstrap
 (defaults 1 and 2000). --energy-params names a JSON file that overrides radio
