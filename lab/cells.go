@@ -18,25 +18,40 @@ type LinkParams = records.LinkParams
 // link, transport and traffic parameters, run Repetitions times.
 type Cell = records.Cell
 
-// estimate is a rough duration of the cell, for the progress bar's ETA.
+// estimate is the expected duration of the cell from its plan, for `lab
+// list`, `lab show` and the progress bar's ETA. Its constants are
+// calibrated against finished runs (done.json start and end of every
+// cell; docs/lab.md "Wall-time estimates"): a cell's set-up and teardown
+// take about 0.3 s on the link fabric, a repetition about 50 ms besides
+// its traffic, a handshake a few round trips, and a lost packet a
+// retransmission timeout (at least 200 ms, TCP's minimum RTO; more on
+// long paths: half the round trip). Calibration: smoke (15 cells, one at
+// a time) ran 37 s; e3a 3.2 min; e8 reduced (2 at once) 31 min; e5 (18 at
+// once) 20 min.
 func estimate(c Cell) time.Duration {
 	rtt := c.PathRTT()
-	per := 2*time.Second + 4*rtt + time.Duration(c.GraceNs)
+	rto := max(200*time.Millisecond, rtt/2)
+	// every packet of a message's exchange crosses the impaired link about
+	// twice (data and its acknowledgement); each loss costs a timeout
+	lossCost := time.Duration(c.PubLink.LossPct * 2 / 100 * float64(rto))
+	// the grace is not counted: it bounds the wait for late messages, and a
+	// repetition ends as soon as every message is in
+	per := 50*time.Millisecond + 4*rtt
 	switch c.Pattern {
 	case PatternPeriodic:
 		per += time.Duration(c.Messages) * c.Interval()
 	case PatternStopAndWait:
-		per += time.Duration(c.Messages) * (rtt + 2*time.Millisecond)
+		per += time.Duration(c.Messages) * (rtt + 2*time.Millisecond + lossCost)
 	case PatternReconnect, PatternReconnectEarly:
-		per += 8 * rtt
+		per += 2*rtt + 4*lossCost
 	case PatternBatch, PatternBatchResume, PatternBatchEcho:
-		per += 10*rtt + time.Duration(c.Messages)*2*time.Millisecond
+		per += 10*rtt + time.Duration(c.Messages)*(2*time.Millisecond+lossCost/4)
 	case PatternClosedLoop:
 		// a round trip per message, and a retransmission timeout (CoAP's
 		// ACK_TIMEOUT, TCP's minimum RTO) for every lost packet
 		per += time.Duration(c.Messages) * (rtt + time.Duration(c.PubLink.LossPct*2/100*float64(3*time.Second)))
 	}
-	start := 3 * time.Second
+	start := 300 * time.Millisecond
 	if c.ProtocolName() == records.ProtocolAMQP {
 		start += 5 * time.Second // the JVM and Artemis
 	}

@@ -269,6 +269,11 @@ func (s *Spec) delayConvention() string {
 	return s.Delay
 }
 
+// Resolved returns the spec as a run uses it: every zero field set to its
+// default (seed 1, TCP congestion control cubic, grace 3 s, ...), so `lab
+// show` prints the values a run will use.
+func (s Spec) Resolved() Spec { return s.withDefaults() }
+
 // withDefaults returns a copy with every zero field set to its default.
 func (s Spec) withDefaults() Spec {
 	if s.Topology.Kind == "" {

@@ -300,11 +300,17 @@ func (a *app) labShow(args []string) error {
 	if err != nil {
 		return err
 	}
-	y, err := lab.MarshalSpecs(specs)
+	// the values a run will use: defaults filled in (seed, congestion
+	// control, grace, topology), not the zero values of the file
+	resolved := make([]lab.Spec, len(specs))
+	for i, s := range specs {
+		resolved[i] = s.Resolved()
+	}
+	y, err := lab.MarshalSpecs(resolved)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "# scenario %s at scale %s\n%s", name, sel.scale, y)
+	fmt.Fprintf(a.stdout, "# scenario %s at scale %s, with the defaults a run fills in\n%s", name, sel.scale, y)
 	cells, err := lab.Cells(specs)
 	if err != nil {
 		return err

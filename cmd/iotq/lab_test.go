@@ -61,3 +61,34 @@ func TestLabCommandExitCodes(t *testing.T) {
 		})
 	}
 }
+
+// TestLabShowPrintsResolvedValues: lab show prints the values a run will
+// use (seed 1, cubic, grace 3s, the topology's kind), not the file's zero
+// values, and lab list's estimate for smoke is the calibrated one (it ran
+// 37 s one cell at a time; the old estimate said 5 minutes).
+func TestLabShowPrintsResolvedValues(t *testing.T) {
+	var so, se bytes.Buffer
+	if code := newApp(&so, &se).run(context.Background(), []string{"lab", "show", "smoke"}); code != exitOK {
+		t.Fatalf("exit %d: %s", code, se.String())
+	}
+	out := so.String()
+	for _, want := range []string{"\nseed: 1\n", "\ntcp_congestion: cubic\n", "\ngrace: 3s\n", "  kind: pub-broker-sub\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lab show smoke lacks %q", want)
+		}
+	}
+	for _, zero := range []string{"\nseed: 0\n", "tcp_congestion: \"\"", "\ngrace: 0s\n"} {
+		if strings.Contains(out, zero) {
+			t.Errorf("lab show smoke prints the unresolved %q", zero)
+		}
+	}
+	so.Reset()
+	if code := newApp(&so, &se).run(context.Background(), []string{"lab", "list"}); code != exitOK {
+		t.Fatalf("exit %d: %s", code, se.String())
+	}
+	for _, line := range strings.Split(so.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[0] == "smoke" && !strings.HasSuffix(f[2], "s") {
+			t.Errorf("lab list estimates smoke at %s; it runs in well under a minute", f[2])
+		}
+	}
+}
