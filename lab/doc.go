@@ -4,15 +4,17 @@
 // # Pieces
 //
 //   - Spec (spec.go): one experiment as written in a scenario YAML file
-//     (one Spec per YAML document) or built in (smoke, E1-E6). Every field
+//     (one Spec per YAML document) or built in (smoke, E1-E8). Every field
 //     has a documented zero-value default; Validate reports all problems at
 //     once with field paths, ParseSpecs adds file and line. Spec.Scaled
 //     applies --scale (message counts, intervals, repetitions only).
 //   - Cells (cells.go): the deterministic expansion of specs into cells,
 //     each one combination of link, transport and traffic parameters, with
 //     a stable id that names its directory. Shard picks every n-th cell.
-//   - Run (campaign.go): runs the cells one at a time into a results
-//     directory through a CellRunner, writes a done marker per finished cell,
+//   - Run (campaign.go): runs the cells into a results directory through a
+//     CellRunner, up to Options.Jobs at once (fewer when the timing guard's
+//     admission control says so; admission.go, timing.go), writes a done
+//     marker per finished cell,
 //     rebuilds the aggregate CSV files from completed cells, resumes and
 //     merges shards (Merge). Independent of how cells are run, so it is
 //     tested without root.
@@ -26,12 +28,21 @@
 //
 // # Concurrency
 //
-// Run is sequential: one cell at a time, for timing fidelity. A
-// ProcRunner starts goroutines only inside RunCell (to relay the
-// subscriber's notifications to the publisher, and to wait for child
-// processes) and stops them before RunCell returns; every child process is
-// killed and waited for on return, also when the context is cancelled.
-// Specs and Cells are plain values. No package-level mutable state.
+// Run runs each cell in a goroutine of its own, at most Options.Jobs at
+// once (1: one after another) and fewer when the timing guard lowers the
+// limit; Run's own goroutine alone writes the done markers, the progress
+// bar, the manifest and the aggregate files, and it waits for every cell's
+// goroutine before it returns. The CellRunner must therefore be safe for
+// concurrent use when Jobs > 1: ProcRunner is (it keeps only its read-only
+// options; each RunCell builds its own namespaces through the Fabric, and
+// LinkFabric, LocalFabric and TimingGuard are safe for concurrent use).
+// Cells share the host's CPU, not a link: that is why the guard measures
+// how late processes wake and bounds the cells at once. A ProcRunner
+// starts goroutines only inside RunCell (to relay the subscriber's
+// notifications to the publisher, and to wait for child processes) and
+// stops them before RunCell returns; every child process is killed and
+// waited for on return, also when the context is cancelled. Specs and
+// Cells are plain values. No package-level mutable state.
 //
 // # Imports
 //

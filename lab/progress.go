@@ -9,8 +9,10 @@ import (
 )
 
 // progress draws a progress bar with an ETA. On a terminal it redraws one
-// line; otherwise it prints one line per cell. Not safe for concurrent use
-// (the campaign loop owns it).
+// line; otherwise it prints one line per cell. With several cells at once
+// the remaining estimate is divided by the cells at once (jobs). Not safe
+// for concurrent use: only Run's own goroutine calls it, cells report
+// their end to that goroutine over a channel.
 type progress struct {
 	w        io.Writer
 	tty      bool

@@ -38,8 +38,9 @@ type ProcOptions struct {
 }
 
 // ProcRunner is the real CellRunner: each node is an iotq child process
-// in its namespace. RunCell must not be called concurrently (cells run one
-// at a time).
+// in its namespace. Safe for concurrent use (Run calls RunCell from up to
+// Jobs goroutines): it keeps only its read-only options, and each cell
+// gets namespaces, processes and files of its own.
 type ProcRunner struct {
 	opts ProcOptions
 	log  *slog.Logger
