@@ -14,10 +14,9 @@
 //   - Run (campaign.go): runs the cells into a results directory through a
 //     CellRunner, up to Options.Jobs at once (fewer when the timing guard's
 //     admission control says so; admission.go, timing.go), writes a done
-//     marker per finished cell,
-//     rebuilds the aggregate CSV files from completed cells, resumes and
-//     merges shards (Merge). Independent of how cells are run, so it is
-//     tested without root.
+//     marker per finished cell, rebuilds the aggregate CSV files from
+//     completed cells, resumes and merges shards (Merge). Independent of
+//     how cells are run, so it is tested without root.
 //   - ProcRunner (runner.go): the real CellRunner. For each cell it builds
 //     the topology through a Fabric (package link's namespaces and emulated
 //     links, or LocalFabric on loopback), starts `iotq broker`, `iotq sub`

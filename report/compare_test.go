@@ -1,8 +1,11 @@
 package report
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -136,3 +139,43 @@ func TestComparisonOfOneConfigurationResamplesItsValues(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestLocalFabricSaysNotEmulated: a run on the local fabric (loopback, no
+// link emulated) says so first in its plain words and in its notes,
+// instead of reading like a wifi run with loss.
+func TestLocalFabricSaysNotEmulated(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "results")
+	os.MkdirAll(dir, 0o755)
+	writeFixture(t, dir)
+	path := filepath.Join(dir, "manifest.json")
+	var m map[string]any
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["fabric"] = "local"
+	b, _ = json.Marshal(m)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, out := generate(t, dir, Options{NoFigures: true})
+	md, err := os.ReadFile(filepath.Join(out, FileMarkdown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := strings.Index(string(md), "## Results in plain words")
+	first := strings.Index(string(md), "- **Not emulated.**")
+	if plain < 0 || first < 0 || first < plain || strings.Index(string(md), "## Run") < first {
+		t.Fatalf("report.md does not open with the not-emulated line:\n%s", md[:min(len(md), 600)])
+	}
+	found := false
+	for _, n := range s.Notes {
+		found = found || strings.Contains(n, "no link was emulated")
+	}
+	if !found {
+		t.Fatalf("notes %q do not say the run was not emulated", s.Notes)
+	}
+}

@@ -222,7 +222,7 @@ func transportLabel(tr string) string {
 }
 
 // drawFigures draws every figure the data allows into dir as PNG and SVG.
-func drawFigures(ctx context.Context, s *Summary, dir string) ([]Figure, error) {
+func drawFigures(ctx context.Context, s *Summary, dir string, logCDF bool) ([]Figure, error) {
 	var figs []Figure
 	save := func(p *plot.Plot, f Figure) error {
 		if err := ctx.Err(); err != nil {
@@ -285,7 +285,7 @@ func drawFigures(ctx context.Context, s *Summary, dir string) ([]Figure, error) 
 				var err error
 				switch kind {
 				case KindPeriodic:
-					err = periodicFigures(cs, name, title, save)
+					err = periodicFigures(cs, name, title, logCDF, save)
 				case KindA:
 					err = completionFigures(cs, s.Xi, name, title, save)
 				case KindB:
@@ -504,7 +504,7 @@ func lineByLoss(p *plot.Plot, cs []*CellResult, keep func(*CellResult) bool, val
 	return n, nil
 }
 
-func periodicFigures(cs []*CellResult, fname, prof string, save func(*plot.Plot, Figure) error) error {
+func periodicFigures(cs []*CellResult, fname, prof string, logCDF bool, save func(*plot.Plot, Figure) error) error {
 	q0 := minQoS(cs)
 	keep := func(c *CellResult) bool { return c.QoS == q0 && c.DelayMs.N > 0 }
 	qlabel := "QoS " + strconv.Itoa(q0)
@@ -541,7 +541,7 @@ func periodicFigures(cs []*CellResult, fname, prof string, save func(*plot.Plot,
 			return err
 		}
 	}
-	if err := delayCDF(cs, keep, name, prof, qlabel, save); err != nil {
+	if err := delayCDF(cs, keep, name, prof, qlabel, logCDF, save); err != nil {
 		return err
 	}
 
@@ -1207,8 +1207,10 @@ func splitCommonParts(labels []string) ([]string, string) {
 // delayCDF draws the empirical distribution function of the one-way delay
 // of every cell of a group that keep selects: one line per transport and
 // loss (darker for more loss). The x axis ends at the largest 99.9th
-// percentile of the cells; the caption counts the values beyond it.
-func delayCDF(cs []*CellResult, keep func(*CellResult) bool, name, prof, qlabel string, save func(*plot.Plot, Figure) error) error {
+// percentile of the cells; the caption counts the values beyond it. The
+// axis is logarithmic when the delays span more than logAxisRatio, or
+// always with forceLog (Options.LogCDF).
+func delayCDF(cs []*CellResult, keep func(*CellResult) bool, name, prof, qlabel string, forceLog bool, save func(*plot.Plot, Figure) error) error {
 	var sel []*CellResult
 	for _, c := range cs {
 		if keep(c) && len(c.delays) > 0 {
@@ -1231,7 +1233,7 @@ func delayCDF(cs []*CellResult, keep func(*CellResult) bool, name, prof, qlabel 
 	// delays over more than a factor logAxisRatio (a 25 ms link whose
 	// slowest cells take seconds): a log axis keeps the fast cells readable
 	xOf := func(v float64) float64 { return v }
-	logX := xmin > 0 && xmax/xmin > logAxisRatio
+	logX := xmin > 0 && (forceLog || xmax/xmin > logAxisRatio)
 	if logX {
 		xOf = math.Log10
 		p.X.Label.Text = "one-way delay, log scale (ms)"

@@ -325,7 +325,7 @@ func TestFiguresSplitPatterns(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	figs, err := drawFigures(t.Context(), &Summary{Cells: cs}, dir)
+	figs, err := drawFigures(t.Context(), &Summary{Cells: cs}, dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +412,7 @@ func TestDelayCDFLogAxisForWideSpreads(t *testing.T) {
 		var got *plot.Plot
 		save := func(p *plot.Plot, f Figure) error { got = p; return nil }
 		keep := func(*CellResult) bool { return true }
-		if err := delayCDF([]*CellResult{mk("mqtt", c.vals), mk("quic", c.vals)}, keep, "wifi", "wifi", "QoS 1", save); err != nil || got == nil {
+		if err := delayCDF([]*CellResult{mk("mqtt", c.vals), mk("quic", c.vals)}, keep, "wifi", "wifi", "QoS 1", false, save); err != nil || got == nil {
 			t.Fatalf("no CDF: %v", err)
 		}
 		if isLog := strings.Contains(got.X.Label.Text, "log scale"); isLog != c.log {
@@ -474,5 +474,24 @@ func TestFigureLegendsAndZeroAxis(t *testing.T) {
 	}
 	if got := transportLabel("coap"); got != "CoAP/UDP" {
 		t.Errorf("transportLabel(coap) = %q, want CoAP/UDP", got)
+	}
+}
+
+// TestLogCDFOption: Options.LogCDF puts the delay CDF on a log axis even
+// when the delays do not span the factor that switches it on by itself.
+func TestLogCDFOption(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "results")
+	os.MkdirAll(dir, 0o755)
+	writeFixture(t, dir)
+	for _, logCDF := range []bool{false, true} {
+		_, out := generate(t, dir, Options{LogCDF: logCDF})
+		_, _, ts := readSVGTexts(t, filepath.Join(out, DirFigures, "delay-cdf-wifi.svg"))
+		got := false
+		for _, x := range ts {
+			got = got || strings.Contains(x.text, "log scale")
+		}
+		if got != logCDF {
+			t.Errorf("LogCDF %v: delay-cdf-wifi has a log axis: %v", logCDF, got)
+		}
 	}
 }

@@ -39,6 +39,9 @@ type Options struct {
 	PowerLog string
 	// NoFigures skips drawing (tables only).
 	NoFigures bool
+	// LogCDF draws the delay CDFs on a log axis always (by default only
+	// when the delays span more than a factor of 20).
+	LogCDF bool
 	// Logger receives progress; nil discards.
 	Logger *slog.Logger
 }
@@ -102,6 +105,9 @@ func Generate(ctx context.Context, opts Options) (*Summary, error) {
 			opts.PowerLog = p
 		}
 	}
+	if ds.man.Fabric == "local" {
+		ds.note("fabric local: every node ran on loopback and no link was emulated; the profiles and loss rates name the cells but were not applied, and the bounds assume links that were not there")
+	}
 	cells, xi := analyze(ds, seed, opts.Resamples)
 	if len(cells) == 0 {
 		ds.note("no cells found in any file: the report is empty")
@@ -148,7 +154,7 @@ func Generate(ctx context.Context, opts Options) (*Summary, error) {
 		return nil, fmt.Errorf("report: create output directory: %w", err)
 	}
 	if !opts.NoFigures {
-		figs, err := drawFigures(ctx, s, filepath.Join(out, DirFigures))
+		figs, err := drawFigures(ctx, s, filepath.Join(out, DirFigures), opts.LogCDF)
 		if err != nil {
 			return nil, err
 		}

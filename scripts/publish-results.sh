@@ -31,4 +31,12 @@ cp "$rep"/figures/*.svg "$dst/figures/"
 # PNGs are not published: drop their links, keep the SVG ones.
 sed -E 's# \(\[PNG\]\(figures/[^)]*\.png\)\)##g' "$rep/report.md" > "$dst/report.md"
 printf '%s\n' "$cmd" > "$dst/COMMAND"
+# The index's generated section (campaigns, hosts, headline comparisons with
+# CIs) follows the data; TestEvidenceIndexIsUpToDate fails until it does.
+iotq=${IOTQ:-bin/iotq}
+if [ -x "$iotq" ]; then
+  "$iotq" report --evidence-index evidence >&2
+else
+  echo "$0: $iotq not found: run 'iotq report --evidence-index evidence' to update evidence/README.md" >&2
+fi
 echo "published $src into $dst ($(du -sh "$dst" | cut -f1))" >&2

@@ -15,7 +15,7 @@ import (
 func (a *app) reportCommand() *Command {
 	c := &Command{
 		Name:      "report",
-		UsageLine: "iotq report --evidence-index DIR | iotq report DIR [--out DIR2] [--seed N] [--resamples N] [--energy-params FILE] [--cpu-watts W] [--power-log FILE] [--no-figures]",
+		UsageLine: "iotq report --evidence-index DIR | iotq report DIR [--out DIR2] [--seed N] [--resamples N] [--energy-params FILE] [--cpu-watts W] [--power-log FILE] [--no-figures] [--log-cdf]",
 		Short:     "turn a lab results directory into statistics, figures, HTML and Markdown",
 		Long: `Report reads the result files of a lab run in DIR (manifest.json, cells.csv,
 messages.csv, connections.csv, links.csv, cpu.csv, completions.csv and
@@ -42,7 +42,10 @@ model parameters per technology, for example
 tail_w, tail_s, idle_w, source). --cpu-watts sets the processor's active power
 (default: the manifest's, else 2 W). --power-log names a CSV of an external
 power meter (timestamp,watts; Unix time or RFC 3339) that is integrated over
-each cell's repetitions. --no-figures writes the tables only.
+each cell's repetitions. --no-figures writes the tables only. --log-cdf draws
+the delay CDFs (x axis to the largest 99.9th percentile) on a log axis; by
+default the axis is logarithmic only when the delays span more than a factor
+of 20.
 
 --evidence-index DIR regenerates the section of DIR/README.md between its
 BEGIN GENERATED and END GENERATED markers from every campaign folder in DIR
@@ -60,6 +63,7 @@ it is.`,
 	cpuW := fs.Float64("cpu-watts", 0, "processor active power in W (0: manifest's, else 2)")
 	plog := fs.String("power-log", "", "external power log CSV (timestamp,watts)")
 	noFig := fs.Bool("no-figures", false, "write tables only, no figures")
+	logCDF := fs.Bool("log-cdf", false, "draw the delay CDFs on a log axis (default: only when delays span more than a factor of 20)")
 	verbose := fs.Bool("v", false, "log progress to stderr")
 	index := fs.String("evidence-index", "", "regenerate the generated section of `DIR`/README.md from its campaign folders")
 	c.Run = runE(func(ctx context.Context, args []string) error {
@@ -96,7 +100,7 @@ it is.`,
 			return usageErrorf("--cpu-watts %v: must not be negative", *cpuW)
 		}
 		opts := report.Options{Dir: dir, Out: *out, Seed: *seed, Resamples: *resamples,
-			EnergyParams: *params, CPUWatts: *cpuW, PowerLog: *plog, NoFigures: *noFig}
+			EnergyParams: *params, CPUWatts: *cpuW, PowerLog: *plog, NoFigures: *noFig, LogCDF: *logCDF}
 		if *verbose {
 			opts.Logger = slog.New(slog.NewTextHandler(a.stderr, nil))
 		}
