@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/iotq/iotq/internal/atomicfile"
+	"os"
 )
 
-// BrokerReady is the broker's ready file (`iotq broker --ready-file`),
-// written once every listener accepts: the listener URLs with their real
-// ports, the CA file that signs the broker's certificate, and its pid.
+// BrokerReady is the ready file of a server (`iotq broker --ready-file`,
+// the gateway's ready_file), written once every listener accepts: the
+// listener URLs with their real ports, the CA file that signs the server's
+// certificate, and its pid. The lab reads broker and gateway alike.
 type BrokerReady struct {
 	Listeners []string `json:"listeners"`
 	CAFile    string   `json:"ca_file"`
@@ -19,9 +21,13 @@ type BrokerReady struct {
 // written once the broker granted every subscription.
 const SubReady = "ready\n"
 
-// WriteBrokerReady writes the broker's ready file atomically.
-func WriteBrokerReady(path string, r BrokerReady) error {
-	return WriteJSONAtomic(path, r)
+// WriteServerReady writes the ready file of this process's server
+// atomically: its listeners, its CA file ("" if none) and its pid.
+func WriteServerReady(path string, listeners []string, caFile string) error {
+	if err := WriteJSONAtomic(path, BrokerReady{Listeners: listeners, CAFile: caFile, PID: os.Getpid()}); err != nil {
+		return fmt.Errorf("ready file: %w", err)
+	}
+	return nil
 }
 
 // ParseBrokerReady reads a broker ready file's content; it fails until the
@@ -52,4 +58,11 @@ func WriteJSONAtomic(path string, v any) error {
 // everyone (0644).
 func WriteFileAtomic(path string, data []byte) error {
 	return atomicfile.WriteFile(path, data, 0o644)
+}
+
+// WriteBrokerReady writes a ready file atomically.
+//
+// Deprecated: use WriteServerReady.
+func WriteBrokerReady(path string, r BrokerReady) error {
+	return WriteJSONAtomic(path, r)
 }

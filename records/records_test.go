@@ -152,3 +152,21 @@ func TestSummarizeDelaysType7(t *testing.T) {
 		t.Errorf("one value: %+v", one)
 	}
 }
+
+func TestServerReadyRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ready.json")
+	if err := WriteServerReady(path, []string{"quic://127.0.0.1:14567"}, "/s/ca.pem"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ParseBrokerReady(b)
+	if err != nil || r.Listeners[0] != "quic://127.0.0.1:14567" || r.CAFile != "/s/ca.pem" || r.PID != os.Getpid() {
+		t.Errorf("ready %v %+v", err, r)
+	}
+	if err := WriteServerReady(filepath.Join(path, "no", "dir"), []string{"x"}, ""); err == nil || !strings.Contains(err.Error(), "ready file") {
+		t.Errorf("unwritable ready file: %v", err)
+	}
+}
