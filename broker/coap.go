@@ -2,13 +2,13 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"github.com/prometheus/client_golang/prometheus"
 	"net"
 	"sync"
 
 	"github.com/iotq/iotq/broker/coapfront"
+	"github.com/iotq/iotq/internal/serve"
 	"github.com/iotq/iotq/transport"
 	"github.com/iotq/iotq/transport/coapdtls"
 	"github.com/iotq/iotq/transport/coapmsg"
@@ -150,17 +150,11 @@ func (s *Server) listenCoAP(front *coapfront.Front, ep endpoint.Endpoint, lopts 
 		l.inner, l.addr = tl, tl.Addr()
 		ctx, cancel := context.WithCancel(context.Background())
 		l.cancel = cancel
+		log := s.log.With("listener", string(ep.Scheme)+"://"+tl.Addr().String())
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			for {
-				c, err := tl.Accept(ctx)
-				if err != nil {
-					if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-						return
-					}
-					continue
-				}
+			serve.AcceptLoop(ctx, tl, log, func(c net.Conn) bool {
 				if qc, ok := c.(transport.QUICConn); ok && s.opts.QUIC.EarlyData == EarlyHold {
 					// hold (docs/0rtt.md): the CSM of a 0-RTT flight is
 					// answered at once, requests behind it wait for the
@@ -168,7 +162,8 @@ func (s *Server) listenCoAP(front *coapfront.Front, ep endpoint.Endpoint, lopts 
 					c = transport.HoldAfterFirst(qc, coapmsg.StreamFirstMessage, s.met.earlyDropped.Inc)
 				}
 				front.ServeStreamOn(c, string(ep.Scheme)) // runs on a goroutine of the front
-			}
+				return true
+			})
 		}()
 	}
 	switch a := l.addr.(type) {

@@ -5,21 +5,18 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/iotq/iotq/broker/engine"
 	"github.com/iotq/iotq/broker/mochi"
+	"github.com/iotq/iotq/internal/serve"
 	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/transport"
 )
@@ -37,20 +34,15 @@ type Server struct {
 	auth    engine.Authorizer // nil: everyone may read and write (for the CoAP front)
 	coap    coapState         // the CoAP front (coap.go)
 
-	mu        sync.Mutex
-	started   bool
-	closed    bool
+	// life is the skeleton shared with the gateway: Start, Ready, Close,
+	// the serving context, the goroutines Close waits for (accept loops,
+	// connections, memory reclaim) and the metrics server.
+	life *serve.Lifecycle
+
+	mu        sync.Mutex // guards what Start sets
 	listeners []transport.Listener
 	endpoints []string
-	httpSrv   *http.Server
 	httpAddr  net.Addr
-	cancel    context.CancelFunc
-
-	ready     chan struct{} // closed when every listener accepts
-	startErr  error         // set before ready is closed, if Start failed
-	closeOnce sync.Once
-	closeErr  error
-	wg        sync.WaitGroup // accept loops, connection goroutines, http server
 }
 
 // New validates opts, loads credential files and prepares the engine and the
@@ -64,7 +56,7 @@ func New(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{opts: o, log: log, ready: make(chan struct{})}
+	s := &Server{opts: o, log: log, life: serve.NewLifecycle(serve.Errors{Started: ErrStarted, Closed: ErrClosed, NotStarted: ErrNotStarted})}
 	s.met = newMetrics()
 
 	var auth engine.Authorizer
@@ -136,28 +128,22 @@ func (s *Server) CAFile() string { return s.caFile }
 // returned. ctx bounds the lifetime of the server: when it is cancelled the
 // server closes itself (as Close does).
 func (s *Server) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	if s.started {
-		return ErrStarted
-	}
-	s.started = true
-	err := s.start(ctx)
-	if err != nil {
-		s.startErr = err
-		for _, l := range s.listeners {
-			_ = l.Close()
-		}
-		s.listeners = nil
-	}
-	close(s.ready)
-	return err
+	return s.life.Start(ctx, s.start, s.closeOpened, func() { _ = s.Close() })
 }
 
-func (s *Server) start(ctx context.Context) error {
+// closeOpened closes the listeners a failed start opened.
+func (s *Server) closeOpened() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.listeners {
+		_ = l.Close()
+	}
+	s.listeners = nil
+}
+
+func (s *Server) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := s.eng.Start(); err != nil {
 		return err
 	}
@@ -185,38 +171,21 @@ func (s *Server) start(ctx context.Context) error {
 		s.endpoints = append(s.endpoints, l.Endpoint().String())
 	}
 	if s.opts.Metrics != "" {
-		if err := s.startHTTP(); err != nil {
-			return err
+		a, err := s.life.StartAdmin(serve.AdminOptions{Addr: s.opts.Metrics, Metrics: s.met.handler(), Pprof: s.opts.Pprof, Logger: s.log})
+		if err != nil {
+			return fmt.Errorf("broker: %w", err)
 		}
+		s.httpAddr = a.Addr()
 	}
-	actx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
 	for _, l := range s.listeners {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.acceptLoop(actx, l)
-		}()
+		log := s.log.With("listener", l.Endpoint().String())
+		s.life.Serve(l, log, s.accepted(l, log))
 	}
 	// Return memory to the OS after bursts (reclaim.go).
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		reclaimMemory(actx, reclaimInterval, reclaimMinBytes, debug.FreeOSMemory)
-	}()
-	// Close when the caller's context ends.
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		select {
-		case <-ctx.Done():
-			go s.Close() // Close waits for this goroutine: do not block it.
-		case <-actx.Done():
-		}
-	}()
+	s.life.Go(func() { reclaimMemory(s.life.Context(), reclaimInterval, reclaimMinBytes, debug.FreeOSMemory) })
 	if s.opts.ReadyFile != "" {
-		if err := writeReadyFile(s.opts.ReadyFile, s.endpoints, s.caFile); err != nil {
-			return err
+		if err := records.WriteServerReady(s.opts.ReadyFile, s.endpoints, s.caFile); err != nil {
+			return fmt.Errorf("broker: %w", err)
 		}
 	}
 	attrs := []any{"listeners", s.endpoints}
@@ -233,33 +202,21 @@ func (s *Server) start(ctx context.Context) error {
 	return nil
 }
 
-func (s *Server) acceptLoop(ctx context.Context, l transport.Listener) {
+// accepted returns what the accept loop of l (serve.AcceptLoop) does with
+// each connection: the 0-RTT hold, metering, then the engine serves it on
+// a goroutine of its own.
+func (s *Server) accepted(l transport.Listener, log *slog.Logger) func(net.Conn) bool {
 	id := l.Endpoint().String()
 	scheme := string(l.Endpoint().Scheme)
-	log := s.log.With("listener", id)
-	backoff := 5 * time.Millisecond
-	for {
-		c, err := l.Accept(ctx)
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			log.Warn("accept failed", "error", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = 5 * time.Millisecond
+	ctx := s.life.Context()
+	return func(c net.Conn) bool {
 		if qc, ok := c.(transport.QUICConn); ok && s.opts.QUIC.EarlyData == EarlyHold {
 			c = transport.HoldAfterFirst(qc, transport.MQTTFirstPacket, s.met.earlyDropped.Inc)
 		}
 		mc := s.met.wrapConn(c, scheme)
-		s.wg.Add(1)
+		s.life.Add()
 		go s.eng.ServeConn(id, mc, func(err error) { s.connEnded(ctx, log, mc, err) })
+		return true
 	}
 }
 
@@ -270,7 +227,7 @@ func (s *Server) acceptLoop(ctx context.Context, l transport.Listener) {
 // function of its own): with less than about 1.2 KiB of stack in use the
 // runtime can shrink the goroutine's stack to 4 KiB.
 func (s *Server) connEnded(ctx context.Context, log *slog.Logger, mc *meteredConn, err error) {
-	defer s.wg.Done()
+	defer s.life.Done()
 	_ = mc.Close()
 	if err != nil {
 		logConnEnd(ctx, log, mc, err)
@@ -284,50 +241,6 @@ func logConnEnd(ctx context.Context, log *slog.Logger, mc *meteredConn, err erro
 	}
 }
 
-func (s *Server) startHTTP() error {
-	ln, err := net.Listen("tcp", s.opts.Metrics)
-	if err != nil {
-		return fmt.Errorf("broker: metrics listener %s: %w (want HOST:PORT, e.g. 127.0.0.1:9100)", s.opts.Metrics, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", s.met.handler())
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-s.ready:
-		default:
-			http.Error(w, "starting", http.StatusServiceUnavailable)
-			return
-		}
-		s.mu.Lock()
-		closed := s.closed
-		s.mu.Unlock()
-		if closed {
-			http.Error(w, "shutting down", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, "ok\n")
-	})
-	if s.opts.Pprof {
-		// Registered on our mux: net/http/pprof's own registration is on
-		// http.DefaultServeMux, which nothing here serves.
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	s.httpAddr = ln.Addr()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("metrics server failed", "error", err)
-		}
-	}()
-	return nil
-}
-
 // MetricsAddr is the bound address of the metrics server (nil if off or not
 // started).
 func (s *Server) MetricsAddr() net.Addr {
@@ -338,20 +251,7 @@ func (s *Server) MetricsAddr() net.Addr {
 
 // Ready waits until Start has opened every listener (nil) or failed (its
 // error), or ctx ends.
-func (s *Server) Ready(ctx context.Context) error {
-	s.mu.Lock()
-	started := s.started
-	s.mu.Unlock()
-	if !started {
-		return ErrNotStarted
-	}
-	select {
-	case <-s.ready:
-		return s.startErr
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (s *Server) Ready(ctx context.Context) error { return s.life.Ready(ctx) }
 
 // Endpoints returns the URLs actually served, with real ports, in the order
 // of Options.Listen. Empty before Start.
@@ -388,54 +288,40 @@ func (s *Server) Close() error {
 	if s == nil {
 		return nil
 	}
-	s.closeOnce.Do(func() {
-		s.mu.Lock()
-		s.closed = true
-		listeners := s.listeners
-		cancel := s.cancel
-		started := s.started
-		s.mu.Unlock()
-		if cancel != nil {
-			cancel()
-		}
-		var errs []error
-		for _, l := range listeners {
-			if err := l.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-				errs = append(errs, fmt.Errorf("broker: close listener %s: %w", l.Endpoint(), err))
-			}
-		}
-		if started {
-			s.eng.DisconnectAll()
-			ctx, cancelWait := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
-			if err := s.eng.WaitClients(ctx); err != nil {
-				s.log.Warn("clients did not leave in time; closed them", "timeout", s.opts.ShutdownTimeout)
-			}
-			cancelWait()
-		}
-		if s.httpSrv != nil {
-			ctx, c := context.WithTimeout(context.Background(), time.Second)
-			_ = s.httpSrv.Shutdown(ctx)
-			c()
-		}
-		s.wg.Wait()
-		// Flush and close the store (opened by New, so also without Start).
-		if err := s.eng.Close(); err != nil {
-			errs = append(errs, err)
-		}
-		if started && len(listeners) > 0 {
-			s.log.Info("broker stopped")
-		}
-		s.closeErr = errors.Join(errs...)
-	})
-	return s.closeErr
+	return s.life.Close(s.stop, s.finish)
 }
 
-// writeReadyFile writes the ready file (records.BrokerReady) atomically.
-func writeReadyFile(path string, listeners []string, caFile string) error {
-	if err := records.WriteBrokerReady(path, records.BrokerReady{Listeners: listeners, CAFile: caFile, PID: os.Getpid()}); err != nil {
-		return fmt.Errorf("broker: ready file: %w", err)
+// stop is the first half of Close: stop accepting, then tell every client
+// that the server shuts down and wait for them (at most ShutdownTimeout).
+func (s *Server) stop() error {
+	s.mu.Lock()
+	listeners := s.listeners
+	s.mu.Unlock()
+	var errs []error
+	for _, l := range listeners {
+		if err := l.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, fmt.Errorf("broker: close listener %s: %w", l.Endpoint(), err))
+		}
 	}
-	return nil
+	if s.life.Started() {
+		s.eng.DisconnectAll()
+		ctx, cancelWait := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+		if err := s.eng.WaitClients(ctx); err != nil {
+			s.log.Warn("clients did not leave in time; closed them", "timeout", s.opts.ShutdownTimeout)
+		}
+		cancelWait()
+	}
+	return errors.Join(errs...)
+}
+
+// finish is the second half of Close, once every goroutine has ended:
+// flush and close the store (opened by New, so also without Start).
+func (s *Server) finish() error {
+	err := s.eng.Close()
+	if s.life.Served() {
+		s.log.Info("broker stopped")
+	}
+	return err
 }
 
 // portOf returns the port of a listen URL for the hint of ErrAddressInUse
