@@ -12,6 +12,8 @@ var (
 	ErrClosed = errors.New("gateway closed")
 	// ErrStarted: Start was called twice.
 	ErrStarted = errors.New("gateway already started")
+	// ErrNotStarted: Ready was called before Start.
+	ErrNotStarted = errors.New("gateway not started")
 	// ErrNoUpstream: no upstream of a route accepted the connection.
 	ErrNoUpstream = errors.New("no upstream reachable")
 )

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"os"
 	"sync"
-	"time"
 
+	"github.com/iotq/iotq/internal/serve"
 	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/transport"
 	"github.com/iotq/iotq/transport/endpoint"
@@ -30,19 +28,16 @@ type Gateway struct {
 	caFile  string
 	routes  []*route
 
-	ctx    context.Context // cancelled by Close
-	cancel context.CancelFunc
+	// life is the skeleton shared with the broker: Start, Ready, Close,
+	// the goroutines Close waits for (accept loops, connections, watchers)
+	// and the metrics server.
+	life *serve.Lifecycle
+	ctx  context.Context // life.Context(): cancelled by Close
 
 	mu       sync.Mutex
-	started  bool
-	closed   bool
+	closed   bool // no connection is added to conns once set
 	conns    map[*proxyConn]struct{}
-	httpSrv  *http.Server
 	httpAddr net.Addr
-
-	wg        sync.WaitGroup // accept loops, connections, http server
-	closeOnce sync.Once
-	closeErr  error
 }
 
 // New validates opts and prepares TLS (loading or generating the
@@ -56,17 +51,17 @@ func New(opts Options) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	g := &Gateway{opts: o, log: log, met: newMetrics(), track: newTracker(o), ctx: ctx, cancel: cancel, conns: map[*proxyConn]struct{}{}}
+	life := serve.NewLifecycle(serve.Errors{Started: ErrStarted, Closed: ErrClosed, NotStarted: ErrNotStarted})
+	g := &Gateway{opts: o, log: log, met: newMetrics(), track: newTracker(o), life: life, ctx: life.Context(), conns: map[*proxyConn]struct{}{}}
 	if err := g.setupTLS(); err != nil {
-		cancel()
+		_ = life.Close(nil, nil)
 		return nil, err
 	}
 	labels := map[string]bool{}
 	for i, r := range o.Routes {
 		rt, err := newRoute(g, i, r, labels)
 		if err != nil {
-			cancel()
+			_ = life.Close(nil, nil)
 			return nil, err
 		}
 		g.routes = append(g.routes, rt)
@@ -95,59 +90,41 @@ func (g *Gateway) CAFile() string { return g.caFile }
 // returns; the gateway serves until Close or until ctx ends. If one
 // listener fails, those already open are closed and the error returned.
 func (g *Gateway) Start(ctx context.Context) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return ErrClosed
-	}
-	if g.started {
-		return ErrStarted
-	}
-	g.started = true
-	if err := g.start(ctx); err != nil {
-		for _, rt := range g.routes {
-			if rt.ln != nil {
-				_ = rt.ln.Close()
-			}
-		}
-		return err
-	}
-	return nil
+	return g.life.Start(ctx, g.start, g.closeOpened, func() { _ = g.Close() })
 }
 
-func (g *Gateway) start(ctx context.Context) error {
+// closeOpened closes the listeners a failed start opened.
+func (g *Gateway) closeOpened() {
+	for _, rt := range g.routes {
+		if rt.ln != nil {
+			_ = rt.ln.Close()
+		}
+	}
+}
+
+func (g *Gateway) start() error {
 	for _, rt := range g.routes {
 		if err := rt.listen(); err != nil {
 			return err
 		}
 	}
 	if g.opts.Metrics != "" {
-		if err := g.startHTTP(); err != nil {
-			return err
+		a, err := g.life.StartAdmin(serve.AdminOptions{Addr: g.opts.Metrics, Metrics: g.met.handler(), Logger: g.log})
+		if err != nil {
+			return fmt.Errorf("gateway: %w", err)
 		}
+		g.mu.Lock()
+		g.httpAddr = a.Addr()
+		g.mu.Unlock()
 	}
 	for _, rt := range g.routes {
-		g.wg.Add(1)
-		go func() {
-			defer g.wg.Done()
-			g.acceptLoop(rt)
-		}()
+		g.life.Serve(rt.ln, rt.log, func(c net.Conn) bool { return g.accepted(rt, c) })
 	}
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		select {
-		case <-ctx.Done():
-			go g.Close() // Close waits for this goroutine: do not block it.
-		case <-g.ctx.Done():
-		}
-	}()
 	if g.opts.ReadyFile != "" {
-		// Same contract as the broker's ready file (package records), so
-		// the lab reads both alike.
-		r := records.BrokerReady{Listeners: g.Endpoints(), CAFile: g.caFile, PID: os.Getpid()}
-		if err := records.WriteBrokerReady(g.opts.ReadyFile, r); err != nil {
-			return fmt.Errorf("gateway: ready file: %w", err)
+		// The broker's ready file contract (package records), so the lab
+		// reads both alike.
+		if err := records.WriteServerReady(g.opts.ReadyFile, g.Endpoints(), g.caFile); err != nil {
+			return fmt.Errorf("gateway: %w", err)
 		}
 	}
 	attrs := []any{}
@@ -157,8 +134,8 @@ func (g *Gateway) start(ctx context.Context) error {
 	if g.caFile != "" {
 		attrs = append(attrs, "ca_file", g.caFile)
 	}
-	if g.httpAddr != nil {
-		attrs = append(attrs, "metrics", "http://"+g.httpAddr.String()+"/metrics")
+	if a := g.MetricsAddr(); a != nil {
+		attrs = append(attrs, "metrics", "http://"+a.String()+"/metrics")
 	}
 	g.log.Info("gateway ready", attrs...)
 	return nil
@@ -183,132 +160,94 @@ func (g *Gateway) MetricsAddr() net.Addr {
 	return g.httpAddr
 }
 
-func (g *Gateway) startHTTP() error {
-	l, err := net.Listen("tcp", g.opts.Metrics)
-	if err != nil {
-		return fmt.Errorf("gateway: metrics listener %s: %w", g.opts.Metrics, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", g.met.handler())
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if g.ctx.Err() != nil {
-			http.Error(w, "shutting down", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	g.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	g.httpAddr = l.Addr()
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		if err := g.httpSrv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			g.log.Error("metrics server failed", "err", err)
-		}
-	}()
-	return nil
-}
+// Ready waits until Start has opened every route (nil) or failed (its
+// error), or ctx ends.
+func (g *Gateway) Ready(ctx context.Context) error { return g.life.Ready(ctx) }
 
-func (g *Gateway) acceptLoop(rt *route) {
-	backoff := 5 * time.Millisecond
-	for {
-		c, err := rt.ln.Accept(g.ctx)
-		if err != nil {
-			if g.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			rt.log.Warn("accept failed", "err", err)
-			select {
-			case <-g.ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = 5 * time.Millisecond
-		qc, ok := c.(transport.QUICConn)
-		if !ok { // cannot happen with a quic:// listener
-			_ = c.Close()
-			continue
-		}
-		q := g.track.lookup(qc.Context())
-		if q != nil && q.refused != "" {
-			// Past a cap; its stream arrived before the handshake
-			// completed (0-RTT).
-			_ = qc.CloseWithError(CodeConnectionLimit, q.refused)
-			continue
-		}
-		if rt.r.EarlyData == EarlyHold {
-			switch qc.Info().NegotiatedProto {
-			case transport.ALPN:
-				qc = transport.HoldAfterFirst(qc, transport.MQTTFirstPacket, nil)
-			case endpoint.ALPNAMQP:
-				qc = transport.HoldAfterFirst(qc, amqpBeforeTransfer, nil)
-			}
-		}
-		pc := &proxyConn{g: g, rt: rt, qc: qc, q: q}
-		if q != nil && !q.attach(pc) { // the first-data timeout closed it
-			_ = qc.CloseWithError(CodeFirstDataTimeout, "no data in time (first_data_timeout)")
-			continue
-		}
-		g.mu.Lock()
-		if g.closed {
-			g.mu.Unlock()
-			_ = qc.CloseWithError(CodeShutdown, "gateway shutting down")
-			return
-		}
-		g.conns[pc] = struct{}{}
-		g.wg.Add(1)
-		g.mu.Unlock()
-		go func() {
-			defer g.wg.Done()
-			pc.serve()
-			g.mu.Lock()
-			delete(g.conns, pc)
-			g.mu.Unlock()
-		}()
+// accepted takes over one connection of rt's accept loop
+// (serve.AcceptLoop): the caps, the 0-RTT hold, then a goroutine forwards
+// it. false stops the loop (the gateway is closing).
+func (g *Gateway) accepted(rt *route, c net.Conn) bool {
+	qc, ok := c.(transport.QUICConn)
+	if !ok { // cannot happen with a quic:// listener
+		_ = c.Close()
+		return true
 	}
+	q := g.track.lookup(qc.Context())
+	if q != nil && q.refused != "" {
+		// Past a cap; its stream arrived before the handshake
+		// completed (0-RTT).
+		_ = qc.CloseWithError(CodeConnectionLimit, q.refused)
+		return true
+	}
+	if rt.r.EarlyData == EarlyHold {
+		switch qc.Info().NegotiatedProto {
+		case transport.ALPN:
+			qc = transport.HoldAfterFirst(qc, transport.MQTTFirstPacket, nil)
+		case endpoint.ALPNAMQP:
+			qc = transport.HoldAfterFirst(qc, amqpBeforeTransfer, nil)
+		}
+	}
+	pc := &proxyConn{g: g, rt: rt, qc: qc, q: q}
+	if q != nil && !q.attach(pc) { // the first-data timeout closed it
+		_ = qc.CloseWithError(CodeFirstDataTimeout, "no data in time (first_data_timeout)")
+		return true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		_ = qc.CloseWithError(CodeShutdown, "gateway shutting down")
+		return false
+	}
+	g.conns[pc] = struct{}{}
+	g.life.Go(func() {
+		pc.serve()
+		g.mu.Lock()
+		delete(g.conns, pc)
+		g.mu.Unlock()
+	})
+	return true
 }
 
 // Close stops accepting, aborts the connections being forwarded (QUIC
 // error CodeShutdown, upstream closed), stops the metrics server and waits
-// for every goroutine. Idempotent.
+// for every goroutine. Idempotent and safe on a nil Gateway.
 func (g *Gateway) Close() error {
-	g.closeOnce.Do(func() {
-		g.mu.Lock()
-		g.closed = true
-		started := g.started
-		g.mu.Unlock()
-		g.cancel()
-		var errs []error
-		for _, rt := range g.routes {
-			if rt.ln != nil {
-				if err := rt.ln.Close(); err != nil {
-					errs = append(errs, err)
-				}
+	if g == nil {
+		return nil
+	}
+	return g.life.Close(g.stop, g.finish)
+}
+
+// stop is the first half of Close: close the listeners, then abort every
+// connection being forwarded.
+func (g *Gateway) stop() error {
+	var errs []error
+	for _, rt := range g.routes {
+		if rt.ln != nil {
+			if err := rt.ln.Close(); err != nil {
+				errs = append(errs, err)
 			}
 		}
-		g.mu.Lock()
-		conns := make([]*proxyConn, 0, len(g.conns))
-		for pc := range g.conns {
-			conns = append(conns, pc)
-		}
-		srv := g.httpSrv
-		g.mu.Unlock()
-		for _, pc := range conns {
-			pc.abort(CodeShutdown, "gateway shutting down", reasonShutdown)
-		}
-		if srv != nil {
-			ctx, c := context.WithTimeout(context.Background(), time.Second)
-			_ = srv.Shutdown(ctx)
-			c()
-		}
-		g.wg.Wait()
-		if started { // not after --check, which only builds it
-			g.log.Info("gateway stopped")
-		}
-		g.closeErr = errors.Join(errs...)
-	})
-	return g.closeErr
+	}
+	g.mu.Lock()
+	g.closed = true
+	conns := make([]*proxyConn, 0, len(g.conns))
+	for pc := range g.conns {
+		conns = append(conns, pc)
+	}
+	g.mu.Unlock()
+	for _, pc := range conns {
+		pc.abort(CodeShutdown, "gateway shutting down", reasonShutdown)
+	}
+	return errors.Join(errs...)
+}
+
+// finish ends Close once every goroutine has ended. A gateway that never
+// served has nothing to say (`iotq gateway --check`).
+func (g *Gateway) finish() error {
+	if g.life.Served() {
+		g.log.Info("gateway stopped")
+	}
+	return nil
 }

@@ -197,11 +197,7 @@ func (rt *route) acceptConn(conn *quic.Conn) {
 	g.track.handshakeStart()
 	g.met.handshakes.WithLabelValues(rt.label).Inc()
 	g.track.put(q)
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		q.watch()
-	}()
+	g.life.Go(q.watch)
 }
 
 // watch follows one QUIC connection until it ends: the end of its

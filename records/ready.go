@@ -59,10 +59,3 @@ func WriteJSONAtomic(path string, v any) error {
 func WriteFileAtomic(path string, data []byte) error {
 	return atomicfile.WriteFile(path, data, 0o644)
 }
-
-// WriteBrokerReady writes a ready file atomically.
-//
-// Deprecated: use WriteServerReady.
-func WriteBrokerReady(path string, r BrokerReady) error {
-	return WriteJSONAtomic(path, r)
-}
