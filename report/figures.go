@@ -199,6 +199,32 @@ func keepsYRange(name string) bool {
 	return false
 }
 
+// labelWords spells a variant label out for a figure's title ("100B,
+// sub link 50ms 10Gbit/s, 2 retries" becomes "100 B payload, subscriber
+// link 50ms at 10 Gbit/s, 2 link-layer retries"); file names keep the
+// short label.
+func labelWords(label string) string {
+	parts := strings.Split(label, ", ")
+	for i, p := range parts {
+		switch {
+		case strings.HasSuffix(p, "B") && strings.Trim(p[:len(p)-1], "0123456789") == "" && len(p) > 1:
+			parts[i] = p[:len(p)-1] + " B payload"
+		case strings.HasPrefix(p, "sub link "):
+			f := strings.Fields(strings.TrimPrefix(p, "sub link "))
+			if len(f) == 2 {
+				rate := f[1]
+				for _, u := range []string{"Gbit/s", "Mbit/s", "kbit/s"} {
+					rate = strings.Replace(rate, u, " "+u, 1)
+				}
+				parts[i] = "subscriber link " + f[0] + " each way at " + rate
+			}
+		case strings.HasSuffix(p, " retries"):
+			parts[i] = strings.TrimSuffix(p, " retries") + " link-layer retries"
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 // transportLabel names a transport in a legend: the stack it runs on,
 // not its URL scheme.
 func transportLabel(tr string) string {
@@ -280,7 +306,7 @@ func drawFigures(ctx context.Context, s *Summary, dir string, logCDF bool) ([]Fi
 				name, title := prof, prof
 				if len(groups) > 1 {
 					name = prof + "-" + experimentOf(cs) + "-" + labels[i]
-					title = prof + ", " + experimentOf(cs) + " " + labels[i]
+					title = prof + ", " + experimentOf(cs) + " " + labelWords(labels[i])
 				}
 				var err error
 				switch kind {

@@ -495,3 +495,15 @@ func TestLogCDFOption(t *testing.T) {
 		}
 	}
 }
+
+func TestLabelWords(t *testing.T) {
+	for in, want := range map[string]string{
+		"100B, sub link 50ms 10Gbit/s, 2 retries": "100 B payload, subscriber link 50ms each way at 10 Gbit/s, 2 link-layer retries",
+		"32B, batch-resume":                       "32 B payload, batch-resume",
+		"every 1s":                                "every 1s",
+	} {
+		if got := labelWords(in); got != want {
+			t.Errorf("labelWords(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
