@@ -1,9 +1,9 @@
 package gateway
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/iotq/iotq/internal/certs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iotq/iotq/internal/certs"
 	"github.com/iotq/iotq/internal/yamlconf"
 	"github.com/iotq/iotq/transport"
 )
@@ -88,8 +89,42 @@ type Options struct {
 	Logger *slog.Logger `yaml:"-"`
 }
 
-// TLSOptions name the server's certificate (internal/certs.ServerCert).
-type TLSOptions = certs.ServerCert
+// TLSOptions name the server's certificate (the fields of
+// internal/certs.ServerCert) and where the session ticket keys come from.
+type TLSOptions struct {
+	// Cert and Key are PEM files. Both empty: a CA and a server certificate
+	// are generated in STATE_DIR/tls on first start and reused afterwards.
+	// Gateways behind one address share one certificate.
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+	// Hosts are extra DNS names or IP addresses for the generated server
+	// certificate, besides the local host names and addresses.
+	Hosts []string `yaml:"hosts"`
+	// TicketKeysFile holds the session ticket keys, one per line as 64 hex
+	// digits (openssl rand -hex 32), mode 0600: the first key encrypts new
+	// tickets, every key decrypts. Gateways behind one address given the
+	// same file accept each other's tickets, so a client resumes (and sends
+	// 0-RTT) whichever instance it reaches. Read at start (rotation:
+	// docs/deploy.md). Default: the keys in STATE_DIR/tls/ticket.keys,
+	// created on first start, one per state directory.
+	TicketKeysFile string `yaml:"ticket_keys_file"`
+}
+
+// Server returns the QUIC server's TLS configuration
+// (certs.ServerCert.Server) with the keys of TicketKeysFile installed when
+// it is set; caFile is the generated CA ("" with Cert and Key).
+func (t TLSOptions) Server(stateDir string, listenHosts []string) (cfg *tls.Config, caFile string, err error) {
+	cfg, caFile, err = certs.ServerCert{Cert: t.Cert, Key: t.Key, Hosts: t.Hosts}.Server(stateDir, listenHosts)
+	if err != nil || t.TicketKeysFile == "" {
+		return cfg, caFile, err
+	}
+	keys, err := certs.LoadTicketKeysFile(t.TicketKeysFile)
+	if err != nil {
+		return nil, "", fmt.Errorf("tls.ticket_keys_file: %w", err)
+	}
+	cfg.SetSessionTicketKeys(keys)
+	return cfg, caFile, nil
+}
 
 // LogOptions: Format is text or json; Level is debug, info, warn or error.
 type LogOptions struct {
@@ -326,6 +361,11 @@ func (o Options) Validate() error {
 			if _, err := os.Stat(f.name); err != nil {
 				add(f.path, "%v", err)
 			}
+		}
+	}
+	if o.TLS.TicketKeysFile != "" {
+		if _, err := certs.LoadTicketKeysFile(o.TLS.TicketKeysFile); err != nil {
+			add("tls.ticket_keys_file", "%v", err)
 		}
 	}
 	for _, d := range []struct {

@@ -57,6 +57,7 @@ SIGINT or SIGTERM stop the gateway: stop accepting, close forwarded connections,
 	ov.String("tls-cert", "", "QUIC server certificate `file` (PEM)", func(o *O) *string { return &o.TLS.Cert })
 	ov.String("tls-key", "", "QUIC server key `file` (PEM)", func(o *O) *string { return &o.TLS.Key })
 	ov.List("tls-host", "extra DNS name or IP `address` for the generated certificate (repeatable)", func(o *O) *[]string { return &o.TLS.Hosts })
+	ov.String("tls-ticket-keys", "", "session ticket keys shared by the gateways behind one address: `file` of hex keys, one per line, the first encrypts (docs/deploy.md)", func(o *O) *string { return &o.TLS.TicketKeysFile })
 	ov.Duration("handshake-timeout", gateway.DefaultHandshakeTimeout, "QUIC handshake timeout", func(o *O) *time.Duration { return &o.HandshakeTimeout })
 	ov.Duration("idle-timeout", gateway.DefaultIdleTimeout, "close a forwarded connection silent this long", func(o *O) *time.Duration { return &o.IdleTimeout })
 	ov.Duration("dial-timeout", gateway.DefaultDialTimeout, "timeout for connecting to one upstream", func(o *O) *time.Duration { return &o.DialTimeout })
