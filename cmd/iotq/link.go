@@ -7,8 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
@@ -31,7 +33,8 @@ It needs root (CAP_NET_ADMIN) and /dev/net/tun.
 	Runs CMD in a fresh namespace whose only route goes through an emulated
 	link to the host namespace. Inside, IOTQ_HOST_ADDR holds the host's
 	address on the link (reach services on the host through it). Prints the
-	counters at exit and returns CMD's exit code. Flags:
+	counters at exit and returns CMD's exit code (as a shell: 127 when CMD
+	is not found, 126 when it cannot be executed). Flags:
 	  --profile NAME  wifi, cellular, satellite or ethernet: the rate and the
 	                  table's delay figure, used as one-way delay
 	  --delay D       one-way delay of each direction (25ms, 1.5s)
@@ -206,6 +209,9 @@ func (a *app) linkShell(ctx context.Context, args []string) error {
 	}
 	if *stats != "table" && *stats != "json" {
 		return usageErrorf("--stats %q: use table or json", *stats)
+	}
+	if err := lookCommand(argv[0]); err != nil {
+		return err
 	}
 	if err := link.Preflight(); err != nil {
 		return err
@@ -385,4 +391,26 @@ func (a *app) linkStats(args []string) error {
 		}
 	}
 	return nil
+}
+
+// Exit codes of a command that could not be run, as a POSIX shell returns
+// them: a script tells "no such command" from the command's own failure.
+const (
+	exitNotExecutable = 126
+	exitNotFound      = 127
+)
+
+// lookCommand finds CMD of `link shell -- CMD` before a namespace is made
+// for it (the namespace shares the host's files and PATH): a missing
+// command exits 127, one that cannot be executed 126, like a shell.
+func lookCommand(name string) error {
+	_, err := exec.LookPath(name)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		return &exitError{code: exitNotFound, msg: fmt.Sprintf("%s: command not found (not in PATH, or no such file)", name)}
+	default:
+		return &exitError{code: exitNotExecutable, msg: fmt.Sprintf("%s: cannot execute: %v", name, err)}
+	}
 }

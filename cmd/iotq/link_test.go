@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -42,5 +44,35 @@ func TestLinkShellDirectionAndQueue(t *testing.T) {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
+	}
+}
+
+// TestLinkShellCommandNotRun: like a shell, a command that is not there
+// exits 127 and one that cannot be executed 126, so a script tells them
+// from the command's own failure (issue 22 item 2); a command's own exit
+// code passes through.
+func TestLinkShellCommandNotRun(t *testing.T) {
+	notExec := filepath.Join(t.TempDir(), "plain.txt")
+	if err := os.WriteFile(notExec, []byte("not a program\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		cmd  string
+		code int
+		want string
+	}{
+		{"iotq-no-such-command", 127, "iotq-no-such-command: command not found"},
+		{filepath.Join(t.TempDir(), "missing"), 127, "command not found"},
+		{notExec, 126, "cannot execute"},
+	} {
+		code, _, stderr := runCLI(t.Context(), "link", "shell", "--delay", "1ms", "--", c.cmd)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("link shell -- %s: exit %d, stderr %q; want %d and %q", c.cmd, code, stderr, c.code, c.want)
+		}
+	}
+	testutil.RequireNetAdmin(t)
+	code, _, stderr := runCLI(t.Context(), "link", "shell", "--delay", "1ms", "--", "sh", "-c", "exit 3")
+	if code != 3 {
+		t.Errorf("link shell -- sh -c 'exit 3': exit %d, want 3: %s", code, stderr)
 	}
 }
