@@ -22,6 +22,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/crypto v0.57.0
 	golang.org/x/sys v0.48.0
+	golang.org/x/term v0.46.0
 	gonum.org/v1/plot v0.17.0
 )
 

@@ -2,16 +2,18 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/term"
 
 	"github.com/iotq/iotq/broker"
 )
@@ -39,7 +41,8 @@ With --state-dir, persistent sessions, queued and in-flight QoS 1/2 messages and
 messages survive a restart (STATE_DIR/store.db and inflight.db).
 
 --password-file holds "user:BCRYPT_HASH" lines; add one with
-  iotq broker passwd FILE USER      (reads the password from standard input)
+  iotq broker passwd FILE USER      (on a terminal: asks twice, without echo; otherwise
+                                    the first line of standard input)
 --acl-file grants topics per user (see docs/broker.md). Anonymous clients are allowed unless
 --allow-anonymous=false.
 
@@ -128,9 +131,15 @@ func (a *app) brokerPasswd(args []string) error {
 		return flag.ErrHelp
 	}
 	if len(args) != 2 {
-		return usageErrorf("usage: iotq broker passwd FILE USER (the password is read from standard input)")
+		return usageErrorf("usage: iotq broker passwd FILE USER (the password: typed twice on a terminal, else the first line of standard input)")
 	}
-	pw, err := readPassword(os.Stdin)
+	var pw []byte
+	var err error
+	if fd := int(a.stdin.Fd()); term.IsTerminal(fd) {
+		pw, err = a.promptPassword(fd)
+	} else {
+		pw, err = readPassword(a.stdin)
+	}
 	if err != nil {
 		return err
 	}
@@ -141,7 +150,30 @@ func (a *app) brokerPasswd(args []string) error {
 	return nil
 }
 
-// readPassword reads the first line of r.
+// promptPassword asks twice on a terminal, with echo off (what the user
+// types must not stay on the screen or in a recording of it), as
+// mosquitto_passwd does.
+func (a *app) promptPassword(fd int) ([]byte, error) {
+	fmt.Fprint(a.stderr, "Password: ")
+	pw, err := term.ReadPassword(fd)
+	fmt.Fprintln(a.stderr)
+	if err != nil {
+		return nil, fmt.Errorf("passwd: read password from the terminal: %w", err)
+	}
+	fmt.Fprint(a.stderr, "Reenter password: ")
+	again, err := term.ReadPassword(fd)
+	fmt.Fprintln(a.stderr)
+	if err != nil {
+		return nil, fmt.Errorf("passwd: read password from the terminal: %w", err)
+	}
+	if !bytes.Equal(pw, again) {
+		return nil, errors.New("passwd: the passwords differ; nothing was changed, run it again")
+	}
+	return pw, nil
+}
+
+// readPassword reads the first line of r (standard input that is not a
+// terminal: a pipe or a file).
 func readPassword(r io.Reader) ([]byte, error) {
 	line, err := bufio.NewReader(r).ReadString('\n')
 	if err != nil && !errors.Is(err, io.EOF) {

@@ -129,10 +129,11 @@ type app struct {
 	commands []*Command
 	stdout   io.Writer
 	stderr   io.Writer
+	stdin    *os.File // a file, not a reader: broker passwd asks whether it is a terminal
 }
 
 func newApp(stdout, stderr io.Writer) *app {
-	a := &app{stdout: stdout, stderr: stderr}
+	a := &app{stdout: stdout, stderr: stderr, stdin: os.Stdin}
 	a.commands = a.commandTable()
 	return a
 }
