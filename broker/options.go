@@ -4,15 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/iotq/iotq/broker/coapfront"
 	"github.com/iotq/iotq/broker/engine"
 	"github.com/iotq/iotq/internal/certs"
+	"github.com/iotq/iotq/internal/serve"
 	"github.com/iotq/iotq/internal/yamlconf"
 	"github.com/iotq/iotq/transport"
 	"github.com/iotq/iotq/transport/coapdtls"
@@ -32,7 +30,7 @@ type Options struct {
 	// StateDir holds persistent state: tls/ (generated CA and server
 	// certificate, session ticket keys) and store.db (sessions, in-flight and
 	// retained messages). Empty: nothing is persisted; if a TLS listener
-	// needs a generated certificate, DefaultStateDir() is used for tls/ only.
+	// needs a generated certificate, serve.DefaultStateDir() is used for tls/ only.
 	StateDir string `yaml:"state_dir"`
 	// Store selects persistence when StateDir is set: "bolt" (default, the
 	// file STATE_DIR/store.db) or "none" (keep only TLS material in
@@ -150,13 +148,9 @@ type FlowOptions = engine.FlowOptions
 // LimitsOptions bound what one client may ask of the broker (package engine).
 type LimitsOptions = engine.LimitsOptions
 
-// LogOptions select the log output of the iotq command.
-type LogOptions struct {
-	// Format is "text" (default) or "json".
-	Format string `yaml:"format"`
-	// Level is "debug", "info" (default), "warn" or "error".
-	Level string `yaml:"level"`
-}
+// LogOptions select the log output of the iotq command (one home,
+// shared with the gateway: package serve).
+type LogOptions = serve.LogOptions
 
 // Defaults.
 const (
@@ -175,19 +169,6 @@ const (
 	DefaultMaxSubscriptions = 1000
 	DefaultMaxQueuedBytes   = 8 << 20
 )
-
-// DefaultStateDir is the state directory used for generated TLS material
-// when none is given: $XDG_STATE_HOME/iotq, else ~/.local/state/iotq, else
-// a directory under os.TempDir().
-func DefaultStateDir() string {
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "iotq")
-	}
-	if h, err := os.UserHomeDir(); err == nil && h != "" {
-		return filepath.Join(h, ".local", "state", "iotq")
-	}
-	return filepath.Join(os.TempDir(), "iotq-state")
-}
 
 func boolPtr(b bool) *bool { return &b }
 
@@ -274,12 +255,7 @@ func (o Options) WithDefaults() Options {
 	if o.Store == "" {
 		o.Store = StoreBolt
 	}
-	if o.Log.Format == "" {
-		o.Log.Format = "text"
-	}
-	if o.Log.Level == "" {
-		o.Log.Level = "info"
-	}
+	o.Log = o.Log.WithDefaults()
 	return o
 }
 
@@ -389,31 +365,13 @@ func (o Options) Validate() error {
 	default:
 		add("store", "want %q or %q, got %q", StoreBolt, StoreNone, o.Store)
 	}
-	switch strings.ToLower(o.Log.Format) {
-	case "", "text", "json":
-	default:
-		add("log.format", "want \"text\" or \"json\", got %q", o.Log.Format)
+	if err := serve.CheckFormat(o.Log.Format); err != nil {
+		add("log.format", "%v", err)
 	}
-	if _, err := ParseLevel(o.Log.Level); err != nil {
+	if _, err := serve.ParseLevel(o.Log.Level); err != nil {
 		add("log.level", "%v", err)
 	}
 	return errors.Join(errs...)
-}
-
-// ParseLevel parses a log level name: debug, info, warn or error ("" is
-// info).
-func ParseLevel(s string) (slog.Level, error) {
-	switch strings.ToLower(s) {
-	case "debug":
-		return slog.LevelDebug, nil
-	case "", "info":
-		return slog.LevelInfo, nil
-	case "warn", "warning":
-		return slog.LevelWarn, nil
-	case "error":
-		return slog.LevelError, nil
-	}
-	return 0, fmt.Errorf("want debug, info, warn or error, got %q", s)
 }
 
 // needsTLS reports whether any listener needs a certificate.

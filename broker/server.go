@@ -105,7 +105,7 @@ func (s *Server) setupTLS() error {
 	o := s.opts
 	dir := o.StateDir
 	if dir == "" && o.TLS.Cert == "" {
-		dir = DefaultStateDir()
+		dir = serve.DefaultStateDir()
 		s.log.Info("no --state-dir given: keeping the generated TLS certificate in the default state directory", "dir", dir)
 	}
 	cfg, ca, err := o.TLS.Server(dir, transport.ListenHosts(o.Listen))

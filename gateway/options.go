@@ -7,13 +7,13 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/iotq/iotq/internal/certs"
+	"github.com/iotq/iotq/internal/serve"
 	"github.com/iotq/iotq/internal/yamlconf"
 	"github.com/iotq/iotq/transport"
 )
@@ -126,11 +126,9 @@ func (t TLSOptions) Server(stateDir string, listenHosts []string) (cfg *tls.Conf
 	return cfg, caFile, nil
 }
 
-// LogOptions: Format is text or json; Level is debug, info, warn or error.
-type LogOptions struct {
-	Format string `yaml:"format"`
-	Level  string `yaml:"level"`
-}
+// LogOptions select the log output of the iotq command (one home,
+// shared with the broker: package serve).
+type LogOptions = serve.LogOptions
 
 // Route is one QUIC listener and where its connections go.
 type Route struct {
@@ -208,17 +206,6 @@ const (
 	RetryNever  = "never"
 )
 
-// DefaultStateDir is where generated TLS material goes without StateDir.
-func DefaultStateDir() string {
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "iotq")
-	}
-	if h, err := os.UserHomeDir(); err == nil && h != "" {
-		return filepath.Join(h, ".local", "state", "iotq")
-	}
-	return filepath.Join(os.TempDir(), "iotq-state")
-}
-
 // WithDefaults returns a copy of o with every zero field set to its
 // default. Slices are copied.
 func (o Options) WithDefaults() Options {
@@ -227,7 +214,7 @@ func (o Options) WithDefaults() Options {
 		o.Routes[i] = o.Routes[i].withDefaults()
 	}
 	if o.StateDir == "" {
-		o.StateDir = DefaultStateDir()
+		o.StateDir = serve.DefaultStateDir()
 	}
 	if o.HandshakeTimeout == 0 {
 		o.HandshakeTimeout = DefaultHandshakeTimeout
@@ -265,12 +252,7 @@ func (o Options) WithDefaults() Options {
 	if o.RetryHandshakes == 0 {
 		o.RetryHandshakes = DefaultRetryHandshakes
 	}
-	if o.Log.Format == "" {
-		o.Log.Format = "text"
-	}
-	if o.Log.Level == "" {
-		o.Log.Level = "info"
-	}
+	o.Log = o.Log.WithDefaults()
 	return o
 }
 
@@ -401,15 +383,11 @@ func (o Options) Validate() error {
 	if o.BufferSize < 0 || (o.BufferSize > 0 && o.BufferSize < 512) || o.BufferSize > 16<<20 {
 		add("buffer_size", "%d: want 512 to 16777216 bytes", o.BufferSize)
 	}
-	switch strings.ToLower(o.Log.Format) {
-	case "", "text", "json":
-	default:
-		add("log.format", "%q: want text or json", o.Log.Format)
+	if err := serve.CheckFormat(o.Log.Format); err != nil {
+		add("log.format", "%v", err)
 	}
-	switch strings.ToLower(o.Log.Level) {
-	case "", "debug", "info", "warn", "warning", "error":
-	default:
-		add("log.level", "%q: want debug, info, warn or error", o.Log.Level)
+	if _, err := serve.ParseLevel(o.Log.Level); err != nil {
+		add("log.level", "%v", err)
 	}
 	return errors.Join(errs...)
 }

@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/iotq/iotq/broker"
+	"github.com/iotq/iotq/internal/serve"
 	"github.com/iotq/iotq/internal/testutil"
 	"github.com/iotq/iotq/transport"
 )
 
 func TestStartTLSStaysInTempDir(t *testing.T) {
 	srv := Start(t, broker.Options{Listen: []string{"mqtt://127.0.0.1:0", "mqtts://127.0.0.1:0"}})
-	if srv.CAFile() == "" || srv.Options().StateDir == broker.DefaultStateDir() {
+	if srv.CAFile() == "" || srv.Options().StateDir == serve.DefaultStateDir() {
 		t.Fatalf("CA %q in state dir %q", srv.CAFile(), srv.Options().StateDir)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(5*time.Second))

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/iotq/iotq/broker"
+	"github.com/iotq/iotq/internal/serve"
 )
 
 func (a *app) brokerCommand() *Command {
@@ -96,7 +97,7 @@ gracefully: stop accepting, disconnect clients, flush the store, exit 0.`,
 			load:    broker.LoadConfig,
 			marshal: broker.MarshalConfig,
 			flags:   func(o *O) error { ov.applyTo(o); return nil },
-			log:     func(o O) broker.LogOptions { return o.Log },
+			log:     func(o O) serve.LogOptions { return o.Log },
 			build: func(o O, log *slog.Logger) (service, error) {
 				o.Logger = log
 				return broker.New(o)
@@ -105,24 +106,6 @@ gracefully: stop accepting, disconnect clients, flush the store, exit 0.`,
 		})
 	})
 	return c
-}
-
-// newLogger builds the slog logger selected by o.
-func newLogger(w io.Writer, o broker.LogOptions) (*slog.Logger, *slog.LevelVar, error) {
-	level, err := broker.ParseLevel(o.Level)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--log-level: %w", err)
-	}
-	lv := new(slog.LevelVar)
-	lv.Set(level)
-	ho := &slog.HandlerOptions{Level: lv}
-	switch strings.ToLower(o.Format) {
-	case "", "text":
-		return slog.New(slog.NewTextHandler(w, ho)), lv, nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, ho)), lv, nil
-	}
-	return nil, nil, fmt.Errorf("--log-format: want text or json, got %q", o.Format)
 }
 
 // brokerPasswd implements "iotq broker passwd FILE USER".

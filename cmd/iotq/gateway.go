@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/iotq/iotq/broker"
 	"github.com/iotq/iotq/gateway"
+	"github.com/iotq/iotq/internal/serve"
 )
 
 func (a *app) gatewayCommand() *Command {
@@ -96,7 +96,7 @@ SIGINT or SIGTERM stop the gateway: stop accepting, close forwarded connections,
 				}
 				return nil
 			},
-			log: func(o O) broker.LogOptions { return broker.LogOptions{Format: o.Log.Format, Level: o.Log.Level} },
+			log: func(o O) serve.LogOptions { return o.Log },
 			build: func(o O, log *slog.Logger) (service, error) {
 				o.Logger = log
 				return gateway.New(o)

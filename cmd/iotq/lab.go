@@ -6,13 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/iotq/iotq/internal/serve"
 	"github.com/iotq/iotq/lab"
 	"github.com/iotq/iotq/link"
 )
@@ -393,11 +393,10 @@ func (a *app) labRun(ctx context.Context, args []string) error {
 			lab.FormatWall(lab.EstimateWall(mine, *jobs)), *jobs)
 		return nil
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return usageErrorf("--log-level %q: want debug, info, warn or error", *logLevel)
+	logger, _, err := newLogger(a.stderr, serve.LogOptions{Level: *logLevel})
+	if err != nil {
+		return usageErrorf("%v", err)
 	}
-	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
 	var fab lab.Fabric
 	timing := &lab.TimingGuard{ProbeEvery: 10 * time.Millisecond}
 	switch *fabric {

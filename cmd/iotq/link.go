@@ -100,7 +100,7 @@ func (a *app) linkLogger(verbose bool) *slog.Logger {
 	if verbose {
 		level = slog.LevelInfo
 	}
-	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	return levelLogger(a.stderr, level)
 }
 
 func newSubFlags(name string) *flag.FlagSet {

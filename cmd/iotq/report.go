@@ -102,7 +102,7 @@ it is.`,
 		opts := report.Options{Dir: dir, Out: *out, Seed: *seed, Resamples: *resamples,
 			EnergyParams: *params, CPUWatts: *cpuW, PowerLog: *plog, NoFigures: *noFig, LogCDF: *logCDF}
 		if *verbose {
-			opts.Logger = slog.New(slog.NewTextHandler(a.stderr, nil))
+			opts.Logger = levelLogger(a.stderr, slog.LevelInfo)
 		}
 		s, err := report.Generate(ctx, opts)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/iotq/iotq/broker"
+	"github.com/iotq/iotq/internal/serve"
 )
 
 // serverFlags are the flags every long-running server command (broker,
@@ -49,7 +50,7 @@ type serverSpec[O serverOptions[O]] struct {
 	// flags applies the flags given on the command line over the file's
 	// values; an error is a usage error.
 	flags func(*O) error
-	log   func(O) broker.LogOptions
+	log   func(O) serve.LogOptions
 	// build sets the logger and returns the server, not started.
 	build func(O, *slog.Logger) (service, error)
 	// listenFlag names the flag of the server's listen addresses
