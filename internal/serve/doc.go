@@ -8,6 +8,9 @@
 //     asked for, /debug/pprof/;
 //   - Lifecycle: Start once, Ready, Close idempotent and safe on nil, the
 //     serving context Close cancels and the goroutines Close waits for.
+//   - DefaultStateDir: where a server keeps its state given none;
+//   - LogOptions, ParseLevel, NewLogger: the log output of every command
+//     (cmd/iotq's newLogger is their one caller).
 //
 // The ready file's content is a contract between servers and the lab, so
 // it lives in package records (records.WriteServerReady); the servers
