@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -51,6 +52,10 @@ type Comparison struct {
 	Metric string `json:"metric"`
 	// Configurations is the number of TCP/QUIC pairs.
 	Configurations int `json:"configurations"`
+	// TCPTransport and QUICTransport name the two sides' transports
+	// (joined with "/" when the group mixes several).
+	TCPTransport  string `json:"tcp_transport"`
+	QUICTransport string `json:"quic_transport"`
 	// TCP and QUIC are the geometric means of each side's value over the
 	// configurations (delay and start-up in ms, RSD as a fraction,
 	// completion time in s, degradation as a factor); NaN for xi.
@@ -238,7 +243,7 @@ func comparisons(cells []*CellResult, xi []*XiResult, batch []*BatchResult, seed
 		}
 		iv := stats.Bootstrap([][]float64{g.ratios}, geo, opts)
 		cmp := &Comparison{Experiment: k.exp, Protocol: k.proto, Start: k.start, Profile: k.profile, Loss: k.loss, Metric: k.metric,
-			Configurations: len(g.ratios), TCP: stats.GeoMean(g.tcp), QUIC: stats.GeoMean(g.quic),
+			Configurations: len(g.ratios), TCPTransport: joinTransports(g.pairs, false), QUICTransport: joinTransports(g.pairs, true), TCP: stats.GeoMean(g.tcp), QUIC: stats.GeoMean(g.quic),
 			Estimate: iv.Estimate, Lo: iv.Lo, Hi: iv.Hi, Null: 1, SmallN: len(g.ratios) < smallN}
 		if len(g.ratios) < 2 {
 			cmp.Lo, cmp.Hi = nan(), nan()
@@ -329,6 +334,30 @@ func withinPair(p cellPair, metric string, opts stats.BootstrapOptions) (lo, hi 
 	return iv.Lo, iv.Hi, n
 }
 
+// joinTransports names one side's transports of a group, in order.
+func joinTransports(ps []cellPair, quic bool) string {
+	var out []string
+	for _, p := range ps {
+		c := p.tcp
+		if quic {
+			c = p.quic
+		}
+		if !slices.Contains(out, c.Transport) {
+			out = append(out, c.Transport)
+		}
+	}
+	return strings.Join(out, "/")
+}
+
+// sideLabel names a side of a comparison for people (TCP+TLS, CoAP/UDP).
+func sideLabel(transports string) string {
+	var out []string
+	for _, t := range strings.Split(transports, "/") {
+		out = append(out, transportLabel(t))
+	}
+	return strings.Join(out, " or ")
+}
+
 func isCut(metric string) bool {
 	return metric == MetricDelayCut || metric == MetricRSDCut || metric == MetricStartupCut
 }
@@ -380,36 +409,52 @@ func metricWords(m string) string {
 }
 
 // estimateText is a comparison's estimate with its interval, in words
-// ("18.2 % lower [12.0, 23.1]", "xi 0.67 [0.55, 0.81]").
+// ("QUIC 18.2 % lower (cut 18.2 %, 95 % CI [12.0, 23.1])", "xi 0.670 (95 %
+// CI [0.550, 0.810])").
 func estimateText(c *Comparison) string {
+	prec := 3
+	if isCut(c.Metric) {
+		prec = 1
+	}
 	ci := ""
 	if finite(c.Lo) && finite(c.Hi) {
-		if isCut(c.Metric) {
-			ci = fmt.Sprintf(" [95 %% CI %s, %s]", fmtF(c.Lo, 1), fmtF(c.Hi, 1))
-		} else {
-			ci = fmt.Sprintf(" [95 %% CI %s, %s]", fmtF(c.Lo, 3), fmtF(c.Hi, 3))
+		ci = fmt.Sprintf("95 %% CI [%s, %s]", fmtF(c.Lo, prec), fmtF(c.Hi, prec))
+	}
+	paren := func(s string) string {
+		if ci != "" {
+			s += ", " + ci
 		}
+		return "(" + s + ")"
 	}
 	switch {
 	case isCut(c.Metric):
-		return fmt.Sprintf("cut %s %%%s", fmtF(c.Estimate, 1), ci)
+		dir := "lower"
+		if c.Estimate < 0 {
+			dir = "higher"
+		}
+		return fmt.Sprintf("QUIC %s %% %s %s", fmtF(math.Abs(c.Estimate), 1), dir, paren("cut "+fmtF(c.Estimate, 1)+" %"))
 	case c.Metric == MetricXi:
-		return fmt.Sprintf("xi %s%s", fmtF(c.Estimate, 3), ci)
+		return "xi " + fmtF(c.Estimate, 3) + " " + paren("QUIC/TCP")
 	}
-	return fmt.Sprintf("QUIC/TCP %s%s", fmtF(c.Estimate, 3), ci)
+	return "QUIC/TCP " + fmtF(c.Estimate, 3) + " " + paren("below 1: QUIC slows down less")
 }
 
-// sideText gives both sides' values where they have a unit.
+// sideText gives both sides' values where they have a unit ("QUIC 31.5
+// ms against TCP+TLS 39.3 ms").
 func sideText(c *Comparison) string {
+	q, t := sideLabel(c.QUICTransport), sideLabel(c.TCPTransport)
+	var qv, tv string
 	switch c.Metric {
 	case MetricDelayCut, MetricStartupCut:
-		return fmt.Sprintf("%s ms against %s ms", fmtF(c.QUIC, 1), fmtF(c.TCP, 1))
+		qv, tv = fmtF(c.QUIC, 1)+" ms", fmtF(c.TCP, 1)+" ms"
 	case MetricRSDCut:
-		return fmt.Sprintf("RSD %s %% against %s %%", pct(c.QUIC, 0), pct(c.TCP, 0))
+		qv, tv = "RSD "+pct(c.QUIC, 0)+" %", "RSD "+pct(c.TCP, 0)+" %"
 	case MetricDegrade:
-		return fmt.Sprintf("%sx against %sx", fmtF(c.QUIC, 2), fmtF(c.TCP, 2))
+		qv, tv = fmtF(c.QUIC, 2)+"x", fmtF(c.TCP, 2)+"x"
+	default:
+		return ""
 	}
-	return ""
+	return fmt.Sprintf("%s %s against %s %s", q, qv, t, tv)
 }
 
 // comparisonTable renders the headline comparisons.
@@ -487,7 +532,7 @@ func scopeWords(c *Comparison) string {
 func comparisonSentence(c *Comparison) string {
 	side := sideText(c)
 	if side != "" {
-		side = " (QUIC " + side + ")"
+		side = ", " + side
 	}
 	n := fmt.Sprintf("%d configurations", c.Configurations)
 	if c.Configurations == 1 {
@@ -503,7 +548,7 @@ func comparisonSentence(c *Comparison) string {
 	if c.Metric == MetricXi && c.CIsAbove+c.CIsBelow > 0 {
 		extra = fmt.Sprintf("; per configuration, xi's own CI lies above 1 in %d and below 1 in %d", c.CIsAbove, c.CIsBelow)
 	}
-	return fmt.Sprintf("%s: %s, %s%s: **%s** (%s%s).", scopeWords(c), metricWords(c.Metric), estimateText(c), side, c.Verdict, n, extra)
+	return fmt.Sprintf("%s: %s%s; %s: **%s** (%s%s).", scopeWords(c), metricWords(c.Metric), side, estimateText(c), c.Verdict, n, extra)
 }
 
 // plainWords is the opening of a report: what the data say, generated

@@ -83,13 +83,33 @@ func EvidenceIndex(dir string) ([]byte, error) {
 			strings.Join(experimentNames(c.man), ", "), commitText(c.man.Tool.Commit), hostText(c, cs), guardText(c.man.EmulatorTiming))
 	}
 	fmt.Fprintf(&b, "\n%s\n", guardLegend)
+	b.WriteString("\n### Per experiment, in plain words (all profiles pooled; per-profile rows in the tables below)\n\n")
+	for _, c := range cs {
+		var lines []string
+		for _, x := range c.cmp {
+			if x.Profile == "" {
+				lines = append(lines, comparisonSentence(x))
+			}
+		}
+		if len(lines) == 0 {
+			continue
+		}
+		status := ""
+		if t := c.man.EmulatorTiming; t != nil && t.HostP99 > 0 && t.IdleP99 == 0 && t.Send == nil && len(t.Admission) == 0 {
+			status = " (run with the blind probe: not yet shown free of CPU contention)"
+		}
+		fmt.Fprintf(&b, "- **%s**%s:\n", c.name, status)
+		for _, l := range lines {
+			fmt.Fprintf(&b, "  - %s\n", l)
+		}
+	}
 	for _, c := range cs {
 		fmt.Fprintf(&b, "\n### %s: headline comparisons, TCP vs QUIC, 95 %% CIs\n\n", c.name)
 		if len(c.cmp) == 0 {
 			b.WriteString("No configuration has a TCP and a QUIC cell with the metrics compared here (delay, start-up, completion time, batch slow-down).\n")
 			continue
 		}
-		b.WriteString("| experiment | protocol | start | profile | loss | metric | configs | TCP | QUIC | estimate [95 % CI] | verdict | xi CIs above / below 1 |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		b.WriteString("| experiment | protocol | start | profile | loss | metric | configs | not QUIC | QUIC | estimate (95 % CI) | verdict | xi CIs above / below 1 |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, x := range c.cmp {
 			prof := x.Profile
 			if prof == "" {
@@ -107,6 +127,9 @@ func EvidenceIndex(dir string) ([]byte, error) {
 				xis = fmt.Sprintf("%d / %d", x.CIsAbove, x.CIsBelow)
 			}
 			tv, qv := sideValue(x, x.TCP), sideValue(x, x.QUIC)
+			if tv != "" {
+				tv, qv = sideLabel(x.TCPTransport)+" "+tv, sideLabel(x.QUICTransport)+" "+qv
+			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", x.Experiment, protoWords(x.Protocol), x.Start,
 				prof, x.Loss, metricShort(x.Metric), n, tv, qv, estimateText(x), x.Verdict, xis)
 		}

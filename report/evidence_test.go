@@ -78,7 +78,7 @@ func TestEvidenceIndexFollowsTheData(t *testing.T) {
 		t.Fatalf("changed %v err %v, want a change", changed, err)
 	}
 	b, _ := os.ReadFile(readme)
-	for _, must := range []string{"load 9.75 at the start", "xi 1.020 [95 % CI 1.015, 1.026]", "\nprose\n"} {
+	for _, must := range []string{"load 9.75 at the start", "xi 1.020 (QUIC/TCP, 95 % CI [1.015, 1.026])", "\nprose\n"} {
 		if !bytes.Contains(b, []byte(must)) {
 			t.Errorf("README lacks %q:\n%s", must, b)
 		}
