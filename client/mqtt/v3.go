@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"sync"
+	"syscall"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
@@ -106,7 +108,7 @@ func dialV3(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Cli
 			c.end(core.ErrClosed)
 			return
 		}
-		c.end(fmt.Errorf("%w: %v", core.ErrConnectionLost, err))
+		c.end(fmt.Errorf("%w: %w", core.ErrConnectionLost, err)) // %w: refusedHint looks for io.EOF
 	})
 	c.pc = paho.NewClient(po)
 	tok := c.pc.Connect()
@@ -191,12 +193,12 @@ func (c *v3Client) Publish(ctx context.Context, topic string, payload []byte, op
 		case <-tok.Done():
 			now := time.Now()
 			if err := tok.Error(); err != nil {
-				complete(now, fmt.Errorf("publish %s: %w", topic, c.tokenErr(err)))
+				complete(now, fmt.Errorf("publish %s: %w", topic, c.refusedHint(opts.QoS, c.tokenErr(err))))
 				return
 			}
 			complete(now, nil)
 		case <-c.done:
-			complete(time.Now(), fmt.Errorf("publish %s: %w", topic, c.endReason()))
+			complete(time.Now(), fmt.Errorf("publish %s: %w", topic, c.refusedHint(opts.QoS, c.endReason())))
 		}
 	}()
 	return r, nil
@@ -233,6 +235,34 @@ func (c *v3Client) handOver(topic string, payload []byte, opts core.PublishOptio
 	case <-c.done:
 		return nil, lost()
 	}
+}
+
+// refusedHint adds to err, when a QoS 1 or 2 publish failed because the
+// broker closed the connection before acknowledging it, that the broker's
+// ACL probably refused it. MQTT 3.1.1 has no reason codes: a broker can
+// only drop a refused publish silently (Mosquitto acknowledges it) or close
+// the connection (iotq broker); a close by the broker (end of stream or a
+// reset), not a timeout, is what points at a refusal.
+func (c *v3Client) refusedHint(qos byte, err error) error {
+	if qos == 0 || !errors.Is(err, core.ErrConnectionLost) {
+		return err
+	}
+	// paho fails the token before it reports the lost connection.
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-c.done:
+	case <-t.C:
+		return err
+	}
+	cause := c.Err()
+	if !errors.Is(cause, io.EOF) && !errors.Is(cause, io.ErrUnexpectedEOF) && !errors.Is(cause, syscall.ECONNRESET) {
+		return err
+	}
+	return fmt.Errorf("%w: the broker closed the connection before acknowledging this QoS %d message; "+
+		"if the broker is still running, it was probably refused by the broker's ACL (MQTT 3.1.1 has no reason codes: "+
+		"iotq broker closes the connection on a refused publish, other brokers may drop it silently); "+
+		"check the ACL for this user and topic, or publish with MQTT 5 (--protocol 5) to get the reason code", err, qos)
 }
 
 // endReason is the error for receipts pending when the connection ended.
