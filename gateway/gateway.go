@@ -27,6 +27,8 @@ type Gateway struct {
 	tlsConf *tls.Config
 	caFile  string
 	routes  []*route
+	// tickets rereads tls.ticket_keys_file (nil without one).
+	tickets *ticketReloader
 
 	// life is the skeleton shared with the broker: Start, Ready, Close,
 	// the goroutines Close waits for (accept loops, connections, watchers)
@@ -79,6 +81,9 @@ func (g *Gateway) setupTLS() error {
 		return fmt.Errorf("gateway: %w", err)
 	}
 	g.tlsConf, g.caFile = cfg, ca
+	if f := g.opts.TLS.TicketKeysFile; f != "" {
+		g.tickets = newTicketReloader(f, cfg, g.log)
+	}
 	return nil
 }
 

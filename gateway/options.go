@@ -104,9 +104,11 @@ type TLSOptions struct {
 	// digits (openssl rand -hex 32), mode 0600: the first key encrypts new
 	// tickets, every key decrypts. Gateways behind one address given the
 	// same file accept each other's tickets, so a client resumes (and sends
-	// 0-RTT) whichever instance it reaches. Read at start (rotation:
-	// docs/deploy.md). Default: the keys in STATE_DIR/tls/ticket.keys,
-	// created on first start, one per state directory.
+	// 0-RTT) whichever instance it reaches. A running gateway reads the
+	// file again when it changed (checked at most once a second, on a
+	// handshake), so keys rotate without a restart (docs/deploy.md).
+	// Default: the keys in STATE_DIR/tls/ticket.keys, created on first
+	// start, one per state directory.
 	TicketKeysFile string `yaml:"ticket_keys_file"`
 }
 

@@ -68,6 +68,7 @@ func newRoute(g *Gateway, i int, r Route, labels map[string]bool) (*route, error
 	// negotiated ALPN. Refusing here makes the client re-send its early
 	// data after the handshake (it cannot be replayed then).
 	cfg.UnwrapSession = func(identity []byte, cs tls.ConnectionState) (*tls.SessionState, error) {
+		g.tickets.refresh()
 		ss, err := base.DecryptTicket(identity, cs)
 		if err != nil || ss == nil || !ss.EarlyData {
 			return ss, err
@@ -77,6 +78,13 @@ func newRoute(g *Gateway, i int, r Route, labels map[string]bool) (*route, error
 			refused.Inc()
 		}
 		return ss, nil
+	}
+	// Tickets are encrypted with the base's keys too (not with the copy a
+	// connection's configuration took), so a reloaded ticket key file
+	// applies to every route at once.
+	cfg.WrapSession = func(cs tls.ConnectionState, ss *tls.SessionState) ([]byte, error) {
+		g.tickets.refresh()
+		return base.EncryptTicket(cs, ss)
 	}
 	rt.tls = cfg
 	return rt, nil

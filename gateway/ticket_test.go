@@ -1,12 +1,15 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,22 +81,7 @@ func TestTicketKeysShared(t *testing.T) {
 		}
 		defer g.Close()
 		listen = g.Endpoints()[0] // the next instances take the same port
-		c, err := client.Dial(ctx, listen, client.Options{CAFile: cert.CA, SessionCacheFile: cache, Logger: iotqtest.Logger(t)})
-		if err != nil {
-			t.Fatalf("%s: dial: %v", name, err)
-		}
-		r, err := c.Publish(ctx, "gw/tickets", []byte(name), client.PublishOptions{QoS: 1})
-		if err == nil {
-			err = r.Wait(ctx)
-		}
-		if err != nil {
-			t.Fatalf("%s: publish: %v", name, err)
-		}
-		info := c.ConnectionInfo()
-		if err := c.Close(); err != nil { // writes the cache file
-			t.Fatalf("%s: close: %v", name, err)
-		}
-		return info
+		return connectOnce(ctx, t, name, listen, cert.CA, cache)
 	}
 	copyCache := func(from, to string) string {
 		b, err := os.ReadFile(from)
@@ -121,6 +109,104 @@ func TestTicketKeysShared(t *testing.T) {
 	want0RTT("C (its own keys)", instance("C", "", cacheOwn), false)
 	want0RTT("D ([new, old], A's ticket)", instance("D", rotating, cacheRot), true)
 	want0RTT("E ([new], D's ticket)", instance("E", rotated, cacheRot), true)
+}
+
+// connectOnce connects one client to url with the ticket cache file cache,
+// waits for a QoS 1 round trip (so the client holds the new ticket), closes
+// it (writing the cache) and returns its connection facts.
+func connectOnce(ctx context.Context, t *testing.T, name, url, ca, cache string) client.ConnectionInfo {
+	t.Helper()
+	c, err := client.Dial(ctx, url, client.Options{CAFile: ca, SessionCacheFile: cache, Logger: iotqtest.Logger(t)})
+	if err != nil {
+		t.Fatalf("%s: dial: %v", name, err)
+	}
+	r, err := c.Publish(ctx, "gw/tickets", []byte(name), client.PublishOptions{QoS: 1})
+	if err == nil {
+		err = r.Wait(ctx)
+	}
+	if err != nil {
+		t.Fatalf("%s: publish: %v", name, err)
+	}
+	info := c.ConnectionInfo()
+	if err := c.Close(); err != nil {
+		t.Fatalf("%s: close: %v", name, err)
+	}
+	return info
+}
+
+// lockedLog collects a gateway's log lines.
+type lockedLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestTicketKeysReload: a running gateway reads tls.ticket_keys_file again
+// when it changes (checked at most once a second, on a handshake): after
+// the file is replaced by a new key alone, a ticket under the old key no
+// longer resumes, and the ticket issued then (under the new key) does; a
+// file that no longer loads keeps the keys in use and says so in the log.
+func TestTicketKeysReload(t *testing.T) {
+	srv := brokertest.Start(t, broker.Options{Listen: []string{"mqtt://127.0.0.1:0"}, StateDir: t.TempDir()})
+	up := strings.Replace(brokertest.Endpoint(t, srv, "mqtt"), "mqtt://", "tcp://", 1)
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "ticket.keys")
+	write := func(text string) {
+		t.Helper()
+		if err := os.WriteFile(keys, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1100 * time.Millisecond) // past the gateway's check interval (1 s)
+	}
+	write(strings.Repeat("11", 32) + "\n")
+	logs := &lockedLog{}
+	g, err := gateway.New(gateway.Options{
+		Routes:   []gateway.Route{{Listen: "quic://127.0.0.1:0", Upstreams: []string{up}}},
+		StateDir: filepath.Join(dir, "gw"),
+		TLS:      gateway.TLSOptions{TicketKeysFile: keys},
+		Logger:   slog.New(slog.NewTextHandler(logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), iotqtest.Scale(60*time.Second))
+	defer cancel()
+	if err := g.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	url, cache := g.Endpoints()[0], filepath.Join(dir, "tickets")
+	check := func(name string, want bool) {
+		t.Helper()
+		info := connectOnce(ctx, t, name, url, g.CAFile(), cache)
+		if info.Used0RTT != want || info.TLSResumed != want {
+			t.Errorf("%s: Used0RTT %v TLSResumed %v; want 0-RTT %v", name, info.Used0RTT, info.TLSResumed, want)
+		}
+	}
+	check("first contact", false)
+	check("same keys", true)
+	write("# rotated: the old key removed\n" + strings.Repeat("22", 32) + "\n")
+	check("old ticket after the reload", false)
+	check("ticket issued after the reload", true)
+	if !strings.Contains(logs.String(), "ticket keys reloaded") {
+		t.Errorf("no reload logged:\n%s", logs.String())
+	}
+	write("not a key\n")
+	check("after a broken file", true)
+	if l := logs.String(); !strings.Contains(l, "not reloaded; the keys in use stay") || !strings.Contains(l, "want 64 hex digits") {
+		t.Errorf("the broken file is not logged with its problem:\n%s", l)
+	}
 }
 
 // TestTicketKeysFileOption: tls.ticket_keys_file in the YAML file; a key
