@@ -27,6 +27,11 @@
 // CodeConnectionLimit; under a handshake flood (or always) new connections
 // go through a QUIC Retry.
 //
+// Session ticket keys come from the state directory (one set per
+// instance) or from TLSOptions.TicketKeysFile, which several instances
+// behind one address share so a client resumes with 0-RTT at any of them;
+// a running gateway rereads that file when it changes (docs/deploy.md).
+//
 // Lifecycle: New validates Options and prepares TLS; Start opens every
 // listener (and the metrics server) and returns; Close stops accepting,
 // aborts the connections in flight (CodeShutdown) and waits for every
