@@ -12,16 +12,18 @@ import (
 // ConnectionStats are the connection facts in the stats JSON of
 // `iotq pub|sub --stats json`. Times are Unix ns (0: not reached);
 // dial_ms is the wall time of the whole connect call, transport_ready_ms
-// and connack_ms count from dial_start.
+// and connack_ms count from dial_start (for CoAP "connack" is the answer
+// to the first ping, docs/coap.md). Facts a protocol does not have are
+// left out: client_id for CoAP, session_present for all but MQTT.
 type ConnectionStats struct {
 	URL              string  `json:"url"`
 	Transport        string  `json:"transport"`
 	Protocol         string  `json:"protocol"`
-	ClientID         string  `json:"client_id"`
+	ClientID         string  `json:"client_id,omitempty"`
 	Used0RTT         bool    `json:"used_0rtt"`
 	TLSResumed       bool    `json:"tls_resumed"`
 	Rejected0RTT     bool    `json:"rejected_0rtt"`
-	SessionPresent   bool    `json:"session_present"`
+	SessionPresent   *bool   `json:"session_present,omitempty"` // MQTT only
 	DialStartNs      int64   `json:"dial_start_ns"`
 	TransportReadyNs int64   `json:"transport_ready_ns"`
 	ConnackNs        int64   `json:"connack_ns"`
@@ -51,32 +53,31 @@ func MsBetween(a, b time.Time) float64 {
 }
 
 // PubStats is the one JSON object of `iotq pub --stats json`: the
-// connection facts at the top level and again under "connection".
+// connection facts at the top level, once (earlier versions repeated them
+// under "connection", which ReadConnectionStats still reads).
 type PubStats struct {
 	ConnectionStats
-	Connection     ConnectionStats `json:"connection"`
-	Role           string          `json:"role"` // "pub"
-	Topic          string          `json:"topic"`
-	QoS            int             `json:"qos"`
-	Size           int             `json:"size"`
-	Sent           int             `json:"sent"`
-	Acked          int             `json:"acked"`
-	Failed         int             `json:"failed"`
-	FirstSendNs    int64           `json:"first_send_ns"`
-	LastAcceptedNs int64           `json:"last_accepted_ns"`
+	Role           string `json:"role"` // "pub"
+	Topic          string `json:"topic"`
+	QoS            int    `json:"qos"`
+	Size           int    `json:"size"`
+	Sent           int    `json:"sent"`
+	Acked          int    `json:"acked"`
+	Failed         int    `json:"failed"`
+	FirstSendNs    int64  `json:"first_send_ns"`
+	LastAcceptedNs int64  `json:"last_accepted_ns"`
 }
 
 // SubStats is the one JSON object of `iotq sub --stats json`.
 type SubStats struct {
 	ConnectionStats
-	Connection ConnectionStats `json:"connection"`
-	Role       string          `json:"role"` // "sub"
-	Topics     []string        `json:"topics"`
-	QoS        int             `json:"qos"`
-	Received   int             `json:"received"`   // all messages
-	Measured   int             `json:"measured"`   // messages with a measurement header
-	Duplicates int             `json:"duplicates"` // measured messages seen before
-	Delay      DelaySummary    `json:"delay"`      // over first copies
+	Role       string       `json:"role"` // "sub"
+	Topics     []string     `json:"topics"`
+	QoS        int          `json:"qos"`
+	Received   int          `json:"received"`   // all messages
+	Measured   int          `json:"measured"`   // messages with a measurement header
+	Duplicates int          `json:"duplicates"` // measured messages seen before
+	Delay      DelaySummary `json:"delay"`      // over first copies
 }
 
 // DelaySummary describes the one-way delays of sub's first copies, in ms.
@@ -110,8 +111,8 @@ func SummarizeDelays(ms []float64) DelaySummary {
 // ReadConnectionStats extracts the connection facts from a pub or sub
 // process's standard output, which holds the stats JSON object and may
 // also hold notification lines ("recv SEQ"). The facts are read from the
-// "connection" object, or from the top level. ok is false when the file
-// holds no stats object.
+// top level, or from the "connection" object of earlier versions' output.
+// ok is false when the file holds no stats object.
 func ReadConnectionStats(path string) (cs ConnectionStats, ok bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {

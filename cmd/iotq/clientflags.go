@@ -15,6 +15,7 @@ import (
 	"github.com/iotq/iotq/client"
 	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/transport"
+	"github.com/iotq/iotq/transport/endpoint"
 )
 
 // clientFlags are the connection flags shared by pub and sub.
@@ -150,7 +151,6 @@ func connectionStats(info client.ConnectionInfo, dialDur time.Duration) records.
 	cs := records.ConnectionStats{
 		URL: info.URL, Transport: info.Transport, Protocol: info.Protocol, ClientID: info.ClientID,
 		Used0RTT: info.Used0RTT, TLSResumed: info.TLSResumed, Rejected0RTT: info.Rejected0RTT,
-		SessionPresent:   info.SessionPresent,
 		DialStartNs:      records.UnixNs(info.DialStart),
 		TransportReadyNs: records.UnixNs(info.TransportReady),
 		ConnackNs:        records.UnixNs(info.Connack),
@@ -161,6 +161,16 @@ func connectionStats(info client.ConnectionInfo, dialDur time.Duration) records.
 	}
 	if info.QUIC != nil {
 		cs.QUIC = info.QUIC
+	}
+	// Only the facts the protocol has: a CoAP client has no client id on
+	// the wire, and only MQTT's CONNACK says whether a session was present.
+	proto, _, _ := strings.Cut(info.Protocol, "/") // "mqtt/5", "amqp/1.0", "coap"
+	switch endpoint.Protocol(proto) {
+	case endpoint.ProtocolCoAP:
+		cs.ClientID = ""
+	case endpoint.ProtocolMQTT:
+		sp := info.SessionPresent
+		cs.SessionPresent = &sp
 	}
 	return cs
 }

@@ -228,7 +228,7 @@ func (a *app) publish(ctx context.Context, cf *clientFlags, p *measure.Publisher
 	c.Close()
 	if cf.stats == "json" {
 		cs := connectionStats(info, dialDur)
-		printStats(a.stdout, records.PubStats{ConnectionStats: cs, Connection: cs, Role: records.RolePub,
+		printStats(a.stdout, records.PubStats{ConnectionStats: cs, Role: records.RolePub,
 			Topic: po.Topic, QoS: int(po.QoS), Size: po.Size, Sent: sum.Sent, Acked: sum.Acked, Failed: sum.Failed,
 			FirstSendNs: sum.FirstSendNs, LastAcceptedNs: sum.LastAcceptedNs})
 	}

@@ -339,7 +339,7 @@ wait:
 	s.out.Flush()
 	if cf.stats == "json" {
 		cs := connectionStats(info, dialDur)
-		printStats(s.out, records.SubStats{ConnectionStats: cs, Connection: cs, Role: records.RoleSub, Topics: topics,
+		printStats(s.out, records.SubStats{ConnectionStats: cs, Role: records.RoleSub, Topics: topics,
 			QoS: cf.qos, Received: s.received, Measured: s.rx.Measured(), Duplicates: s.rx.Duplicates(),
 			Delay: records.SummarizeDelays(s.rx.DelaysMs())})
 		s.out.Flush()
