@@ -13,6 +13,13 @@
 // report. A directory holding none of the files is rejected with
 // ErrNotResults.
 //
+// Headline comparisons of TCP and QUIC (compare.go) carry percentile
+// bootstrap intervals over the configurations (internal/stats.Bootstrap,
+// the one home of the bootstrap) and open the report in plain words.
+// EvidenceIndex (evidence.go) computes the same comparisons from published
+// campaigns (their manifest.json, tables.csv and summary.json) and writes
+// the generated section of evidence/README.md.
+//
 // Output is deterministic: rows are sorted, the bootstrap uses a fixed
 // seed, no absolute path or wall-clock time is written, so the same input
 // always gives byte-identical Markdown, CSV and JSON.
