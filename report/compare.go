@@ -52,6 +52,10 @@ type Comparison struct {
 	Metric string `json:"metric"`
 	// Configurations is the number of TCP/QUIC pairs.
 	Configurations int `json:"configurations"`
+	// TCPCell and QUICCell name the pair of a per-configuration
+	// comparison (Summary.PerConfiguration); empty for a group.
+	TCPCell  string `json:"tcp_cell,omitempty"`
+	QUICCell string `json:"quic_cell,omitempty"`
 	// TCPTransport and QUICTransport name the two sides' transports
 	// (joined with "/" when the group mixes several).
 	TCPTransport  string `json:"tcp_transport"`
@@ -302,6 +306,46 @@ func comparisons(cells []*CellResult, xi []*XiResult, batch []*BatchResult, seed
 		}
 		return a.Loss > b.Loss // "with loss" before "none"
 	})
+	return out
+}
+
+// perConfiguration compares each configuration on its own, where the raw
+// values are at hand: the mean one-way delay (periodic and closed-loop
+// cells; its messages resampled) and the median start-up latency (pattern
+// B; its repetitions resampled), each cell independently. xi per
+// configuration is Summary.Xi.
+func perConfiguration(cells []*CellResult, seed uint64, resamples int) []*Comparison {
+	opts := stats.BootstrapOptions{Seed: seed, Resamples: resamples}
+	var out []*Comparison
+	for _, p := range pairCells(cells) {
+		if p.tcp == nil || p.quic == nil {
+			continue
+		}
+		c := p.key
+		var metric string
+		var tv, qv float64
+		switch {
+		case isBatch(c.Pattern) || c.Kind == KindA:
+			continue
+		case c.Kind == KindB:
+			metric, tv, qv = MetricStartupCut, p.tcp.StartupMs.Median, p.quic.StartupMs.Median
+		default:
+			metric, tv, qv = MetricDelayCut, p.tcp.DelayMs.Mean, p.quic.DelayMs.Mean
+		}
+		if !(tv > 0) || !(qv > 0) {
+			continue
+		}
+		lo, hi, n := withinPair(p, metric, opts)
+		if !finite(lo) {
+			continue
+		}
+		cmp := &Comparison{Experiment: c.Experiment, Protocol: protocolOf(c), Start: startLabel(p.quic), Profile: c.Profile,
+			Loss: loss(c.LossPct) + " %", Metric: metric, Configurations: 1, TCPCell: p.tcp.Cell, QUICCell: p.quic.Cell,
+			TCPTransport: p.tcp.Transport, QUICTransport: p.quic.Transport, TCP: tv, QUIC: qv,
+			Estimate: 100 * (1 - qv/tv), Lo: 100 * (1 - hi), Hi: 100 * (1 - lo), Null: 0, SmallN: n < smallN, Within: true}
+		cmp.Verdict = verdict(cmp)
+		out = append(out, cmp)
+	}
 	return out
 }
 

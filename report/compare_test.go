@@ -179,3 +179,31 @@ func TestLocalFabricSaysNotEmulated(t *testing.T) {
 		t.Fatalf("notes %q do not say the run was not emulated", s.Notes)
 	}
 }
+
+// TestPerConfigurationCI: each configuration's own delay comparison,
+// its messages resampled; equal cells give an interval around 0.
+func TestPerConfigurationCI(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	mk := func(id, tr string, base float64) *CellResult {
+		c := &CellResult{Cell: id, Experiment: "E1", Profile: "wifi", LossPct: 5, Transport: tr, Pattern: records.PatternPeriodic, Kind: KindPeriodic, Size: 100}
+		for range 400 {
+			c.delays = append(c.delays, base+10*rng.Float64())
+		}
+		c.DelayMs = stats.Summarize(c.delays)
+		return c
+	}
+	cells := []*CellResult{mk("t1", "mqtts", 40), mk("q1", "quic", 30), mk("t2", "mqtts", 30)}
+	c2 := mk("q2", "quic", 30)
+	c2.Size, cells[2].Size = 200, 200
+	cells = append(cells, c2)
+	per := perConfiguration(cells, 1, 1000)
+	if len(per) != 2 {
+		t.Fatalf("%d per-configuration comparisons, want 2", len(per))
+	}
+	if per[0].TCPCell != "t1" || per[0].Verdict != VerdictQUICBetter || !(per[0].Lo > 15) {
+		t.Errorf("first %+v: want t1, QUIC better, CI above 15 %%", per[0])
+	}
+	if per[1].Verdict != VerdictNoDifference || !(per[1].Lo < 0 && per[1].Hi > 0) {
+		t.Errorf("second %+v: want no difference, CI around 0", per[1])
+	}
+}

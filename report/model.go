@@ -159,6 +159,10 @@ type Summary struct {
 	// experiment) with their bootstrap intervals; Bootstrap says how.
 	Comparisons []*Comparison   `json:"comparisons"`
 	Bootstrap   BootstrapMethod `json:"bootstrap"`
+	// PerConfiguration compares each configuration's delay or start-up on
+	// its own (its messages or repetitions resampled), where the raw
+	// records were read.
+	PerConfiguration []*Comparison `json:"per_configuration"`
 }
 
 // Figure is one drawn figure; its files are figures/NAME.png and

@@ -159,10 +159,17 @@ func comparison(s *Summary) tab {
 		intro: "One row per configuration (the other tables have the details). Delay and startup latency in ms " +
 			"(mean delay, median startup), completion time T in s (mean over complete repetitions); startup/bound = " +
 			"median startup latency divided by its physical bound (1 = as fast as the protocol allows on the link). " +
-			"A QUIC cell whose broker ran another 0-RTT policy than hold gets a row of its own, next to the same TCP cell.",
+			"A QUIC cell whose broker ran another 0-RTT policy than hold gets a row of its own, next to the same TCP cell. " +
+			"cut % = 100 x (1 - QUIC/TCP) of the mean delay (or the median start-up latency, pattern B) with its 95 % percentile " +
+			"bootstrap interval over the configuration's own messages (repetitions), the two cells resampled independently; " +
+			"\"no difference\" where it includes 0.",
 		head: []string{"experiment", "profile", "loss %", "QoS", "pattern", "variant", "TCP", "QUIC",
 			"delay TCP", "delay QUIC", "RSD % TCP", "RSD % QUIC", "delivery TCP", "delivery QUIC",
-			"startup TCP", "startup QUIC", "startup/bound TCP", "startup/bound QUIC", "T TCP", "T QUIC"}}
+			"startup TCP", "startup QUIC", "startup/bound TCP", "startup/bound QUIC", "T TCP", "T QUIC", "cut % (95 % CI)", "verdict"}}
+	per := map[[2]string]*Comparison{}
+	for _, c := range s.PerConfiguration {
+		per[[2]string{c.TCPCell, c.QUICCell}] = c
+	}
 	get := func(c *CellResult, f func(*CellResult) string) string {
 		if c == nil {
 			return ""
@@ -187,7 +194,14 @@ func comparison(s *Summary) tab {
 		} {
 			row = append(row, get(p.tcp, f), get(p.quic, f))
 		}
-		t.rows = append(t.rows, row)
+		cut, verdict := "", ""
+		if p.tcp != nil && p.quic != nil {
+			if c := per[[2]string{p.tcp.Cell, p.quic.Cell}]; c != nil {
+				cut = fmt.Sprintf("%s %s [%s, %s]", metricShort(c.Metric), fmtF(c.Estimate, 1), fmtF(c.Lo, 1), fmtF(c.Hi, 1))
+				verdict = c.Verdict
+			}
+		}
+		t.rows = append(t.rows, append(row, cut, verdict))
 	}
 	return t
 }
