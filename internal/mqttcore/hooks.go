@@ -55,6 +55,9 @@ const (
 	StoredInflightMessages
 	StoredRetainedMessages
 	StoredSysInfo
+
+	// hookEvents is the number of events above. [iotq patch 27]
+	hookEvents
 )
 
 var (
@@ -123,11 +126,29 @@ type HookOptions struct {
 
 // Hooks is a slice of Hook interfaces to be called in sequence.
 type Hooks struct {
-	Log        *slog.Logger   // a logger for the hook (from the server)
-	internal   atomic.Value   // a slice of []Hook
-	wg         sync.WaitGroup // a waitgroup for syncing hook shutdown
-	qty        int64          // the number of hooks in use
-	sync.Mutex                // a mutex for locking when adding hooks
+	Log        *slog.Logger            // a logger for the hook (from the server)
+	internal   atomic.Pointer[hookSet] // the hooks, and per event those that provide it [iotq patch 27]
+	wg         sync.WaitGroup          // a waitgroup for syncing hook shutdown
+	qty        int64                   // the number of hooks in use
+	sync.Mutex                         // a mutex for locking when adding hooks
+}
+
+// hookSet is an immutable snapshot of the hooks: all of them in order, and
+// for each event the ones that provide it. Upstream asked every hook
+// Provides(event) on every call, for every packet; Provides answers are
+// fixed once a hook is added, so they are asked once, in Add.
+// [iotq patch 27]
+type hookSet struct {
+	all []Hook
+	by  [hookEvents][]Hook
+}
+
+// providing returns the hooks that provide event b, in the order added.
+func (h *Hooks) providing(b byte) []Hook {
+	if set := h.internal.Load(); set != nil && int(b) < len(set.by) {
+		return set.by[b]
+	}
+	return nil
 }
 
 // Len returns the number of hooks added.
@@ -137,14 +158,11 @@ func (h *Hooks) Len() int64 {
 
 // Provides returns true if any one hook provides any of the requested hook methods.
 func (h *Hooks) Provides(b ...byte) bool {
-	for _, hook := range h.GetAll() {
-		for _, hb := range b {
-			if hook.Provides(hb) {
-				return true
-			}
+	for _, hb := range b {
+		if len(h.providing(hb)) > 0 {
+			return true
 		}
 	}
-
 	return false
 }
 
@@ -158,13 +176,19 @@ func (h *Hooks) Add(hook Hook, config any) error {
 		return fmt.Errorf("failed initialising %s hook: %w", hook.ID(), err)
 	}
 
-	i, ok := h.internal.Load().([]Hook)
-	if !ok {
-		i = []Hook{}
+	next := &hookSet{}
+	if cur := h.internal.Load(); cur != nil {
+		next.all = append(next.all, cur.all...)
 	}
-
-	i = append(i, hook)
-	h.internal.Store(i)
+	next.all = append(next.all, hook)
+	for b := range next.by {
+		for _, hk := range next.all {
+			if hk.Provides(byte(b)) {
+				next.by[b] = append(next.by[b], hk)
+			}
+		}
+	}
+	h.internal.Store(next)
 	atomic.AddInt64(&h.qty, 1)
 	h.wg.Add(1)
 
@@ -173,12 +197,10 @@ func (h *Hooks) Add(hook Hook, config any) error {
 
 // GetAll returns a slice of all the hooks.
 func (h *Hooks) GetAll() []Hook {
-	i, ok := h.internal.Load().([]Hook)
-	if !ok {
-		return []Hook{}
+	if set := h.internal.Load(); set != nil {
+		return set.all
 	}
-
-	return i
+	return nil
 }
 
 // Stop indicates all attached hooks to gracefully end.
@@ -199,39 +221,31 @@ func (h *Hooks) Stop() {
 
 // OnSysInfoTick is called when the $SYS topic values are published out.
 func (h *Hooks) OnSysInfoTick(sys *system.Info) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnSysInfoTick) {
-			hook.OnSysInfoTick(sys)
-		}
+	for _, hook := range h.providing(OnSysInfoTick) {
+		hook.OnSysInfoTick(sys)
 	}
 }
 
 // OnStarted is called when the server has successfully started.
 func (h *Hooks) OnStarted() {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnStarted) {
-			hook.OnStarted()
-		}
+	for _, hook := range h.providing(OnStarted) {
+		hook.OnStarted()
 	}
 }
 
 // OnStopped is called when the server has successfully stopped.
 func (h *Hooks) OnStopped() {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnStopped) {
-			hook.OnStopped()
-		}
+	for _, hook := range h.providing(OnStopped) {
+		hook.OnStopped()
 	}
 }
 
 // OnConnect is called when a new client connects, and may return a packets.Code as an error to halt the connection.
 func (h *Hooks) OnConnect(cl *Client, pk packets.Packet) error {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnConnect) {
-			err := hook.OnConnect(cl, pk)
-			if err != nil {
-				return err
-			}
+	for _, hook := range h.providing(OnConnect) {
+		err := hook.OnConnect(cl, pk)
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -240,46 +254,38 @@ func (h *Hooks) OnConnect(cl *Client, pk packets.Packet) error {
 // OnSessionEstablish is called right after a new client connects and authenticates and right before
 // the session is established and CONNACK is sent.
 func (h *Hooks) OnSessionEstablish(cl *Client, pk packets.Packet) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnSessionEstablish) {
-			hook.OnSessionEstablish(cl, pk)
-		}
+	for _, hook := range h.providing(OnSessionEstablish) {
+		hook.OnSessionEstablish(cl, pk)
 	}
 }
 
 // OnSessionEstablished is called when a new client establishes a session (after OnConnect).
 func (h *Hooks) OnSessionEstablished(cl *Client, pk packets.Packet) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnSessionEstablished) {
-			hook.OnSessionEstablished(cl, pk)
-		}
+	for _, hook := range h.providing(OnSessionEstablished) {
+		hook.OnSessionEstablished(cl, pk)
 	}
 }
 
 // OnDisconnect is called when a client is disconnected for any reason.
 func (h *Hooks) OnDisconnect(cl *Client, err error, expire bool) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnDisconnect) {
-			hook.OnDisconnect(cl, err, expire)
-		}
+	for _, hook := range h.providing(OnDisconnect) {
+		hook.OnDisconnect(cl, err, expire)
 	}
 }
 
 // OnPacketRead is called when a packet is received from a client.
 func (h *Hooks) OnPacketRead(cl *Client, pk packets.Packet) (pkx packets.Packet, err error) {
 	pkx = pk
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnPacketRead) {
-			npk, err := hook.OnPacketRead(cl, pkx)
-			if err != nil && errors.Is(err, packets.ErrRejectPacket) {
-				h.Log.Debug("packet rejected", "hook", hook.ID(), "packet", pkx)
-				return pk, err
-			} else if err != nil {
-				continue
-			}
-
-			pkx = npk
+	for _, hook := range h.providing(OnPacketRead) {
+		npk, err := hook.OnPacketRead(cl, pkx)
+		if err != nil && errors.Is(err, packets.ErrRejectPacket) {
+			h.Log.Debug("packet rejected", "hook", hook.ID(), "packet", pkx)
+			return pk, err
+		} else if err != nil {
+			continue
 		}
+
+		pkx = npk
 	}
 
 	return
@@ -289,15 +295,13 @@ func (h *Hooks) OnPacketRead(cl *Client, pk packets.Packet) (pkx packets.Packet,
 // to create their own auth packet handling mechanisms.
 func (h *Hooks) OnAuthPacket(cl *Client, pk packets.Packet) (pkx packets.Packet, err error) {
 	pkx = pk
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnAuthPacket) {
-			npk, err := hook.OnAuthPacket(cl, pkx)
-			if err != nil {
-				return pk, err
-			}
-
-			pkx = npk
+	for _, hook := range h.providing(OnAuthPacket) {
+		npk, err := hook.OnAuthPacket(cl, pkx)
+		if err != nil {
+			return pk, err
 		}
+
+		pkx = npk
 	}
 
 	return
@@ -305,10 +309,8 @@ func (h *Hooks) OnAuthPacket(cl *Client, pk packets.Packet) (pkx packets.Packet,
 
 // OnPacketEncode is called immediately before a packet is encoded to be sent to a client.
 func (h *Hooks) OnPacketEncode(cl *Client, pk packets.Packet) packets.Packet {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnPacketEncode) {
-			pk = hook.OnPacketEncode(cl, pk)
-		}
+	for _, hook := range h.providing(OnPacketEncode) {
+		pk = hook.OnPacketEncode(cl, pk)
 	}
 
 	return pk
@@ -316,20 +318,16 @@ func (h *Hooks) OnPacketEncode(cl *Client, pk packets.Packet) packets.Packet {
 
 // OnPacketProcessed is called when a packet has been received and successfully handled by the broker.
 func (h *Hooks) OnPacketProcessed(cl *Client, pk packets.Packet, err error) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnPacketProcessed) {
-			hook.OnPacketProcessed(cl, pk, err)
-		}
+	for _, hook := range h.providing(OnPacketProcessed) {
+		hook.OnPacketProcessed(cl, pk, err)
 	}
 }
 
 // OnPacketSent is called when a packet has been sent to a client. It takes a bytes parameter
 // containing the bytes sent.
 func (h *Hooks) OnPacketSent(cl *Client, pk packets.Packet, b []byte) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnPacketSent) {
-			hook.OnPacketSent(cl, pk, b)
-		}
+	for _, hook := range h.providing(OnPacketSent) {
+		hook.OnPacketSent(cl, pk, b)
 	}
 }
 
@@ -338,20 +336,16 @@ func (h *Hooks) OnPacketSent(cl *Client, pk packets.Packet, b []byte) {
 // before the packet is processed. The return values of the hook methods are passed-through
 // in the order the hooks were attached.
 func (h *Hooks) OnSubscribe(cl *Client, pk packets.Packet) packets.Packet {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnSubscribe) {
-			pk = hook.OnSubscribe(cl, pk)
-		}
+	for _, hook := range h.providing(OnSubscribe) {
+		pk = hook.OnSubscribe(cl, pk)
 	}
 	return pk
 }
 
 // OnSubscribed is called when a client subscribes to one or more filters.
 func (h *Hooks) OnSubscribed(cl *Client, pk packets.Packet, reasonCodes []byte) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnSubscribed) {
-			hook.OnSubscribed(cl, pk, reasonCodes)
-		}
+	for _, hook := range h.providing(OnSubscribed) {
+		hook.OnSubscribed(cl, pk, reasonCodes)
 	}
 }
 
@@ -360,10 +354,8 @@ func (h *Hooks) OnSubscribed(cl *Client, pk packets.Packet, reasonCodes []byte) 
 // remove or add clients to a publish to subscribers process, or to select the subscriber for a shared
 // group in a custom manner (such as based on client id, ip, etc).
 func (h *Hooks) OnSelectSubscribers(subs *Subscribers, pk packets.Packet) *Subscribers {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnSelectSubscribers) {
-			subs = hook.OnSelectSubscribers(subs, pk)
-		}
+	for _, hook := range h.providing(OnSelectSubscribers) {
+		subs = hook.OnSelectSubscribers(subs, pk)
 	}
 	return subs
 }
@@ -373,20 +365,16 @@ func (h *Hooks) OnSelectSubscribers(subs *Subscribers, pk packets.Packet) *Subsc
 // before the packet is processed. The return values of the hook methods are passed-through
 // in the order the hooks were attached.
 func (h *Hooks) OnUnsubscribe(cl *Client, pk packets.Packet) packets.Packet {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnUnsubscribe) {
-			pk = hook.OnUnsubscribe(cl, pk)
-		}
+	for _, hook := range h.providing(OnUnsubscribe) {
+		pk = hook.OnUnsubscribe(cl, pk)
 	}
 	return pk
 }
 
 // OnUnsubscribed is called when a client unsubscribes from one or more filters.
 func (h *Hooks) OnUnsubscribed(cl *Client, pk packets.Packet) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnUnsubscribed) {
-			hook.OnUnsubscribed(cl, pk)
-		}
+	for _, hook := range h.providing(OnUnsubscribed) {
+		hook.OnUnsubscribed(cl, pk)
 	}
 }
 
@@ -395,27 +383,25 @@ func (h *Hooks) OnUnsubscribed(cl *Client, pk packets.Packet) {
 // The return values of the hook methods are passed-through in the order the hooks were attached.
 func (h *Hooks) OnPublish(cl *Client, pk packets.Packet) (pkx packets.Packet, err error) {
 	pkx = pk
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnPublish) {
-			npk, err := hook.OnPublish(cl, pkx)
-			if err != nil {
-				if errors.Is(err, packets.ErrRejectPacket) {
-					h.Log.Debug("publish packet rejected",
-						"error", err,
-						"hook", hook.ID(),
-						"packet", pkx)
-					return pk, err
-				} else if errors.Is(err, packets.CodeSuccessIgnore) {
-					return pk, err
-				}
-				h.Log.Error("publish packet error",
+	for _, hook := range h.providing(OnPublish) {
+		npk, err := hook.OnPublish(cl, pkx)
+		if err != nil {
+			if errors.Is(err, packets.ErrRejectPacket) {
+				h.Log.Debug("publish packet rejected",
 					"error", err,
 					"hook", hook.ID(),
 					"packet", pkx)
 				return pk, err
+			} else if errors.Is(err, packets.CodeSuccessIgnore) {
+				return pk, err
 			}
-			pkx = npk
+			h.Log.Error("publish packet error",
+				"error", err,
+				"hook", hook.ID(),
+				"packet", pkx)
+			return pk, err
 		}
+		pkx = npk
 	}
 
 	return
@@ -423,38 +409,30 @@ func (h *Hooks) OnPublish(cl *Client, pk packets.Packet) (pkx packets.Packet, er
 
 // OnPublished is called when a client has published a message to subscribers.
 func (h *Hooks) OnPublished(cl *Client, pk packets.Packet) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnPublished) {
-			hook.OnPublished(cl, pk)
-		}
+	for _, hook := range h.providing(OnPublished) {
+		hook.OnPublished(cl, pk)
 	}
 }
 
 // OnPublishDropped is called when a message to a client was dropped instead of delivered
 // such as when a client is too slow to respond.
 func (h *Hooks) OnPublishDropped(cl *Client, pk packets.Packet) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnPublishDropped) {
-			hook.OnPublishDropped(cl, pk)
-		}
+	for _, hook := range h.providing(OnPublishDropped) {
+		hook.OnPublishDropped(cl, pk)
 	}
 }
 
 // OnRetainMessage is called then a published message is retained.
 func (h *Hooks) OnRetainMessage(cl *Client, pk packets.Packet, r int64) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnRetainMessage) {
-			hook.OnRetainMessage(cl, pk, r)
-		}
+	for _, hook := range h.providing(OnRetainMessage) {
+		hook.OnRetainMessage(cl, pk, r)
 	}
 }
 
 // OnRetainPublished is called when a retained message is published.
 func (h *Hooks) OnRetainPublished(cl *Client, pk packets.Packet) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnRetainPublished) {
-			hook.OnRetainPublished(cl, pk)
-		}
+	for _, hook := range h.providing(OnRetainPublished) {
+		hook.OnRetainPublished(cl, pk)
 	}
 }
 
@@ -462,10 +440,8 @@ func (h *Hooks) OnRetainPublished(cl *Client, pk packets.Packet) {
 // In other words, this method is called when a new inflight message is created or resent.
 // It is typically used to store a new inflight message.
 func (h *Hooks) OnQosPublish(cl *Client, pk packets.Packet, sent int64, resends int) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnQosPublish) {
-			hook.OnQosPublish(cl, pk, sent, resends)
-		}
+	for _, hook := range h.providing(OnQosPublish) {
+		hook.OnQosPublish(cl, pk, sent, resends)
 	}
 }
 
@@ -473,10 +449,8 @@ func (h *Hooks) OnQosPublish(cl *Client, pk packets.Packet, sent int64, resends 
 // In other words, when an inflight message is resolved.
 // It is typically used to delete an inflight message from a store.
 func (h *Hooks) OnQosComplete(cl *Client, pk packets.Packet) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnQosComplete) {
-			hook.OnQosComplete(cl, pk)
-		}
+	for _, hook := range h.providing(OnQosComplete) {
+		hook.OnQosComplete(cl, pk)
 	}
 }
 
@@ -484,20 +458,16 @@ func (h *Hooks) OnQosComplete(cl *Client, pk packets.Packet) {
 // an inflight message expires or is abandoned. It is typically used to delete an
 // inflight message from a store.
 func (h *Hooks) OnQosDropped(cl *Client, pk packets.Packet) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnQosDropped) {
-			hook.OnQosDropped(cl, pk)
-		}
+	for _, hook := range h.providing(OnQosDropped) {
+		hook.OnQosDropped(cl, pk)
 	}
 }
 
 // OnPacketIDExhausted is called when the client runs out of unused packet ids to
 // assign to a packet.
 func (h *Hooks) OnPacketIDExhausted(cl *Client, pk packets.Packet) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnPacketIDExhausted) {
-			hook.OnPacketIDExhausted(cl, pk)
-		}
+	for _, hook := range h.providing(OnPacketIDExhausted) {
+		hook.OnPacketIDExhausted(cl, pk)
 	}
 }
 
@@ -506,18 +476,16 @@ func (h *Hooks) OnPacketIDExhausted(cl *Client, pk packets.Packet) {
 // published. The return values of the hook methods are passed-through in the order
 // the hooks were attached.
 func (h *Hooks) OnWill(cl *Client, will Will) Will {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnWill) {
-			mlwt, err := hook.OnWill(cl, will)
-			if err != nil {
-				h.Log.Error("parse will error",
-					"error", err,
-					"hook", hook.ID(),
-					"will", will)
-				continue
-			}
-			will = mlwt
+	for _, hook := range h.providing(OnWill) {
+		mlwt, err := hook.OnWill(cl, will)
+		if err != nil {
+			h.Log.Error("parse will error",
+				"error", err,
+				"hook", hook.ID(),
+				"will", will)
+			continue
 		}
+		will = mlwt
 	}
 
 	return will
@@ -525,45 +493,37 @@ func (h *Hooks) OnWill(cl *Client, will Will) Will {
 
 // OnWillSent is called when an LWT message has been issued from a disconnecting client.
 func (h *Hooks) OnWillSent(cl *Client, pk packets.Packet) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnWillSent) {
-			hook.OnWillSent(cl, pk)
-		}
+	for _, hook := range h.providing(OnWillSent) {
+		hook.OnWillSent(cl, pk)
 	}
 }
 
 // OnClientExpired is called when a client session has expired and should be deleted.
 func (h *Hooks) OnClientExpired(cl *Client) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnClientExpired) {
-			hook.OnClientExpired(cl)
-		}
+	for _, hook := range h.providing(OnClientExpired) {
+		hook.OnClientExpired(cl)
 	}
 }
 
 // OnRetainedExpired is called when a retained message has expired and should be deleted.
 func (h *Hooks) OnRetainedExpired(filter string) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnRetainedExpired) {
-			hook.OnRetainedExpired(filter)
-		}
+	for _, hook := range h.providing(OnRetainedExpired) {
+		hook.OnRetainedExpired(filter)
 	}
 }
 
 // StoredClients returns all clients, e.g. from a persistent store, is used to
 // populate the server clients list before start.
 func (h *Hooks) StoredClients() (v []storage.Client, err error) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(StoredClients) {
-			v, err := hook.StoredClients()
-			if err != nil {
-				h.Log.Error("failed to load clients", "error", err, "hook", hook.ID())
-				return v, err
-			}
+	for _, hook := range h.providing(StoredClients) {
+		v, err := hook.StoredClients()
+		if err != nil {
+			h.Log.Error("failed to load clients", "error", err, "hook", hook.ID())
+			return v, err
+		}
 
-			if len(v) > 0 {
-				return v, nil
-			}
+		if len(v) > 0 {
+			return v, nil
 		}
 	}
 
@@ -573,17 +533,15 @@ func (h *Hooks) StoredClients() (v []storage.Client, err error) {
 // StoredSubscriptions returns all subcriptions, e.g. from a persistent store, and is
 // used to populate the server subscriptions list before start.
 func (h *Hooks) StoredSubscriptions() (v []storage.Subscription, err error) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(StoredSubscriptions) {
-			v, err := hook.StoredSubscriptions()
-			if err != nil {
-				h.Log.Error("failed to load subscriptions", "error", err, "hook", hook.ID())
-				return v, err
-			}
+	for _, hook := range h.providing(StoredSubscriptions) {
+		v, err := hook.StoredSubscriptions()
+		if err != nil {
+			h.Log.Error("failed to load subscriptions", "error", err, "hook", hook.ID())
+			return v, err
+		}
 
-			if len(v) > 0 {
-				return v, nil
-			}
+		if len(v) > 0 {
+			return v, nil
 		}
 	}
 
@@ -593,17 +551,15 @@ func (h *Hooks) StoredSubscriptions() (v []storage.Subscription, err error) {
 // StoredInflightMessages returns all inflight messages, e.g. from a persistent store,
 // and is used to populate the restored clients with inflight messages before start.
 func (h *Hooks) StoredInflightMessages() (v []storage.Message, err error) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(StoredInflightMessages) {
-			v, err := hook.StoredInflightMessages()
-			if err != nil {
-				h.Log.Error("failed to load inflight messages", "error", err, "hook", hook.ID())
-				return v, err
-			}
+	for _, hook := range h.providing(StoredInflightMessages) {
+		v, err := hook.StoredInflightMessages()
+		if err != nil {
+			h.Log.Error("failed to load inflight messages", "error", err, "hook", hook.ID())
+			return v, err
+		}
 
-			if len(v) > 0 {
-				return v, nil
-			}
+		if len(v) > 0 {
+			return v, nil
 		}
 	}
 
@@ -613,17 +569,15 @@ func (h *Hooks) StoredInflightMessages() (v []storage.Message, err error) {
 // StoredRetainedMessages returns all retained messages, e.g. from a persistent store,
 // and is used to populate the server topics with retained messages before start.
 func (h *Hooks) StoredRetainedMessages() (v []storage.Message, err error) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(StoredRetainedMessages) {
-			v, err := hook.StoredRetainedMessages()
-			if err != nil {
-				h.Log.Error("failed to load retained messages", "error", err, "hook", hook.ID())
-				return v, err
-			}
+	for _, hook := range h.providing(StoredRetainedMessages) {
+		v, err := hook.StoredRetainedMessages()
+		if err != nil {
+			h.Log.Error("failed to load retained messages", "error", err, "hook", hook.ID())
+			return v, err
+		}
 
-			if len(v) > 0 {
-				return v, nil
-			}
+		if len(v) > 0 {
+			return v, nil
 		}
 	}
 
@@ -632,17 +586,15 @@ func (h *Hooks) StoredRetainedMessages() (v []storage.Message, err error) {
 
 // StoredSysInfo returns a set of system info values.
 func (h *Hooks) StoredSysInfo() (v storage.SystemInfo, err error) {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(StoredSysInfo) {
-			v, err := hook.StoredSysInfo()
-			if err != nil {
-				h.Log.Error("failed to load $SYS info", "error", err, "hook", hook.ID())
-				return v, err
-			}
+	for _, hook := range h.providing(StoredSysInfo) {
+		v, err := hook.StoredSysInfo()
+		if err != nil {
+			h.Log.Error("failed to load $SYS info", "error", err, "hook", hook.ID())
+			return v, err
+		}
 
-			if v.Version != "" {
-				return v, nil
-			}
+		if v.Version != "" {
+			return v, nil
 		}
 	}
 
@@ -654,11 +606,9 @@ func (h *Hooks) StoredSysInfo() (v storage.SystemInfo, err error) {
 // server (see hooks/auth/allow_all or basic). It can be used in custom hooks to
 // check connecting users against an existing user database.
 func (h *Hooks) OnConnectAuthenticate(cl *Client, pk packets.Packet) bool {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnConnectAuthenticate) {
-			if ok := hook.OnConnectAuthenticate(cl, pk); ok {
-				return true
-			}
+	for _, hook := range h.providing(OnConnectAuthenticate) {
+		if ok := hook.OnConnectAuthenticate(cl, pk); ok {
+			return true
 		}
 	}
 
@@ -670,11 +620,9 @@ func (h *Hooks) OnConnectAuthenticate(cl *Client, pk packets.Packet) bool {
 // (see hooks/auth/allow_all or basic). It can be used in custom hooks to
 // check publishing and subscribing users against an existing permissions or roles database.
 func (h *Hooks) OnACLCheck(cl *Client, topic string, write bool) bool {
-	for _, hook := range h.GetAll() {
-		if hook.Provides(OnACLCheck) {
-			if ok := hook.OnACLCheck(cl, topic, write); ok {
-				return true
-			}
+	for _, hook := range h.providing(OnACLCheck) {
+		if ok := hook.OnACLCheck(cl, topic, write); ok {
+			return true
 		}
 	}
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/iotq/iotq/internal/mqttcore/hooks/storage"
 	"github.com/iotq/iotq/internal/mqttcore/listeners"
+	"github.com/iotq/iotq/internal/mqttcore/mempool"
 	"github.com/iotq/iotq/internal/mqttcore/packets"
 	"github.com/iotq/iotq/internal/mqttcore/system"
 
@@ -197,6 +198,7 @@ type Server struct {
 	hooks        *Hooks               // hooks contains hooks for extra functionality such as auth and persistent storage
 	inlineClient *Client              // inlineClient is a special client used for inline subscriptions and inline Publish
 	readBufs     *sync.Pool           // full-size client read buffers, lent while data arrives in bulk [iotq patch 12]
+	encodeBufs   mempool.BufferPool   // packet encoding buffers up to maxPooledEncodeBuffer [iotq patch 29]
 	sessions     sessionLocks         // serialises the connects of one client id [iotq patch 17]
 	poller       *poller              // wakes parked clients; nil: no parking [iotq patch 18]
 }
@@ -218,6 +220,9 @@ type ops struct {
 	hooks    *Hooks       // pointer to the server hooks
 	log      *slog.Logger // a structured logger for the client
 	readBufs *sync.Pool   // the server's read buffers [iotq patch 12]
+	// encodeBufs lends WritePacket its encoding buffer; nil: a new one
+	// per packet, as upstream. [iotq patch 29]
+	encodeBufs mempool.BufferPool
 }
 
 // New returns a new instance of mochi mqtt broker. Optional parameters
@@ -252,6 +257,9 @@ func New(opts *Options) *Server {
 			Log: opts.Logger,
 		},
 		readBufs: newReadBufferPool(opts.ClientNetReadBufferSize), // [iotq patch 12]
+		// Buffers past 64 KiB (large messages) go to the garbage
+		// collector rather than stay pooled. [iotq patch 29]
+		encodeBufs: mempool.NewBuffer(64 << 10),
 	}
 
 	if s.Options.InlineClient {
@@ -298,11 +306,12 @@ func (o *Options) ensureDefaults() {
 // topic validation checks.
 func (s *Server) NewClient(c net.Conn, listener string, id string, inline bool) *Client {
 	cl := newClient(c, &ops{ // [MQTT-3.1.2-6] implicit
-		options:  s.Options,
-		info:     s.Info,
-		hooks:    s.hooks,
-		log:      s.Log,
-		readBufs: s.readBufs,
+		options:    s.Options,
+		info:       s.Info,
+		hooks:      s.hooks,
+		log:        s.Log,
+		readBufs:   s.readBufs,
+		encodeBufs: s.encodeBufs,
 	})
 
 	cl.ID = id

@@ -42,35 +42,51 @@ const (
 	PropSharedSubAvailable     byte = 42
 )
 
-// validPacketProperties indicates which properties are valid for which packet types.
-var validPacketProperties = map[byte]map[byte]byte{
-	PropPayloadFormat:          {Publish: 1, WillProperties: 1},
-	PropMessageExpiryInterval:  {Publish: 1, WillProperties: 1},
-	PropContentType:            {Publish: 1, WillProperties: 1},
-	PropResponseTopic:          {Publish: 1, WillProperties: 1},
-	PropCorrelationData:        {Publish: 1, WillProperties: 1},
-	PropSubscriptionIdentifier: {Publish: 1, Subscribe: 1},
-	PropSessionExpiryInterval:  {Connect: 1, Connack: 1, Disconnect: 1},
-	PropAssignedClientID:       {Connack: 1},
-	PropServerKeepAlive:        {Connack: 1},
-	PropAuthenticationMethod:   {Connect: 1, Connack: 1, Auth: 1},
-	PropAuthenticationData:     {Connect: 1, Connack: 1, Auth: 1},
-	PropRequestProblemInfo:     {Connect: 1},
-	PropWillDelayInterval:      {WillProperties: 1},
-	PropRequestResponseInfo:    {Connect: 1},
-	PropResponseInfo:           {Connack: 1},
-	PropServerReference:        {Connack: 1, Disconnect: 1},
-	PropReasonString:           {Connack: 1, Puback: 1, Pubrec: 1, Pubrel: 1, Pubcomp: 1, Suback: 1, Unsuback: 1, Disconnect: 1, Auth: 1},
-	PropReceiveMaximum:         {Connect: 1, Connack: 1},
-	PropTopicAliasMaximum:      {Connect: 1, Connack: 1},
-	PropTopicAlias:             {Publish: 1},
-	PropMaximumQos:             {Connack: 1},
-	PropRetainAvailable:        {Connack: 1},
-	PropUser:                   {Connect: 1, Connack: 1, Publish: 1, Puback: 1, Pubrec: 1, Pubrel: 1, Pubcomp: 1, Subscribe: 1, Suback: 1, Unsubscribe: 1, Unsuback: 1, Disconnect: 1, Auth: 1, WillProperties: 1},
-	PropMaximumPacketSize:      {Connect: 1, Connack: 1},
-	PropWildcardSubAvailable:   {Connack: 1},
-	PropSubIDAvailable:         {Connack: 1},
-	PropSharedSubAvailable:     {Connack: 1},
+// validPacketProperties has, for each property identifier, one bit per
+// packet type in which it may appear (propBit). An array, not upstream's map
+// of maps: canEncode runs for every property of every encoded packet and
+// the two map lookups were 13 % of the broker's CPU time at 1 -> 1 QoS 0.
+// [iotq patch 26]
+var validPacketProperties = [256]uint32{
+	PropPayloadFormat:          propBit(Publish) | propBit(WillProperties),
+	PropMessageExpiryInterval:  propBit(Publish) | propBit(WillProperties),
+	PropContentType:            propBit(Publish) | propBit(WillProperties),
+	PropResponseTopic:          propBit(Publish) | propBit(WillProperties),
+	PropCorrelationData:        propBit(Publish) | propBit(WillProperties),
+	PropSubscriptionIdentifier: propBit(Publish) | propBit(Subscribe),
+	PropSessionExpiryInterval:  propBit(Connect) | propBit(Connack) | propBit(Disconnect),
+	PropAssignedClientID:       propBit(Connack),
+	PropServerKeepAlive:        propBit(Connack),
+	PropAuthenticationMethod:   propBit(Connect) | propBit(Connack) | propBit(Auth),
+	PropAuthenticationData:     propBit(Connect) | propBit(Connack) | propBit(Auth),
+	PropRequestProblemInfo:     propBit(Connect),
+	PropWillDelayInterval:      propBit(WillProperties),
+	PropRequestResponseInfo:    propBit(Connect),
+	PropResponseInfo:           propBit(Connack),
+	PropServerReference:        propBit(Connack) | propBit(Disconnect),
+	PropReasonString:           propBit(Connack) | propBit(Puback) | propBit(Pubrec) | propBit(Pubrel) | propBit(Pubcomp) | propBit(Suback) | propBit(Unsuback) | propBit(Disconnect) | propBit(Auth),
+	PropReceiveMaximum:         propBit(Connect) | propBit(Connack),
+	PropTopicAliasMaximum:      propBit(Connect) | propBit(Connack),
+	PropTopicAlias:             propBit(Publish),
+	PropMaximumQos:             propBit(Connack),
+	PropRetainAvailable:        propBit(Connack),
+	PropUser:                   propBit(Connect) | propBit(Connack) | propBit(Publish) | propBit(Puback) | propBit(Pubrec) | propBit(Pubrel) | propBit(Pubcomp) | propBit(Subscribe) | propBit(Suback) | propBit(Unsubscribe) | propBit(Unsuback) | propBit(Disconnect) | propBit(Auth) | propBit(WillProperties),
+	PropMaximumPacketSize:      propBit(Connect) | propBit(Connack),
+	PropWildcardSubAvailable:   propBit(Connack),
+	PropSubIDAvailable:         propBit(Connack),
+	PropSharedSubAvailable:     propBit(Connack),
+}
+
+// propBit is the bit of packet type pkt in validPacketProperties: bits 0-15
+// for MQTT's packet types, bit 16 for Will properties. [iotq patch 26]
+func propBit(pkt byte) uint32 {
+	switch {
+	case pkt == WillProperties:
+		return 1 << 16
+	case pkt < 16:
+		return 1 << pkt
+	}
+	return 0
 }
 
 // MaxUserProperties and MaxSubscriptionIdentifiers bound the repeatable
@@ -263,7 +279,7 @@ func (p *Properties) Copy(allowTransfer bool) Properties {
 
 // canEncode returns true if the property type is valid for the packet type.
 func (p *Properties) canEncode(pkt byte, k byte) bool {
-	return validPacketProperties[k][pkt] == 1
+	return validPacketProperties[k]&propBit(pkt) != 0
 }
 
 // Encode encodes properties into a bytes buffer.
@@ -457,7 +473,7 @@ func (p *Properties) Decode(pkt byte, b *bytes.Buffer) (n int, err error) {
 			return n + bu, err
 		}
 
-		if _, ok := validPacketProperties[k][pkt]; !ok {
+		if validPacketProperties[k]&propBit(pkt) == 0 {
 			return n + bu, fmt.Errorf("property type %v not valid for packet type %v: %w", k, pkt, ErrProtocolViolationUnsupportedProperty)
 		}
 

@@ -170,33 +170,33 @@ var (
 )
 
 func init() {
-	validPacketProperties[PropPayloadFormat][Reserved] = 1
-	validPacketProperties[PropMessageExpiryInterval][Reserved] = 1
-	validPacketProperties[PropContentType][Reserved] = 1
-	validPacketProperties[PropResponseTopic][Reserved] = 1
-	validPacketProperties[PropCorrelationData][Reserved] = 1
-	validPacketProperties[PropSubscriptionIdentifier][Reserved] = 1
-	validPacketProperties[PropSessionExpiryInterval][Reserved] = 1
-	validPacketProperties[PropAssignedClientID][Reserved] = 1
-	validPacketProperties[PropServerKeepAlive][Reserved] = 1
-	validPacketProperties[PropAuthenticationMethod][Reserved] = 1
-	validPacketProperties[PropAuthenticationData][Reserved] = 1
-	validPacketProperties[PropRequestProblemInfo][Reserved] = 1
-	validPacketProperties[PropWillDelayInterval][Reserved] = 1
-	validPacketProperties[PropRequestResponseInfo][Reserved] = 1
-	validPacketProperties[PropResponseInfo][Reserved] = 1
-	validPacketProperties[PropServerReference][Reserved] = 1
-	validPacketProperties[PropReasonString][Reserved] = 1
-	validPacketProperties[PropReceiveMaximum][Reserved] = 1
-	validPacketProperties[PropTopicAliasMaximum][Reserved] = 1
-	validPacketProperties[PropTopicAlias][Reserved] = 1
-	validPacketProperties[PropMaximumQos][Reserved] = 1
-	validPacketProperties[PropRetainAvailable][Reserved] = 1
-	validPacketProperties[PropUser][Reserved] = 1
-	validPacketProperties[PropMaximumPacketSize][Reserved] = 1
-	validPacketProperties[PropWildcardSubAvailable][Reserved] = 1
-	validPacketProperties[PropSubIDAvailable][Reserved] = 1
-	validPacketProperties[PropSharedSubAvailable][Reserved] = 1
+	validPacketProperties[PropPayloadFormat] |= propBit(Reserved)
+	validPacketProperties[PropMessageExpiryInterval] |= propBit(Reserved)
+	validPacketProperties[PropContentType] |= propBit(Reserved)
+	validPacketProperties[PropResponseTopic] |= propBit(Reserved)
+	validPacketProperties[PropCorrelationData] |= propBit(Reserved)
+	validPacketProperties[PropSubscriptionIdentifier] |= propBit(Reserved)
+	validPacketProperties[PropSessionExpiryInterval] |= propBit(Reserved)
+	validPacketProperties[PropAssignedClientID] |= propBit(Reserved)
+	validPacketProperties[PropServerKeepAlive] |= propBit(Reserved)
+	validPacketProperties[PropAuthenticationMethod] |= propBit(Reserved)
+	validPacketProperties[PropAuthenticationData] |= propBit(Reserved)
+	validPacketProperties[PropRequestProblemInfo] |= propBit(Reserved)
+	validPacketProperties[PropWillDelayInterval] |= propBit(Reserved)
+	validPacketProperties[PropRequestResponseInfo] |= propBit(Reserved)
+	validPacketProperties[PropResponseInfo] |= propBit(Reserved)
+	validPacketProperties[PropServerReference] |= propBit(Reserved)
+	validPacketProperties[PropReasonString] |= propBit(Reserved)
+	validPacketProperties[PropReceiveMaximum] |= propBit(Reserved)
+	validPacketProperties[PropTopicAliasMaximum] |= propBit(Reserved)
+	validPacketProperties[PropTopicAlias] |= propBit(Reserved)
+	validPacketProperties[PropMaximumQos] |= propBit(Reserved)
+	validPacketProperties[PropRetainAvailable] |= propBit(Reserved)
+	validPacketProperties[PropUser] |= propBit(Reserved)
+	validPacketProperties[PropMaximumPacketSize] |= propBit(Reserved)
+	validPacketProperties[PropWildcardSubAvailable] |= propBit(Reserved)
+	validPacketProperties[PropSubIDAvailable] |= propBit(Reserved)
+	validPacketProperties[PropSharedSubAvailable] |= propBit(Reserved)
 }
 
 func TestEncodeProperties(t *testing.T) {
