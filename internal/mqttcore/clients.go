@@ -159,6 +159,7 @@ type ClientState struct {
 	Keepalive       uint16             // the number of seconds the connection can wait
 	ServerKeepalive bool               // keepalive was set by the server
 	sinceDeadline   uint8              // packets read since the deadline was refreshed (reader only) [iotq patch 30]
+	replyPending    bool               // writeReply left answers in the output buffer (reader only) [iotq patch 31]
 }
 
 // newClient returns a new instance of Client. This is almost exclusively used by Server
@@ -507,6 +508,11 @@ func (cl *Client) read(packetHandler ReadFn, resumed bool) error {
 			}
 		}
 		resumed = false
+		if cl.Net.bconn.buffered() == 0 {
+			if err := cl.flushReplies(); err != nil { // [iotq patch 31]
+				return err
+			}
+		}
 		var b byte
 		var err error
 		if cl.park != nil && cl.Net.bconn.buffered() == 0 {
@@ -704,6 +710,39 @@ func readBody(r io.Reader, size int, check func(prefix []byte) error) (p []byte,
 
 // WritePacket encodes and writes a packet to the client.
 func (cl *Client) WritePacket(pk packets.Packet) error {
+	return cl.writePacket(pk, false)
+}
+
+// writeReply writes pk, an answer of the reader to the packet it just
+// handled (PUBACK, PUBREC, PUBREL, PUBCOMP). While more input is buffered
+// the answer only joins the output buffer, which the reader flushes before
+// it waits for input (read) or once it is full: a publisher streaming QoS
+// 1 messages gets its PUBACKs in a few writes rather than one system call
+// each, which was a third of the broker's CPU at 1 -> 1 QoS 1. Called by
+// the reader only. [iotq patch 31]
+func (cl *Client) writeReply(pk packets.Packet) error {
+	if cl.Net.bconn == nil || cl.Net.bconn.buffered() == 0 {
+		return cl.writePacket(pk, false)
+	}
+	cl.State.replyPending = true
+	return cl.writePacket(pk, true)
+}
+
+// flushReplies writes the answers writeReply held back. Called by the
+// reader only. [iotq patch 31]
+func (cl *Client) flushReplies() error {
+	if !cl.State.replyPending {
+		return nil
+	}
+	cl.State.replyPending = false
+	cl.Lock()
+	defer cl.Unlock()
+	return cl.flushOutbuf()
+}
+
+// writePacket is WritePacket; with hold, the packet waits in the output
+// buffer (up to its size) for the next flush. [iotq patch 31]
+func (cl *Client) writePacket(pk packets.Packet, hold bool) error {
 	if cl.Closed() {
 		return ErrConnectionClosed
 	}
@@ -796,6 +835,16 @@ func (cl *Client) WritePacket(pk packets.Packet) error {
 	n, err := func() (int64, error) {
 		cl.Lock()
 		defer cl.Unlock()
+		if hold { // [iotq patch 31]
+			if cl.Net.outbuf == nil {
+				cl.Net.outbuf = new(bytes.Buffer)
+			}
+			n, _ := cl.Net.outbuf.Write(buf.Bytes())
+			if cl.Net.outbuf.Len() < cl.ops.options.ClientNetWriteBufferSize {
+				return int64(n), nil
+			}
+			return int64(n), cl.flushOutbuf()
+		}
 		if cl.State.outbound.Len() == 0 {
 			if cl.Net.outbuf == nil {
 				return buf.WriteTo(cl.Net.Conn)

@@ -65,6 +65,14 @@ func (q *outQueue) push(pk *packets.Packet) (ok, start bool) {
 	return true, start
 }
 
+// idle reports whether the queue is empty and no writer runs: everything
+// queued has been written. [iotq patch 32]
+func (q *outQueue) idle() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n == 0 && !q.writing
+}
+
 // pop removes the oldest packet. When the queue is empty it reports false
 // and the writer must end (it no longer counts as running).
 func (q *outQueue) pop() (*packets.Packet, bool) {
