@@ -9,6 +9,7 @@ import (
 
 	"github.com/iotq/iotq/broker/coapfront"
 	"github.com/iotq/iotq/internal/serve"
+	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/transport"
 	"github.com/iotq/iotq/transport/coapdtls"
 	"github.com/iotq/iotq/transport/coapmsg"
@@ -155,7 +156,7 @@ func (s *Server) listenCoAP(front *coapfront.Front, ep endpoint.Endpoint, lopts 
 		go func() {
 			defer l.wg.Done()
 			serve.AcceptLoop(ctx, tl, log, func(c net.Conn) bool {
-				if qc, ok := c.(transport.QUICConn); ok && s.opts.QUIC.EarlyData == EarlyHold {
+				if qc, ok := c.(transport.QUICConn); ok && s.opts.QUIC.EarlyData == records.EarlyHold {
 					// hold (docs/0rtt.md): the CSM of a 0-RTT flight is
 					// answered at once, requests behind it wait for the
 					// handshake, so a replayed flight publishes nothing.

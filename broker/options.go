@@ -12,6 +12,7 @@ import (
 	"github.com/iotq/iotq/internal/certs"
 	"github.com/iotq/iotq/internal/serve"
 	"github.com/iotq/iotq/internal/yamlconf"
+	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/transport"
 	"github.com/iotq/iotq/transport/coapdtls"
 )
@@ -86,7 +87,7 @@ type QUICOptions struct {
 	// the handshake has completed: replayed PUBLISHes are never delivered)
 	// or refuse (no 0-RTT). Default hold, or what Allow0RTT says if only it
 	// is set. What each guarantees: docs/0rtt.md.
-	EarlyData string `yaml:"early_data"`
+	EarlyData records.EarlyPolicy `yaml:"early_data"`
 	// Allow0RTT is the former switch, kept for existing configuration
 	// files: true means accept, false refuse. EarlyData wins if both are
 	// set; WithDefaults folds it into EarlyData and clears it.
@@ -186,11 +187,11 @@ func (o Options) WithDefaults() Options {
 	if o.QUIC.EarlyData == "" {
 		switch {
 		case o.QUIC.Allow0RTT == nil:
-			o.QUIC.EarlyData = EarlyHold
+			o.QUIC.EarlyData = records.EarlyHold
 		case *o.QUIC.Allow0RTT:
-			o.QUIC.EarlyData = EarlyAccept
+			o.QUIC.EarlyData = records.EarlyAccept
 		default:
-			o.QUIC.EarlyData = EarlyRefuse
+			o.QUIC.EarlyData = records.EarlyRefuse
 		}
 	}
 	o.QUIC.Allow0RTT = nil
@@ -304,9 +305,9 @@ func (o Options) Validate() error {
 		add("shutdown_timeout", "must not be negative, got %v", o.ShutdownTimeout)
 	}
 	switch o.QUIC.EarlyData {
-	case "", EarlyAccept, EarlyHold, EarlyRefuse:
+	case "", records.EarlyAccept, records.EarlyHold, records.EarlyRefuse:
 	default:
-		add("quic.early_data", "%q: want %s, %s or %s (docs/0rtt.md)", o.QUIC.EarlyData, EarlyAccept, EarlyHold, EarlyRefuse)
+		add("quic.early_data", "%q: want %s, %s or %s (docs/0rtt.md)", o.QUIC.EarlyData, records.EarlyAccept, records.EarlyHold, records.EarlyRefuse)
 	}
 	if o.QUIC.HandshakeTimeout < 0 {
 		add("quic.handshake_timeout", "must not be negative, got %v", o.QUIC.HandshakeTimeout)

@@ -10,6 +10,7 @@ import (
 	"github.com/iotq/iotq/broker"
 	"github.com/iotq/iotq/broker/brokertest"
 	"github.com/iotq/iotq/internal/testutil"
+	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/transport"
 )
 
@@ -21,15 +22,15 @@ import (
 // hold still uses 0-RTT and gets its message through.
 func TestQUIC0RTTReplay(t *testing.T) {
 	for _, tc := range []struct {
-		policy    string
+		policy    records.EarlyPolicy
 		want0RTT  bool
 		delivered int
 	}{
-		{broker.EarlyAccept, true, 2},
-		{broker.EarlyHold, true, 1},
-		{broker.EarlyRefuse, false, 1},
+		{records.EarlyAccept, true, 2},
+		{records.EarlyHold, true, 1},
+		{records.EarlyRefuse, false, 1},
 	} {
-		t.Run(tc.policy, func(t *testing.T) {
+		t.Run(string(tc.policy), func(t *testing.T) {
 			t.Parallel()
 			srv := brokertest.Start(t, broker.Options{
 				Listen:  []string{"quic://127.0.0.1:0", "mqtt://127.0.0.1:0"},
@@ -104,9 +105,9 @@ func TestQUIC0RTTReplay(t *testing.T) {
 			testutil.ReplayUDP(t, quicAddr.(*net.UDPAddr), flow)
 
 			switch tc.policy {
-			case broker.EarlyAccept:
+			case records.EarlyAccept:
 				box.waitN(t, 2, 10*time.Second)
-			case broker.EarlyHold:
+			case records.EarlyHold:
 				// The replayed CONNECT was read; the PUBLISH behind it waited
 				// for a handshake that never completed.
 				testutil.Eventually(t, 15*time.Second, func() error {

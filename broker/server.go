@@ -153,7 +153,7 @@ func (s *Server) start() error {
 		QUIC: transport.QUICOptions{
 			HandshakeIdleTimeout: s.opts.QUIC.HandshakeTimeout,
 			MaxIdleTimeout:       s.opts.QUIC.IdleTimeout,
-			Refuse0RTT:           s.opts.QUIC.EarlyData == EarlyRefuse,
+			Refuse0RTT:           s.opts.QUIC.EarlyData == records.EarlyRefuse,
 			NextProtos:           quicALPNs(streams),
 			Streams:              streams,
 		},
@@ -210,7 +210,7 @@ func (s *Server) accepted(l transport.Listener, log *slog.Logger) func(net.Conn)
 	scheme := string(l.Endpoint().Scheme)
 	ctx := s.life.Context()
 	return func(c net.Conn) bool {
-		if qc, ok := c.(transport.QUICConn); ok && s.opts.QUIC.EarlyData == EarlyHold {
+		if qc, ok := c.(transport.QUICConn); ok && s.opts.QUIC.EarlyData == records.EarlyHold {
 			c = transport.HoldAfterFirst(qc, transport.MQTTFirstPacket, s.met.earlyDropped.Inc)
 		}
 		mc := s.met.wrapConn(c, scheme)

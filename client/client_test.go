@@ -17,6 +17,7 @@ import (
 	"github.com/iotq/iotq/client"
 	"github.com/iotq/iotq/internal/certs"
 	"github.com/iotq/iotq/internal/testutil"
+	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/transport"
 	"github.com/iotq/iotq/transport/coapmsg"
 	"github.com/iotq/iotq/transport/endpoint"
@@ -297,8 +298,8 @@ func TestQUIC0RTTRejected(t *testing.T) {
 // it (accept: at once, hold: once the handshake completed) its receipt
 // completes on the PUBACK, 0-RTT was used and the subscriber gets it once.
 func TestQUIC0RTTEarlyQoS1(t *testing.T) {
-	for _, policy := range []string{broker.EarlyAccept, broker.EarlyHold} {
-		t.Run(policy, func(t *testing.T) {
+	for _, policy := range []records.EarlyPolicy{records.EarlyAccept, records.EarlyHold} {
+		t.Run(string(policy), func(t *testing.T) {
 			srv := brokertest.Start(t, broker.Options{Listen: []string{"quic://127.0.0.1:0", "mqtt://127.0.0.1:0"},
 				StateDir: t.TempDir(), QUIC: broker.QUICOptions{EarlyData: policy}})
 			url, ca := brokertest.Endpoint(t, srv, "quic"), srv.CAFile()

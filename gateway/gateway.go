@@ -185,7 +185,7 @@ func (g *Gateway) accepted(rt *route, c net.Conn) bool {
 		_ = qc.CloseWithError(CodeConnectionLimit, q.refused)
 		return true
 	}
-	if rt.r.EarlyData == EarlyHold {
+	if rt.r.EarlyData == records.EarlyHold {
 		switch qc.Info().NegotiatedProto {
 		case transport.ALPN:
 			qc = transport.HoldAfterFirst(qc, transport.MQTTFirstPacket, nil)

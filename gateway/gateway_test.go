@@ -22,6 +22,7 @@ import (
 
 	"github.com/iotq/iotq/internal/certs"
 	iotqtest "github.com/iotq/iotq/internal/testutil"
+	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/transport"
 )
 
@@ -329,7 +330,7 @@ func TestProxyProtocol(t *testing.T) {
 func TestReplayPolicy(t *testing.T) {
 	up := startTCP(t, echoID("u"))
 	state := t.TempDir()
-	route := Route{Upstreams: []string{up.url()}, ALPN: []string{"mqtt", "amqp"}, EarlyData: EarlyALPN, EarlyDataALPN: []string{"mqtt"}}
+	route := Route{Upstreams: []string{up.url()}, ALPN: []string{"mqtt", "amqp"}, EarlyData: records.EarlyALPN, EarlyDataALPN: []string{"mqtt"}}
 	g := startGateway(t, state, route)
 	label := g.routes[0].label
 	// One cache per ALPN: a ticket records its ALPN, and a client offers
@@ -380,7 +381,7 @@ func TestReplayPolicy(t *testing.T) {
 		t.Fatalf("after a restart: no 0-RTT: %+v", i)
 	}
 
-	ref := startGateway(t, "", Route{Upstreams: []string{up.url()}, EarlyData: EarlyRefuse})
+	ref := startGateway(t, "", Route{Upstreams: []string{up.url()}, EarlyData: records.EarlyRefuse})
 	g = ref
 	info("mqtt")
 	if i := info("mqtt"); i.Used0RTT || !i.TLSResumed {
@@ -397,7 +398,7 @@ func TestReplayPolicy(t *testing.T) {
 // client/amqp TestEarlyReplay through this gateway to Artemis.
 func TestReplayPolicyHold(t *testing.T) {
 	up := startTCP(t, echoID("u"))
-	g := startGateway(t, "", Route{Upstreams: []string{up.url()}, ALPN: []string{"mqtt", "amqp", "other"}, EarlyData: EarlyHold})
+	g := startGateway(t, "", Route{Upstreams: []string{up.url()}, ALPN: []string{"mqtt", "amqp", "other"}, EarlyData: records.EarlyHold})
 	caches := map[string]tls.ClientSessionCache{"mqtt": tls.NewLRUClientSessionCache(8), "amqp": tls.NewLRUClientSessionCache(8),
 		"other": tls.NewLRUClientSessionCache(8)}
 	flights := map[string][]byte{
@@ -474,7 +475,7 @@ func TestParseRouteAndConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r.Listen != "quic://0.0.0.0:5673" || len(r.Upstreams) != 2 || r.Upstreams[1] != "tls://10.0.0.2:5671" ||
-		r.ALPN[0] != "amqp" || r.EarlyData != EarlyRefuse || r.Balance != BalanceClientHash || !r.ProxyProtocol {
+		r.ALPN[0] != "amqp" || r.EarlyData != records.EarlyRefuse || r.Balance != BalanceClientHash || !r.ProxyProtocol {
 		t.Fatalf("%+v", r)
 	}
 	for _, bad := range []string{"quic://h:1", "quic://h:1?color=red=tcp://u:1", "quic://h:1?proxy_protocol=maybe=tcp://u:1"} {
@@ -507,7 +508,7 @@ func TestParseRouteAndConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	back, err := ParseConfig("round trip", b)
-	if err != nil || back.Routes[0].EarlyData != EarlyALPN || back.Routes[0].ALPN[0] != "amqp" {
+	if err != nil || back.Routes[0].EarlyData != records.EarlyALPN || back.Routes[0].ALPN[0] != "amqp" {
 		t.Fatalf("round trip: %v %+v", err, back)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/iotq/iotq/internal/certs"
 	"github.com/iotq/iotq/internal/serve"
 	"github.com/iotq/iotq/internal/yamlconf"
+	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/transport"
 )
 
@@ -153,7 +154,7 @@ type Route struct {
 	// what comes before the first transfer frame is forwarded before the
 	// handshake completes, so a replayed PUBLISH or transfer never reaches
 	// the upstream; other ALPNs: refused). Default alpn.
-	EarlyData string `yaml:"early_data"`
+	EarlyData records.EarlyPolicy `yaml:"early_data"`
 	// EarlyDataALPN lists the ALPNs whose replay risk is acceptable for
 	// policy alpn. Default [mqtt] (docs/gateway.md says why MQTT and not
 	// AMQP).
@@ -176,15 +177,10 @@ type UpstreamTLS struct {
 	Insecure bool `yaml:"insecure"`
 }
 
-// Values of Route.Balance and Route.EarlyData.
+// Values of Route.Balance (those of Route.EarlyData: records.EarlyPolicy).
 const (
 	BalanceRoundRobin = "round_robin"
 	BalanceClientHash = "client_hash"
-
-	EarlyAccept = "accept"
-	EarlyRefuse = "refuse"
-	EarlyALPN   = "alpn"
-	EarlyHold   = "hold"
 )
 
 // Defaults.
@@ -268,7 +264,7 @@ func (r Route) withDefaults() Route {
 		r.Balance = BalanceRoundRobin
 	}
 	if r.EarlyData == "" {
-		r.EarlyData = EarlyALPN
+		r.EarlyData = records.EarlyALPN
 	}
 	r.EarlyDataALPN = slices.Clone(r.EarlyDataALPN)
 	if len(r.EarlyDataALPN) == 0 {
@@ -327,9 +323,9 @@ func (o Options) Validate() error {
 			add(p+".balance", "%q: want %s or %s", r.Balance, BalanceRoundRobin, BalanceClientHash)
 		}
 		switch r.EarlyData {
-		case "", EarlyAccept, EarlyRefuse, EarlyALPN, EarlyHold:
+		case "", records.EarlyAccept, records.EarlyRefuse, records.EarlyALPN, records.EarlyHold:
 		default:
-			add(p+".early_data", "%q: want %s, %s, %s or %s", r.EarlyData, EarlyAccept, EarlyRefuse, EarlyALPN, EarlyHold)
+			add(p+".early_data", "%q: want %s, %s, %s or %s", r.EarlyData, records.EarlyAccept, records.EarlyRefuse, records.EarlyALPN, records.EarlyHold)
 		}
 		if r.UpstreamTLS.CAFile != "" {
 			if _, err := os.Stat(r.UpstreamTLS.CAFile); err != nil {
@@ -460,7 +456,7 @@ func ParseRoute(s string) (Route, error) {
 			case "balance":
 				r.Balance = val
 			case "early_data":
-				r.EarlyData = val
+				r.EarlyData = records.EarlyPolicy(val)
 			case "early_data_alpn":
 				r.EarlyDataALPN = splitList(val)
 			case "proxy_protocol":

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/iotq/iotq/internal/certs"
+	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/transport"
 	"github.com/iotq/iotq/transport/endpoint"
 )
@@ -93,11 +94,11 @@ func newRoute(g *Gateway, i int, r Route, labels map[string]bool) (*route, error
 // earlyAllowed applies the route's replay policy to a negotiated ALPN.
 func (rt *route) earlyAllowed(alpn string) bool {
 	switch rt.r.EarlyData {
-	case EarlyAccept:
+	case records.EarlyAccept:
 		return true
-	case EarlyALPN:
+	case records.EarlyALPN:
 		return slices.Contains(rt.r.EarlyDataALPN, alpn)
-	case EarlyHold: // the protocols whose first message we can find
+	case records.EarlyHold: // the protocols whose first message we can find
 		return alpn == transport.ALPN || alpn == endpoint.ALPNAMQP
 	}
 	return false
@@ -108,7 +109,7 @@ func (rt *route) listen() error {
 	qo := transport.QUICOptions{
 		HandshakeIdleTimeout: o.HandshakeTimeout,
 		MaxIdleTimeout:       o.IdleTimeout,
-		Refuse0RTT:           rt.r.EarlyData == EarlyRefuse,
+		Refuse0RTT:           rt.r.EarlyData == records.EarlyRefuse,
 		NextProtos:           rt.r.ALPN,
 		AcceptConn:           rt.acceptConn,
 	}

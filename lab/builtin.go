@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/iotq/iotq/records"
 )
 
 func ms(n int) Duration { return Duration(time.Duration(n) * time.Millisecond) }
@@ -64,7 +66,7 @@ func builtin() map[string][]Spec {
 	smokeEarly.Description = "wifi at 0 % loss, pattern B with the first PUBLISH written with CONNECT (reconnect-early; QUIC: in the 0-RTT flight), broker 0-RTT policy hold and accept"
 	smokeEarly.Losses = []Percent{0}
 	smokeEarly.Patterns = []string{PatternReconnectEarly}
-	smokeEarly.QUIC0RTT = []string{EarlyHold, EarlyAccept}
+	smokeEarly.QUIC0RTT = []records.EarlyPolicy{records.EarlyHold, records.EarlyAccept}
 	// E1-E3 reproduce a testbed that shaped the publishing device's egress
 	// with traffic control: the return path was clean. That is their
 	// reference; "-both" variants impair both directions.
@@ -156,7 +158,7 @@ func builtin() map[string][]Spec {
 	e5early := e5
 	e5early.Description = "reconnect-early: the resumed publisher's first PUBLISH written with CONNECT (QUIC: in the 0-RTT flight), broker 0-RTT policy hold (default: processed once the handshake completed) and accept (processed at once)"
 	e5early.Patterns = []string{PatternReconnectEarly}
-	e5early.QUIC0RTT = []string{EarlyHold, EarlyAccept}
+	e5early.QUIC0RTT = []records.EarlyPolicy{records.EarlyHold, records.EarlyAccept}
 	e6 := Spec{
 		Experiment:   "E6",
 		Description:  "N publishers on a shared wifi medium with link-layer retries; wired broker-subscriber link, RTT 25 ms; patterns A and B",

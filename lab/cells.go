@@ -143,7 +143,10 @@ func Cells(specs []Spec) ([]Cell, error) {
 
 // transportPolicy is a transport and, for MQTT over QUIC, the broker's
 // QUIC 0-RTT policy of one cell.
-type transportPolicy struct{ transport, policy string }
+type transportPolicy struct {
+	transport string
+	policy    records.EarlyPolicy
+}
 
 // withPolicies expands the transports by the spec's QUIC 0-RTT policies:
 // every policy for MQTT over QUIC (in the order listed, right after each
@@ -185,7 +188,7 @@ func cellID(c Cell, namedSub bool) string {
 	if c.QUIC0RTT != "" && c.QUIC0RTT != records.EarlyHold {
 		// the broker's default keeps the ids cells had before the policy
 		// was a setting
-		parts = append(parts, "0rtt-"+c.QUIC0RTT)
+		parts = append(parts, "0rtt-"+string(c.QUIC0RTT))
 	}
 	id := strings.Join(parts, "_")
 	return strings.Map(func(r rune) rune {

@@ -53,7 +53,7 @@ func TestReconnectEarlyOnLongLink(t *testing.T) {
 	}
 	early := plain
 	early.Patterns = []string{PatternReconnectEarly}
-	early.QUIC0RTT = []string{EarlyHold, EarlyAccept}
+	early.QUIC0RTT = []records.EarlyPolicy{records.EarlyHold, records.EarlyAccept}
 	specs := []Spec{plain, early}
 	r, err := NewProcRunner(ProcOptions{IOTQ: bin, Fabric: LinkFabric{Prefix: "iotqer-"}, NoPcap: true})
 	if err != nil {
@@ -78,11 +78,11 @@ func TestReconnectEarlyOnLongLink(t *testing.T) {
 	kind := map[string]string{} // cell -> plain, hold, accept
 	for _, r := range rows {
 		switch {
-		case r.Pattern == PatternReconnect && r.QUIC0RTT == EarlyHold:
+		case r.Pattern == PatternReconnect && r.QUIC0RTT == records.EarlyHold:
 			kind[r.Cell] = "plain"
-		case r.Pattern == PatternReconnectEarly && r.QUIC0RTT == EarlyHold:
+		case r.Pattern == PatternReconnectEarly && r.QUIC0RTT == records.EarlyHold:
 			kind[r.Cell] = "hold"
-		case r.Pattern == PatternReconnectEarly && r.QUIC0RTT == EarlyAccept:
+		case r.Pattern == PatternReconnectEarly && r.QUIC0RTT == records.EarlyAccept:
 			kind[r.Cell] = "accept"
 		default:
 			t.Fatalf("unexpected cell %s: pattern %s, quic_0rtt %q", r.Cell, r.Pattern, r.QUIC0RTT)

@@ -219,7 +219,7 @@ func (cr *cellRun) startMQTTBroker(ctx context.Context) (*child, error) {
 		args = append(args, "--listen", fmt.Sprintf("%s://%s:%d", scheme, host, port))
 	}
 	if cr.c.QUIC0RTT != "" {
-		args = append(args, "--quic-0rtt="+cr.c.QUIC0RTT)
+		args = append(args, "--quic-0rtt="+string(cr.c.QUIC0RTT))
 	}
 	args = append(args,
 		"--state-dir", filepath.Join(cr.dir, "broker-state"),

@@ -109,13 +109,6 @@ const (
 	PatternClosedLoop     = records.PatternClosedLoop  // E7: next message once the previous one's receipt completed
 )
 
-// The broker's QUIC 0-RTT policies (Spec.QUIC0RTT, docs/0rtt.md).
-const (
-	EarlyAccept = records.EarlyAccept // early data processed as it arrives
-	EarlyHold   = records.EarlyHold   // processed once the handshake completed (the broker's default)
-	EarlyRefuse = records.EarlyRefuse // 0-RTT refused
-)
-
 // Scales.
 const (
 	ScaleSmoke   = "smoke"
@@ -158,7 +151,7 @@ type Spec struct {
 	// refuse: `iotq broker --quic-0rtt`, docs/0rtt.md) over the cells of
 	// MQTT over QUIC; other transports run one cell each, without it.
 	// Default [hold], the broker's default.
-	QUIC0RTT []string `yaml:"quic_0rtt,omitempty,flow"`
+	QUIC0RTT []records.EarlyPolicy `yaml:"quic_0rtt,omitempty,flow"`
 	// Intervals between publishes (periodic pattern; background publishers
 	// of a shared medium). Default [1s].
 	Intervals []Duration `yaml:"intervals"`
@@ -318,7 +311,7 @@ func (s Spec) withDefaults() Spec {
 		s.Intervals = []Duration{Duration(time.Second)}
 	}
 	if len(s.QUIC0RTT) == 0 {
-		s.QUIC0RTT = []string{records.EarlyHold}
+		s.QUIC0RTT = []records.EarlyPolicy{records.EarlyHold}
 	}
 	if s.Messages == 0 {
 		s.Messages = 100
@@ -566,8 +559,8 @@ func (s Spec) Validate() error {
 	return errors.Join(errs...)
 }
 
-func dupCheck(list []string, path string, bad func(string, string, ...any)) {
-	seen := map[string]bool{}
+func dupCheck[S ~string](list []S, path string, bad func(string, string, ...any)) {
+	seen := map[S]bool{}
 	for i, v := range list {
 		if seen[v] {
 			bad(fmt.Sprintf("%s[%d]", path, i), "%q listed twice", v)

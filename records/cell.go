@@ -93,7 +93,7 @@ type Cell struct {
 	// QUIC0RTT (version 3) is the broker's QUIC 0-RTT policy in MQTT over
 	// QUIC cells (Early*: accept, hold, refuse; docs/0rtt.md); empty for
 	// other transports and in older cells (whose brokers ran hold).
-	QUIC0RTT string `json:"quic_0rtt,omitempty"`
+	QUIC0RTT EarlyPolicy `json:"quic_0rtt,omitempty"`
 }
 
 // ProtocolName is the cell's protocol, ProtocolMQTT for cells written
@@ -209,13 +209,32 @@ const (
 	DelayRTT    = "rtt"     // it is a round trip: each direction gets half
 )
 
-// Broker QUIC 0-RTT policies (Cell.QUIC0RTT, `iotq broker --quic-0rtt`):
-// what the broker does with data that rides behind CONNECT in the 0-RTT
-// flight.
+// EarlyPolicy is what a QUIC server does with 0-RTT data (the data that
+// rides behind the first message in a resumed client's first flight, and
+// that an attacker can replay): the broker's quic:// listeners
+// (`iotq broker --quic-0rtt`, broker.QUICOptions.EarlyData), the
+// gateway's routes (gateway.Route.EarlyData) and the lab's cells
+// (Cell.QUIC0RTT). This is its one home; what each value guarantees:
+// docs/0rtt.md.
+type EarlyPolicy string
+
+// The values of EarlyPolicy.
 const (
-	EarlyAccept = "accept" // processed as it arrives
-	EarlyHold   = "hold"   // processed once the handshake completed (the broker's default)
-	EarlyRefuse = "refuse" // 0-RTT refused: everything after the handshake
+	// EarlyAccept processes everything that arrives as 0-RTT data at once:
+	// a replayed first flight is processed again, PUBLISHes included.
+	EarlyAccept EarlyPolicy = "accept"
+	// EarlyHold processes the first message (MQTT CONNECT, the AMQP
+	// header, the CoAP CSM) at once and everything after it only once the
+	// QUIC handshake has completed, so a replayed first flight never
+	// delivers a PUBLISH (its CONNECT still takes effect). The broker's
+	// default.
+	EarlyHold EarlyPolicy = "hold"
+	// EarlyRefuse refuses 0-RTT: clients complete a full handshake first.
+	EarlyRefuse EarlyPolicy = "refuse"
+	// EarlyALPN (gateway routes only, their default) accepts 0-RTT when
+	// the negotiated ALPN is one of the route's early_data_alpn and
+	// refuses it otherwise.
+	EarlyALPN EarlyPolicy = "alpn"
 )
 
 // IsReconnectPattern reports whether p is pattern B (a resumed start):

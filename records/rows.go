@@ -147,33 +147,33 @@ type CellRow struct {
 	Protocol string `csv:"protocol"`
 	// QUIC0RTT (version 3): the broker's QUIC 0-RTT policy in MQTT over
 	// QUIC cells (Cell.QUIC0RTT); empty otherwise and in older files.
-	QUIC0RTT        string `csv:"quic_0rtt"`
-	QoS             int    `csv:"qos"`
-	Pattern         string `csv:"pattern"`
-	Size            int    `csv:"size"`
-	IntervalNs      int64  `csv:"interval_ns"`
-	Messages        int    `csv:"messages"`
-	Repetitions     int    `csv:"repetitions"`
-	Topology        string `csv:"topology"`
-	Publishers      int    `csv:"publishers"`
-	Retries         int    `csv:"retries"`
-	DelayConvention string `csv:"delay_convention"`
-	PubLink         string `csv:"pub_link"`
-	PubRateBps      int64  `csv:"pub_rate_bps"`
-	PubDelayNs      int64  `csv:"pub_delay_ns"`
-	SubLink         string `csv:"sub_link"`
-	SubRateBps      int64  `csv:"sub_rate_bps"`
-	SubDelayNs      int64  `csv:"sub_delay_ns"`
-	PathDelayNs     int64  `csv:"path_delay_ns"`
-	TCPCongestion   string `csv:"tcp_congestion"`
-	Seed            int64  `csv:"seed"`
-	Published       int    `csv:"published"`
-	Delivered       int    `csv:"delivered"`
-	RepsOK          int    `csv:"reps_ok"`
-	Status          string `csv:"status"`
-	Error           string `csv:"error"`
-	StartNs         int64  `csv:"start_ns"`
-	EndNs           int64  `csv:"end_ns"`
+	QUIC0RTT        EarlyPolicy `csv:"quic_0rtt"`
+	QoS             int         `csv:"qos"`
+	Pattern         string      `csv:"pattern"`
+	Size            int         `csv:"size"`
+	IntervalNs      int64       `csv:"interval_ns"`
+	Messages        int         `csv:"messages"`
+	Repetitions     int         `csv:"repetitions"`
+	Topology        string      `csv:"topology"`
+	Publishers      int         `csv:"publishers"`
+	Retries         int         `csv:"retries"`
+	DelayConvention string      `csv:"delay_convention"`
+	PubLink         string      `csv:"pub_link"`
+	PubRateBps      int64       `csv:"pub_rate_bps"`
+	PubDelayNs      int64       `csv:"pub_delay_ns"`
+	SubLink         string      `csv:"sub_link"`
+	SubRateBps      int64       `csv:"sub_rate_bps"`
+	SubDelayNs      int64       `csv:"sub_delay_ns"`
+	PathDelayNs     int64       `csv:"path_delay_ns"`
+	TCPCongestion   string      `csv:"tcp_congestion"`
+	Seed            int64       `csv:"seed"`
+	Published       int         `csv:"published"`
+	Delivered       int         `csv:"delivered"`
+	RepsOK          int         `csv:"reps_ok"`
+	Status          string      `csv:"status"`
+	Error           string      `csv:"error"`
+	StartNs         int64       `csv:"start_ns"`
+	EndNs           int64       `csv:"end_ns"`
 }
 
 // Row turns a cell's done marker into its cells.csv row.

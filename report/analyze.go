@@ -63,7 +63,7 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 		set(&c.Pattern, r.Pattern)
 		set(&c.delayConvention, r.DelayConvention)
 		set(&c.protocol, r.Protocol)
-		set(&c.QUIC0RTT, r.QUIC0RTT)
+		set(&c.QUIC0RTT, string(r.QUIC0RTT))
 		c.LossPct, c.QoS, c.IntervalNs = r.LossPct, r.QoS, r.IntervalNs
 		if r.Size > 0 {
 			c.Size = r.Size
@@ -292,7 +292,7 @@ func newCell(dir, id string) *CellResult {
 	c.Experiment, c.Profile, c.LossPct, c.Transport, c.QoS = p.Experiment, p.Profile, p.LossPct, p.Transport, p.QoS
 	c.Pattern, c.Size, c.IntervalNs, c.Publishers, c.Retries = p.Pattern, p.Size, p.IntervalNs, p.Publishers, p.Retries
 	c.delayConvention, c.Status, c.Error = p.DelayConvention, d.Status, d.Error
-	c.protocol, c.QUIC0RTT = p.Protocol, p.QUIC0RTT
+	c.protocol, c.QUIC0RTT = p.Protocol, string(p.QUIC0RTT)
 	c.Link = Link{PubDelayNs: p.PubLink.DelayNs, PubRateBps: float64(p.PubLink.RateBps),
 		SubDelayNs: p.SubLink.DelayNs, SubRateBps: float64(p.SubLink.RateBps), PubDirection: p.PubLink.Direction,
 		Source: path.Join(records.DirCells, id, records.FileDone)}
@@ -476,7 +476,7 @@ func startupRTTsMQTT(transport, pattern, policy string, zeroRTT bool) float64 {
 		return 2
 	case !early:
 		return 1
-	case policy == records.EarlyAccept:
+	case policy == string(records.EarlyAccept):
 		return 0
 	}
 	return 1 // hold (the default) or an older cell without the column

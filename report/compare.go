@@ -127,7 +127,7 @@ func pairCells(cells []*CellResult) []cellPair {
 		// one protocol per pair: TCP and QUIC of the same protocol
 		base := fmt.Sprintf("%s|%s|%g|%d|%s|%s|%s", c.Experiment, c.Profile, c.LossPct, c.QoS, c.Pattern, c.variant(), protocolOf(c))
 		k := base
-		if isQUIC(c.Transport) && c.QUIC0RTT != "" && c.QUIC0RTT != records.EarlyHold {
+		if isQUIC(c.Transport) && c.QUIC0RTT != "" && c.QUIC0RTT != string(records.EarlyHold) {
 			k += "|0rtt-" + c.QUIC0RTT
 		}
 		p := pairs[k]

@@ -796,7 +796,7 @@ func startupFigures(cs []*CellResult, fname, prof string, save func(*plot.Plot, 
 			continue
 		}
 		series := c.Transport
-		if c.QUIC0RTT != "" && c.QUIC0RTT != records.EarlyHold {
+		if c.QUIC0RTT != "" && c.QUIC0RTT != string(records.EarlyHold) {
 			series += ", broker 0-RTT " + c.QUIC0RTT // a box of its own, beside hold's
 		}
 		groups = append(groups, boxGroup{label: loss(c.LossPct) + "%", transport: series,

@@ -49,7 +49,7 @@ func startLabel(c *CellResult) string {
 	if c.Pattern == records.PatternReconnectEarly {
 		label = c.Pattern
 	}
-	if isQUIC(c.Transport) && c.QUIC0RTT != "" && c.QUIC0RTT != records.EarlyHold {
+	if isQUIC(c.Transport) && c.QUIC0RTT != "" && c.QUIC0RTT != string(records.EarlyHold) {
 		if label != "" {
 			label += ", "
 		}

@@ -20,11 +20,12 @@ func TestStartupBoundMQTT(t *testing.T) {
 	egress := Link{PubDelayNs: 300 * ms, PubDirection: records.DirectionEgress}                // RTT 300 ms
 	rated := Link{PubDelayNs: 300 * ms, PubRateBps: 1e6, SubDelayNs: 10 * ms, SubRateBps: 1e6} // 32 B: 0.256 ms per link
 	for _, c := range []struct {
-		transport, pattern, policy string
-		zeroRTT                    bool
-		rtts                       float64
-		link                       Link
-		boundMs                    float64
+		transport, pattern string
+		policy             records.EarlyPolicy
+		zeroRTT            bool
+		rtts               float64
+		link               Link
+		boundMs            float64
 	}{
 		{"mqtts", records.PatternReconnect, "", false, 3, both, 3*600 + 300},
 		{"mqtts", records.PatternReconnectEarly, "", false, 2, both, 2*600 + 300},
@@ -40,7 +41,7 @@ func TestStartupBoundMQTT(t *testing.T) {
 		{"quic", records.PatternReconnectEarly, records.EarlyAccept, true, 0, rated, 300 + 10 + 2*0.256},
 		{"mqtts", records.PatternReconnectEarly, "", false, 2, rated, 2*600 + 300 + 10 + 2*0.256},
 	} {
-		rtts := startupRTTsMQTT(c.transport, c.pattern, c.policy, c.zeroRTT)
+		rtts := startupRTTsMQTT(c.transport, c.pattern, string(c.policy), c.zeroRTT)
 		got := startupBoundMQTT(c.link, 32, rtts)
 		if rtts != c.rtts || math.Abs(got-c.boundMs) > 1e-9 {
 			t.Errorf("%s %s %q 0-RTT %v on %+v: %v RTTs, bound %v ms; want %v, %v", c.transport, c.pattern, c.policy, c.zeroRTT,
@@ -66,10 +67,11 @@ func TestStartupRatioInReport(t *testing.T) {
 	dir := t.TempDir()
 	const ms = int64(1e6)
 	type cell struct {
-		id, transport, pattern, policy string
-		zeroRTT                        bool
-		latMs                          int64
-		wantRTTs, wantBound            float64
+		id, transport, pattern string
+		policy                 records.EarlyPolicy
+		zeroRTT                bool
+		latMs                  int64
+		wantRTTs, wantBound    float64
 	}
 	// link: 300 ms each way on the publisher's link (RTT 600 ms), clean
 	// unlimited subscriber link; payload 32 B, no rate: no serialization
@@ -122,7 +124,7 @@ func TestStartupRatioInReport(t *testing.T) {
 			t.Fatalf("no cell %s in the summary", c.id)
 		}
 		want := float64(c.latMs) / c.wantBound
-		if got.StartupBoundRTTs != c.wantRTTs || math.Abs(got.StartupBoundMs-c.wantBound) > 1e-6 || math.Abs(got.StartupRatio-want) > 1e-9 || got.QUIC0RTT != c.policy {
+		if got.StartupBoundRTTs != c.wantRTTs || math.Abs(got.StartupBoundMs-c.wantBound) > 1e-6 || math.Abs(got.StartupRatio-want) > 1e-9 || got.QUIC0RTT != string(c.policy) {
 			t.Errorf("%s: %v RTTs, bound %v ms, ratio %v, policy %q; want %v, %v, %v, %q", c.id, got.StartupBoundRTTs, got.StartupBoundMs,
 				got.StartupRatio, got.QUIC0RTT, c.wantRTTs, c.wantBound, want, c.policy)
 		}

@@ -179,7 +179,7 @@ func comparison(s *Summary) tab {
 	for _, p := range pairCells(s.Cells) {
 		c := p.key
 		label := c.variantLabel()
-		if q := p.quic; q != nil && q.QUIC0RTT != "" && (q.QUIC0RTT != records.EarlyHold || q.Pattern == records.PatternReconnectEarly) {
+		if q := p.quic; q != nil && q.QUIC0RTT != "" && (q.QUIC0RTT != string(records.EarlyHold) || q.Pattern == records.PatternReconnectEarly) {
 			label = strings.TrimPrefix(label+", broker 0-RTT "+q.QUIC0RTT, ", ")
 		}
 		row := []string{c.Experiment, c.Profile, loss(c.LossPct), strconv.Itoa(c.QoS), c.Pattern, label,

@@ -13,6 +13,7 @@ import (
 	"github.com/iotq/iotq/client/amqp"
 	"github.com/iotq/iotq/gateway"
 	"github.com/iotq/iotq/internal/testutil"
+	"github.com/iotq/iotq/records"
 )
 
 // collector gathers delivered messages.
@@ -113,7 +114,7 @@ func TestArtemis(t *testing.T) {
 	t.Run("amqp+quic through the gateway", func(t *testing.T) {
 		g, err := gateway.New(gateway.Options{
 			Routes: []gateway.Route{{Listen: "quic://127.0.0.1:0", Upstreams: []string{strings.Replace(art.URL(), "amqp://", "tcp://", 1)},
-				ALPN: []string{"amqp"}, EarlyData: gateway.EarlyAccept}},
+				ALPN: []string{"amqp"}, EarlyData: records.EarlyAccept}},
 			StateDir: t.TempDir(), Logger: testutil.Logger(t),
 		})
 		if err != nil {

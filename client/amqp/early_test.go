@@ -13,6 +13,7 @@ import (
 	"github.com/iotq/iotq/gateway"
 	"github.com/iotq/iotq/internal/protonbroker"
 	"github.com/iotq/iotq/internal/testutil"
+	"github.com/iotq/iotq/records"
 )
 
 // earlyBroker is an AMQP 1.0 broker TestEarly runs against.
@@ -110,7 +111,7 @@ func testEarly(t *testing.T, art earlyBroker) {
 		run(t, art.tlsURL, "iotq.early.tls", client.Options{CAFile: art.caFile}, 1, []byte("early"))
 	})
 
-	gw := func(t *testing.T, policy string) *gateway.Gateway {
+	gw := func(t *testing.T, policy records.EarlyPolicy) *gateway.Gateway {
 		g, err := gateway.New(gateway.Options{
 			Routes:   []gateway.Route{{Listen: "quic://127.0.0.1:0", Upstreams: []string{upstream}, ALPN: []string{"amqp"}, EarlyData: policy}},
 			StateDir: t.TempDir(), Logger: testutil.Logger(t),
@@ -126,7 +127,7 @@ func testEarly(t *testing.T, art earlyBroker) {
 	}
 
 	t.Run("amqp+quic 0-RTT accepted", func(t *testing.T) {
-		g := gw(t, gateway.EarlyAccept)
+		g := gw(t, records.EarlyAccept)
 		relay := newRelay(t, g.Endpoints()[0])
 		url := "amqp+quic://" + relay.Addr()
 		o := client.Options{CAFile: g.CAFile(), SessionCacheFile: filepath.Join(t.TempDir(), "tickets")}
@@ -280,8 +281,8 @@ func TestEarlyReplay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(120*time.Second))
 	defer cancel()
 	upstream := strings.Replace(pb.URL(), "amqp://", "tcp://", 1)
-	for policy, copies := range map[string]int{gateway.EarlyAccept: 1, gateway.EarlyHold: 1} {
-		t.Run(policy, func(t *testing.T) {
+	for policy, copies := range map[records.EarlyPolicy]int{records.EarlyAccept: 1, records.EarlyHold: 1} {
+		t.Run(string(policy), func(t *testing.T) {
 			g, err := gateway.New(gateway.Options{
 				Routes:   []gateway.Route{{Listen: "quic://127.0.0.1:0", Upstreams: []string{upstream}, ALPN: []string{"amqp"}, EarlyData: policy}},
 				StateDir: t.TempDir(), Logger: testutil.Logger(t), HandshakeTimeout: 2 * time.Second,
@@ -293,7 +294,7 @@ func TestEarlyReplay(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer g.Close()
-			topic := "iotq.replay." + policy
+			topic := "iotq.replay." + string(policy)
 			sub := make(collector, 10)
 			s := dial(t, ctx, pb.URL(), client.Options{})
 			if err := s.Subscribe(ctx, topic, client.SubscribeOptions{QoS: 1}, sub.handle); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/iotq/iotq/gateway"
 	"github.com/iotq/iotq/internal/protonbroker"
 	"github.com/iotq/iotq/internal/testutil"
+	"github.com/iotq/iotq/records"
 )
 
 // TestProtonBroker: our AMQP client against the Qpid Proton broker (a
@@ -42,7 +43,7 @@ func TestProtonBroker(t *testing.T) {
 	t.Run("amqp+quic through the gateway", func(t *testing.T) {
 		g, err := gateway.New(gateway.Options{
 			Routes: []gateway.Route{{Listen: "quic://127.0.0.1:0", Upstreams: []string{strings.Replace(pb.URL(), "amqp://", "tcp://", 1)},
-				ALPN: []string{"amqp"}, EarlyData: gateway.EarlyAccept}},
+				ALPN: []string{"amqp"}, EarlyData: records.EarlyAccept}},
 			StateDir: t.TempDir(), Logger: testutil.Logger(t),
 		})
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/iotq/iotq/broker"
 	"github.com/iotq/iotq/client"
 	"github.com/iotq/iotq/internal/testutil"
+	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/transport"
 	"github.com/iotq/iotq/transport/coapmsg"
 )
@@ -50,15 +51,15 @@ func metricOrZero(t *testing.T, srv *broker.Server, name string) float64 {
 // no 0-RTT: the MQTT subscriber sees the value twice, once and once.
 func TestCoAPOverQUIC0RTTReplay(t *testing.T) {
 	for _, tc := range []struct {
-		policy    string
+		policy    records.EarlyPolicy
 		want0RTT  bool
 		delivered int64
 	}{
-		{broker.EarlyAccept, true, 2},
-		{broker.EarlyHold, true, 1},
-		{broker.EarlyRefuse, false, 1},
+		{records.EarlyAccept, true, 2},
+		{records.EarlyHold, true, 1},
+		{records.EarlyRefuse, false, 1},
 	} {
-		t.Run(tc.policy, func(t *testing.T) {
+		t.Run(string(tc.policy), func(t *testing.T) {
 			t.Parallel()
 			srv := startBroker(t, func(o *broker.Options) {
 				o.QUIC = broker.QUICOptions{EarlyData: tc.policy, HandshakeTimeout: 2 * time.Second}
@@ -158,14 +159,14 @@ func TestCoAPOverQUIC0RTTReplay(t *testing.T) {
 			time.Sleep(4 * time.Second)
 			testutil.ReplayUDP(t, target, flow)
 			switch tc.policy {
-			case broker.EarlyAccept:
+			case records.EarlyAccept:
 				testutil.Eventually(t, 10*time.Second, func() error {
 					if got.Load() != 2 {
 						return errors.New("the replayed PUT was not published again")
 					}
 					return nil
 				})
-			case broker.EarlyHold:
+			case records.EarlyHold:
 				// The replayed CSM was read; the PUT behind it waited for a
 				// handshake that never completed.
 				testutil.Eventually(t, 15*time.Second, func() error {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/iotq/iotq/broker"
 	"github.com/iotq/iotq/internal/serve"
+	"github.com/iotq/iotq/records"
 )
 
 func (a *app) brokerCommand() *Command {
@@ -66,7 +67,7 @@ gracefully: stop accepting, disconnect clients, flush the store, exit 0.`,
 	ov.String("tls-cert", "", "server certificate `file` (PEM)", func(o *O) *string { return &o.TLS.Cert })
 	ov.String("tls-key", "", "server key `file` (PEM)", func(o *O) *string { return &o.TLS.Key })
 	ov.List("tls-host", "extra DNS name or IP `address` for the generated certificate (repeatable)", func(o *O) *[]string { return &o.TLS.Hosts })
-	early := &earlyDataFlag{v: broker.EarlyHold}
+	early := &earlyDataFlag{v: records.EarlyHold}
 	ov.Var("quic-0rtt", "QUIC 0-RTT `policy`: accept, hold (CONNECT at once, the rest after the handshake: no replayed PUBLISH) or refuse; true = accept, false = refuse; give it as --quic-0rtt=VALUE (docs/0rtt.md)", early, func(o *O) { o.QUIC.EarlyData = early.v })
 	ov.Duration("quic-handshake-timeout", broker.DefaultHandshakeTimeout, "QUIC handshake timeout", func(o *O) *time.Duration { return &o.QUIC.HandshakeTimeout })
 	ov.Duration("quic-idle-timeout", broker.DefaultIdleTimeout, "QUIC idle timeout", func(o *O) *time.Duration { return &o.QUIC.IdleTimeout })
@@ -168,25 +169,25 @@ func readPassword(r io.Reader) ([]byte, error) {
 // earlyDataFlag is --quic-0rtt: a policy name, or a boolean for
 // compatibility with the former switch (a bare --quic-0rtt or =true is
 // accept, =false is refuse).
-type earlyDataFlag struct{ v string }
+type earlyDataFlag struct{ v records.EarlyPolicy }
 
 func (f *earlyDataFlag) String() string {
 	if f == nil {
 		return ""
 	}
-	return f.v
+	return string(f.v)
 }
 
 func (f *earlyDataFlag) IsBoolFlag() bool { return true }
 
 func (f *earlyDataFlag) Set(s string) error {
-	switch strings.ToLower(s) {
+	switch p := records.EarlyPolicy(strings.ToLower(s)); p {
 	case "true":
-		f.v = broker.EarlyAccept
+		f.v = records.EarlyAccept
 	case "false":
-		f.v = broker.EarlyRefuse
-	case broker.EarlyAccept, broker.EarlyHold, broker.EarlyRefuse:
-		f.v = strings.ToLower(s)
+		f.v = records.EarlyRefuse
+	case records.EarlyAccept, records.EarlyHold, records.EarlyRefuse:
+		f.v = p
 	default:
 		return fmt.Errorf("%q: want accept, hold or refuse (or true/false for accept/refuse)", s)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/iotq/iotq/internal/serve"
 	"github.com/iotq/iotq/lab"
 	"github.com/iotq/iotq/link"
+	"github.com/iotq/iotq/records"
 )
 
 // labCommand wires `iotq lab run|list|show|merge` to package lab.
@@ -164,7 +165,10 @@ func (s *labSelect) resolve(name string) ([]lab.Spec, error) {
 			sp.Topology.Directions = splitList(s.directions)
 		}
 		if s.quic0rtt != "" {
-			sp.QUIC0RTT = splitList(s.quic0rtt)
+			sp.QUIC0RTT = nil
+			for _, p := range splitList(s.quic0rtt) {
+				sp.QUIC0RTT = append(sp.QUIC0RTT, records.EarlyPolicy(p))
+			}
 		}
 		if s.losses != "" {
 			sp.Losses = nil
