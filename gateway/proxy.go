@@ -53,7 +53,7 @@ func (pc *proxyConn) serve() {
 	n, firstErr := pc.qc.Read(first)
 	first = first[:n]
 	if n == 0 && firstErr != nil && !errors.Is(firstErr, io.EOF) {
-		rt.log.Debug("client connection failed before sending data", "client", pc.qc.RemoteAddr().String(), "err", firstErr)
+		rt.log.Debug("client connection failed before sending data", "client", pc.qc.RemoteAddr().String(), "error", firstErr)
 		pc.abort(CodeStreamError, "client stream failed", reasonClientErr)
 		return
 	}
@@ -148,10 +148,10 @@ func (pc *proxyConn) serve() {
 					pc.noProxyProtocol(errors.Join(r.readErr, r.writeErr))
 					break
 				}
-				rt.log.Debug("upstream connection failed", "client", pc.qc.RemoteAddr().String(), "err", errors.Join(r.readErr, r.writeErr))
+				rt.log.Debug("upstream connection failed", "client", pc.qc.RemoteAddr().String(), "error", errors.Join(r.readErr, r.writeErr))
 				pc.abort(CodeUpstreamReset, "upstream connection failed", reasonUpReset)
 			default:
-				rt.log.Debug("client connection failed", "client", pc.qc.RemoteAddr().String(), "err", errors.Join(r.readErr, r.writeErr))
+				rt.log.Debug("client connection failed", "client", pc.qc.RemoteAddr().String(), "error", errors.Join(r.readErr, r.writeErr))
 				pc.abort(CodeStreamError, "client stream failed", reasonClientErr)
 			}
 		}
@@ -177,7 +177,7 @@ func (pc *proxyConn) noProxyProtocol(err error) {
 	if ok, suppressed := rt.proxyHint.allow(time.Now()); ok {
 		attrs := []any{"client", pc.qc.RemoteAddr().String(), "hint", "turn proxy_protocol off for this route, or enable PROXY protocol v2 on the broker"}
 		if err != nil {
-			attrs = append(attrs, "err", err)
+			attrs = append(attrs, "error", err)
 		}
 		if suppressed > 0 {
 			attrs = append(attrs, "suppressed", suppressed)

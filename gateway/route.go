@@ -176,7 +176,7 @@ func (rt *route) dial(ctx context.Context, client, local net.Addr) (*upConn, err
 			return nil, err
 		}
 		rt.g.met.upFailures.WithLabelValues(rt.label, u.raw).Inc()
-		rt.log.Warn("upstream failed", "upstream", u.raw, "client", client.String(), "err", err)
+		rt.log.Warn("upstream failed", "upstream", u.raw, "client", client.String(), "error", err)
 		lastErr = err
 	}
 	return nil, fmt.Errorf("%w: %w", ErrNoUpstream, lastErr)

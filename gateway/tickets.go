@@ -57,7 +57,7 @@ func (r *ticketReloader) check(force bool) {
 	b, err := os.ReadFile(r.path)
 	if err != nil || bytes.Equal(b, r.last) {
 		if err != nil && r.last != nil {
-			r.log.Warn("ticket key file unreadable; the keys in use stay", "file", r.path, "err", err)
+			r.log.Warn("ticket key file unreadable; the keys in use stay", "file", r.path, "error", err)
 			r.last = nil // log once per change, not per check
 		}
 		return
@@ -65,7 +65,7 @@ func (r *ticketReloader) check(force bool) {
 	r.last = b
 	keys, err := certs.LoadTicketKeysFile(r.path)
 	if err != nil {
-		r.log.Warn("ticket key file not reloaded; the keys in use stay", "file", r.path, "err", err)
+		r.log.Warn("ticket key file not reloaded; the keys in use stay", "file", r.path, "error", err)
 		return
 	}
 	r.cfg.SetSessionTicketKeys(keys)
