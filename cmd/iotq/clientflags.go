@@ -100,6 +100,14 @@ func (f *clientFlags) check() error {
 	if err != nil {
 		return usageErrorf("--url: %v", err)
 	}
+	if ep.Protocol == endpoint.ProtocolCoAP && strings.Trim(ep.Path, "/") != "" {
+		// The client maps -t to /t/TOPIC and would ignore the path: a
+		// topic written into the URL (coap://HOST/TOPIC) must not be
+		// dropped silently.
+		topic := strings.TrimPrefix(strings.Trim(ep.Path, "/"), "t/")
+		return usageErrorf("--url %s: a CoAP URL names the server only; give the topic with -t (--url %s://%s -t %s uses the resource /t/%s)",
+			f.url, ep.Scheme, ep.Address(), topic, topic)
+	}
 	f.ep = ep
 	return nil
 }

@@ -38,6 +38,9 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"pub", "-t", "a", "--size", "300MB"}, "whole number"},
 		{[]string{"sub", "-t", "a", "--timeout", "2"}, "2s, 500ms"},
 		{[]string{"link", "shell", "--no-such"}, "flag provided but not defined"},
+		// A CoAP URL names the server; the topic is -t (README: URLs).
+		{[]string{"pub", "--url", "coap://127.0.0.1/sensors/t1", "-t", "a", "-m", "x"}, "a CoAP URL names the server only; give the topic with -t"},
+		{[]string{"sub", "--url", "coap+tcp://127.0.0.1/t/sensors/t1", "-t", "a"}, "-t sensors/t1 uses the resource /t/sensors/t1"},
 		// A lab flag that makes a valid scenario invalid is a usage error.
 		{[]string{"lab", "run", "--transports", "mqtts,http", "smoke"}, `transports[1]: "http": want a broker URL scheme`},
 		{[]string{"lab", "show", "--transports", "amqps", "--qos", "2", "smoke"}, "AMQP has at-most-once (0) and at-least-once (1) only"},
