@@ -2,13 +2,20 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/iotq/iotq/internal/testutil"
+	"github.com/iotq/iotq/lab"
 )
 
 // What a new user hit on a fresh clone (issue 10, item 8), held here: the
@@ -148,5 +155,213 @@ func TestExamplesUseFreshStateDirs(t *testing.T) {
 	readme := strings.Join(shellBlocks(readRepoFile(t, "README.md")), "\n")
 	if !strings.Contains(readme, "S=$(mktemp -d)") || !strings.Contains(readme, "--state-dir $S") {
 		t.Error("the README's hand example does not keep its state in S=$(mktemp -d)")
+	}
+}
+
+// handBlock returns the README's "Try it by hand" shell block.
+func handBlock(t *testing.T) string {
+	t.Helper()
+	readme := readRepoFile(t, "README.md")
+	_, after, ok := strings.Cut(readme, "\n## Try it by hand\n")
+	if !ok {
+		t.Fatal(`the README has no "## Try it by hand" section`)
+	}
+	_, after, ok = strings.Cut(after, "```sh\n")
+	if !ok {
+		t.Fatal(`"Try it by hand" has no sh block`)
+	}
+	block, _, ok := strings.Cut(after, "```\n")
+	if !ok {
+		t.Fatal(`"Try it by hand": unterminated sh block`)
+	}
+	return block
+}
+
+// TestReadmeTryItByHandIsSelfContained checks the walkthrough as text:
+// loopback addresses only, every server with state under $S and a ready
+// file waited for, and a last line that stops every job and removes $S.
+func TestReadmeTryItByHandIsSelfContained(t *testing.T) {
+	block := handBlock(t)
+	for _, m := range regexp.MustCompile(`://([^/:'\s]+)|\s-h\s+(\S+)`).FindAllStringSubmatch(block, -1) {
+		if host := m[1] + m[2]; host != "127.0.0.1" {
+			t.Errorf("walkthrough uses host %q: loopback (127.0.0.1) only", host)
+		}
+	}
+	joined := strings.ReplaceAll(block, "\\\n", " ")
+	for _, l := range strings.Split(joined, "\n") {
+		code, _, _ := strings.Cut(l, " #")
+		if !regexp.MustCompile(`^bin/iotq (broker|gateway) `).MatchString(code) {
+			continue
+		}
+		if !strings.Contains(code, "--state-dir $S") || !strings.Contains(code, "--ready-file $S/") {
+			t.Errorf("server without --state-dir $S… and --ready-file $S/…: %s", code)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(block), "\n")
+	if last := lines[len(lines)-1]; !strings.Contains(last, "kill $(jobs -p)") || !strings.Contains(last, "wait") || !strings.Contains(last, `rm -rf "$S"`) {
+		t.Errorf("the walkthrough's last line %q does not stop its jobs and remove $S", last)
+	}
+}
+
+// TestReadmeTryItByHand runs the README's "Try it by hand" block as
+// written, with bash and a bin/iotq built for the test, in a fresh
+// directory (TMPDIR, so $S, is inside it). An ERR trap reports every
+// command that fails (the kill of the last line aside: a job may have
+// ended). It must end by itself within the time bound, with the sub's
+// seventh message, the 0-RTT repeat, the gateway and AMQP runs done, $S
+// removed and no process of its process group left.
+func TestReadmeTryItByHand(t *testing.T) {
+	block := handBlock(t)
+	testutil.RequireNetAdmin(t) // link shell
+	for tool, install := range map[string]string{"bash": "apt-get install bash", "mosquitto": "apt-get install mosquitto",
+		"mosquitto_pub": "apt-get install mosquitto-clients", "coap-client-notls": "apt-get install libcoap3-bin",
+		"java": "apt-get install openjdk-17-jre-headless", "ping": "apt-get install iputils-ping"} {
+		testutil.RequireTool(t, tool, install)
+	}
+	home, _ := os.UserHomeDir()
+	if _, err := os.Stat(filepath.Join(home, ".cache", "iotq", "artemis-2.55.0", "classes")); err != nil {
+		testutil.SkipOrFail(t, "the embedded Artemis is not built (%v; scripts/setup.sh builds it)", err)
+	}
+	// Its ports are fixed (below the ephemeral range): one taken by
+	// another program would make a server exit.
+	for _, m := range regexp.MustCompile(`(?:127\.0\.0\.1:|-p |--port )(\d+)`).FindAllStringSubmatch(block, -1) {
+		port, _ := strconv.Atoi(m[1])
+		if !portFree(port) {
+			testutil.SkipOrFail(t, "port %d, which the walkthrough uses, is taken on this host", port)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	work := t.TempDir()
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(work, "bin", "iotq"), ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	tmp := filepath.Join(work, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	trap := `set -E; trap 'case $BASH_COMMAND in kill\ *) ;; *) echo "README STEP FAILED (exit $?): $BASH_COMMAND" >&2;; esac' ERR` + "\n"
+	var stdout, stderr syncBuffer
+	cmd := exec.CommandContext(ctx, "bash", "-c", trap+block)
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "XDG_STATE_HOME="+filepath.Join(work, "xdg-state"))
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// Its own process group: the jobs the block starts are in it, so the
+	// test can tell whether any is left and stop them all on a timeout.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := cmd.Process.Pid
+	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) }) // whatever is left of it, nothing else
+	err := cmd.Wait()
+	tail := func(s string) string {
+		if len(s) > 4000 {
+			s = "…" + s[len(s)-4000:]
+		}
+		return s
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the walkthrough did not end within 4 minutes\nstdout:\n%s\nstderr:\n%s", tail(stdout.String()), tail(stderr.String()))
+	}
+	if err != nil {
+		t.Errorf("bash: %v", err)
+	}
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if strings.HasPrefix(l, "README STEP FAILED") {
+			t.Errorf("%s", l)
+		}
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		`"used_0rtt":true`,       // the 0-RTT repeat ran
+		"sensors/t1 hello",       // mosquitto_pub's message reached sub: its 7th
+		`"role":"sub"`,           // sub -n 7 ended with its stats
+		"sensors.t1 over-quic",   // AMQP through the gateway
+		`"transport":"coap+tcp"`, // iotq pub over CoAP
+		"5 packets transmitted",  // ping through the emulated link (2 % loss: some may be lost)
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s\nstderr:\n%s", tail(out), tail(stderr.String()))
+	}
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		t.Errorf("the walkthrough left %d entries in its temporary directory (rm -rf \"$S\")", len(left))
+	}
+	// Every process the block started has ended ("kill $(jobs -p); wait").
+	deadline := time.Now().Add(5 * time.Second)
+	for syscall.Kill(-pgid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Errorf("processes of the walkthrough still run after it ended (process group %d)", pgid)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// portFree reports whether port is free on 127.0.0.1 for TCP and UDP.
+func portFree(port int) bool {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	l.Close()
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return false
+	}
+	pc.Close()
+	return true
+}
+
+// TestReadmeLabRowListsEveryScenario: the README's `iotq lab` row names
+// every built-in scenario, and none that is not one.
+func TestReadmeLabRowListsEveryScenario(t *testing.T) {
+	var row string
+	for _, l := range strings.Split(readRepoFile(t, "README.md"), "\n") {
+		if strings.HasPrefix(l, "| `iotq lab ") {
+			row = l
+		}
+	}
+	if row == "" {
+		t.Fatal("the README has no `iotq lab` row in its command table")
+	}
+	named := map[string]bool{}
+	for _, m := range regexp.MustCompile("`((?:smoke|e\\d)[a-z0-9-]*)`").FindAllStringSubmatch(row, -1) {
+		named[m[1]] = true
+	}
+	builtin := map[string]bool{}
+	for _, n := range lab.BuiltinNames() {
+		builtin[n] = true
+		if !named[n] {
+			t.Errorf("the README's lab row does not name the built-in scenario %s", n)
+		}
+	}
+	for n := range named {
+		if !builtin[n] {
+			t.Errorf("the README's lab row names %s, which is no built-in scenario", n)
+		}
+	}
+}
+
+// TestVersionListsProtocolLibraries: `iotq version` names the library of
+// every protocol and transport iotq speaks.
+func TestVersionListsProtocolLibraries(t *testing.T) {
+	code, out, errs := runCLI(t.Context(), "version")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, lib := range []string{"github.com/quic-go/quic-go v", "github.com/Azure/go-amqp v", "github.com/plgd-dev/go-coap/v3 v",
+		"github.com/pion/dtls/v3 v", "github.com/eclipse/paho.mqtt.golang v", "github.com/eclipse/paho.golang v"} {
+		if !strings.Contains(out, lib) {
+			t.Errorf("iotq version lacks %s…:\n%s", lib, out)
+		}
 	}
 }
