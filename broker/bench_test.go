@@ -180,6 +180,10 @@ func pingPong(tb testing.TB, dial func() (net.Conn, error), n int) (p50, p99 tim
 // metrics (go_memstats_*) go to DIR/heap-SCHEME.pb.gz,
 // DIR/goroutine-SCHEME.txt and DIR/metrics-SCHEME.txt (read the heap with
 // go tool pprof -top -sample_index=inuse_space).
+// IOTQ_BIN=PATH measures that iotq binary instead of building this tree
+// (scripts/bench-throughput.sh compares two builds), and
+// IOTQ_IDLE_SCHEMES=quic,mqtt,mosquitto limits the brokers started to
+// those transports of iotq ("mosquitto": Mosquitto over TCP).
 func BenchmarkIdleConnectionMemory(b *testing.B) {
 	profDir := os.Getenv("IOTQ_IDLE_PROFILE")
 	settle := 2 * time.Second
@@ -198,9 +202,26 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 		}
 		conns = n
 	}
-	bin := filepath.Join(b.TempDir(), "iotq")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/iotq/iotq/cmd/iotq").CombinedOutput(); err != nil {
-		b.Fatalf("build iotq: %v\n%s", err, out)
+	schemes, withMosquitto := allSchemes, true
+	if v := os.Getenv("IOTQ_IDLE_SCHEMES"); v != "" {
+		schemes, withMosquitto = nil, false
+		for _, s := range strings.Split(v, ",") {
+			switch {
+			case s == "mosquitto":
+				withMosquitto = true
+			case slices.Contains(allSchemes, s):
+				schemes = append(schemes, s)
+			default:
+				b.Fatalf("IOTQ_IDLE_SCHEMES=%q: %q is none of mosquitto, %s", v, s, strings.Join(allSchemes, ", "))
+			}
+		}
+	}
+	bin := os.Getenv("IOTQ_BIN")
+	if bin == "" && len(schemes) > 0 {
+		bin = filepath.Join(b.TempDir(), "iotq")
+		if out, err := exec.Command("go", "build", "-o", bin, "github.com/iotq/iotq/cmd/iotq").CombinedOutput(); err != nil {
+			b.Fatalf("build iotq: %v\n%s", err, out)
+		}
 	}
 	type target struct {
 		name    string
@@ -211,7 +232,7 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 	}
 	var targets []target
 	// One broker process per transport, so each RSS delta is one transport's.
-	for _, scheme := range allSchemes {
+	for _, scheme := range schemes {
 		port := testutil.FreePort(b)
 		state := b.TempDir()
 		rf := filepath.Join(state, "ready.json")
@@ -251,7 +272,7 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 			return transport.Dial(ctx, u, transport.DialOptions{TLSConfig: tlsConf, QUIC: transport.QUICOptions{KeepAlivePeriod: 30 * time.Second}})
 		}, cmd.Process.Pid, metrics})
 	}
-	if fileExists("/usr/sbin/mosquitto") {
+	if withMosquitto && fileExists("/usr/sbin/mosquitto") {
 		a, pid := startMosquitto(b)
 		targets = append(targets, target{"mosquitto/transport=mqtt", "mqtt", func() (net.Conn, error) { return net.Dial("tcp", a) }, pid, ""})
 	}
