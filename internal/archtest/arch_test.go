@@ -31,6 +31,7 @@ func rules() map[string][]string {
 		"lab":       {"client", "broker", "gateway", "link", "transport", "internal", "records"},
 		"report":    {"records", "internal", "link/units", "link/profile"},
 		"cmd":       {"*"},
+		"scripts":   {}, // tests of the shell scripts only
 	}
 }
 
