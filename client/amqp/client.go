@@ -167,6 +167,9 @@ func Dial(ctx context.Context, ep endpoint.Endpoint, o core.Options) (cl core.Cl
 	if err != nil {
 		_ = tc.Close()
 		_ = cache.Close()
+		if core.PeerSaidWhy(err) {
+			return nil, fmt.Errorf("dial %s: AMQP open: %w", ep, err)
+		}
 		return nil, fmt.Errorf("dial %s: AMQP open: %w (is it an AMQP 1.0 broker? check the port, and --username/--password if it wants SASL PLAIN)", ep, err)
 	}
 	opened := time.Now()

@@ -168,6 +168,9 @@ func connectHintV3(u endpoint.Endpoint, err error) error {
 	case errors.Is(err, packets.ErrorRefusedBadProtocolVersion):
 		return fmt.Errorf("connect %s: broker refused: %w (try --protocol 5 or 3)", u, err)
 	}
+	if core.PeerSaidWhy(err) {
+		return fmt.Errorf("connect %s: %w", u, err)
+	}
 	return fmt.Errorf("connect %s: %w (check that the port serves MQTT and the transport scheme matches)", u, err)
 }
 

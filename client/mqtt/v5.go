@@ -199,6 +199,9 @@ func connectHintV5(u endpoint.Endpoint, ca *paho.Connack, err error) error {
 		}
 		return fmt.Errorf("connect %s: broker refused with reason 0x%02x: %w (%s)", u, ca.ReasonCode, err, hint)
 	}
+	if core.PeerSaidWhy(err) {
+		return fmt.Errorf("connect %s: %w", u, err)
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("connect %s: no CONNACK in time: %w (check that the port serves MQTT and the transport scheme matches)", u, err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,6 +128,55 @@ func TestAMQPPubSubThroughGateway(t *testing.T) {
 	}
 	if rows := readCSV(t, records); len(rows) != 10 {
 		t.Fatalf("records: %d rows, want header + 9", len(rows))
+	}
+	stop()
+	gw.wait(t)
+}
+
+// TestGatewayUpstreamDownMessage: with the broker behind a route down,
+// the client's error is the gateway's reason, naming the broker of the
+// route's protocol, without the client's own hint about its port or
+// protocol (which would send an AMQP user to look at MQTT, or at a port
+// that is right) (issue 22 item 3).
+func TestGatewayUpstreamDownMessage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	dead := fmt.Sprintf("tcp://127.0.0.1:%d", testutil.FreePort(t)) // nothing listens there
+	ready := filepath.Join(dir, "ready.json")
+	gctx, stop := context.WithCancel(ctx)
+	defer stop()
+	gw := startCLI(gctx, "gateway", "--state-dir", filepath.Join(dir, "state"), "--ready-file", ready,
+		"--route", "quic://127.0.0.1:0?alpn=amqp="+dead, "--route", "quic://127.0.0.1:0="+dead)
+	waitFile(t, ready)
+	var rf struct {
+		Listeners []string `json:"listeners"`
+		CAFile    string   `json:"ca_file"`
+	}
+	b, _ := os.ReadFile(ready)
+	if err := json.Unmarshal(b, &rf); err != nil || len(rf.Listeners) != 2 {
+		t.Fatalf("ready file %s: %v", b, err)
+	}
+	amqpURL := strings.Replace(rf.Listeners[0], "quic://", "amqp+quic://", 1)
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+		not  []string
+	}{
+		{"amqp", []string{"--url", amqpURL}, "could not connect to the AMQP broker behind this route", []string{"MQTT", "is it an AMQP 1.0 broker"}},
+		{"mqtt 3.1.1", []string{"--url", rf.Listeners[1]}, "could not connect to the MQTT broker behind this route", []string{"AMQP", "check that the port serves MQTT"}},
+		{"mqtt 5", []string{"--url", rf.Listeners[1], "--protocol", "5"}, "could not connect to the MQTT broker behind this route", []string{"AMQP", "check that the port serves MQTT"}},
+	} {
+		code, _, stderr := runCLI(ctx, append([]string{"pub", "--ca", rf.CAFile, "-t", "a", "-m", "x", "--timeout", "10s"}, c.args...)...)
+		if code != exitFailure || !strings.Contains(stderr, "0x101") || !strings.Contains(stderr, c.want) {
+			t.Errorf("%s: exit %d, stderr %q; want 1, 0x101 and %q", c.name, code, stderr, c.want)
+		}
+		for _, n := range c.not {
+			if strings.Contains(stderr, n) {
+				t.Errorf("%s: stderr %q mentions %q", c.name, stderr, n)
+			}
+		}
 	}
 	stop()
 	gw.wait(t)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quic-go/quic-go"
+
 	"github.com/iotq/iotq/internal/mqttname"
 	"github.com/iotq/iotq/transport"
 )
@@ -400,4 +402,14 @@ func MatchTopic(filter, topic string) bool {
 		}
 	}
 	return mqttname.Match(filter, topic)
+}
+
+// PeerSaidWhy reports whether err carries the server's own reason for
+// closing the connection (a QUIC application error from the remote side
+// with a reason phrase, such as iotq gateway's 0x101 "no upstream
+// reachable"). A client's hint about its port or protocol would then
+// contradict what the server said, so it is left out.
+func PeerSaidWhy(err error) bool {
+	var ae *quic.ApplicationError
+	return errors.As(err, &ae) && ae.Remote && ae.ErrorMessage != ""
 }
