@@ -201,16 +201,21 @@ func builtin() map[string][]Spec {
 			ScaleReduced: {Messages: 100, Repetitions: 3},
 		},
 	}
-	// E7: the publisher's protocol on a lossy link, both directions
-	// impaired (WANem in the original study); the subscriber sits behind
-	// clean ethernet and receives over MQTT (TCP) in every cell, so only the
-	// publisher's side differs. Closed loop: the next message once the
-	// previous one is acknowledged (or, for CoAP, out of retransmissions).
+	// E7 as the MQTT-vs-CoAP study built it: one WAN emulator on a LAN that
+	// every message crosses twice, publisher to broker and broker to
+	// subscriber, each direction impaired alike; no delay added. So both
+	// links carry the loss (impaired: both) and the profile is a LAN: the
+	// ethernet profile's 100 Mbit/s, no delay. The subscriber receives over
+	// MQTT (TCP) in every cell, so only the publisher's protocol differs.
+	// Closed loop: the next message once the previous one is acknowledged
+	// (or, for CoAP, out of retransmissions).
+	lan := map[string]LinkSpec{"lan": {Rate: 100_000_000, Delay: 0}}
 	e7 := Spec{
 		Experiment:   "E7",
-		Description:  "MQTT QoS 1 over TCP vs CoAP CON over UDP (and both over QUIC) on a lossy wifi link, closed loop, 60 B",
-		Topology:     TopologySpec{Kind: KindPubBrokerSub, Impaired: ImpairedPublisher, Directions: []string{DirectionBoth}},
-		Profiles:     []string{"wifi"},
+		Description:  "MQTT QoS 1 over TCP vs CoAP CON over UDP (and both over QUIC), both legs (publisher-broker, broker-subscriber) lossy in both directions, LAN without added delay, closed loop, 60 B",
+		Topology:     TopologySpec{Kind: KindPubBrokerSub, Impaired: ImpairedBoth, Directions: []string{DirectionBoth}},
+		Profiles:     []string{"lan"},
+		ProfileDefs:  lan,
 		Delay:        DelayOneWay,
 		Losses:       []Percent{0, 5, 10, 15, 20, 25},
 		Transports:   []string{TransportMQTT, TransportCoAP, TransportQUIC, TransportCoAPQUIC},
@@ -230,6 +235,19 @@ func builtin() map[string][]Spec {
 	e7s.Description = "E7's message-size sweep: 16 B to 2 KiB at 0 % and 10 % loss (bytes on the wire per delivered message, overhead ratio)"
 	e7s.Losses = []Percent{0, 10}
 	e7s.PayloadSizes = []int{16, 64, 256, 1024, 2048}
+	// e7-wifi keeps the set-up E7 had before it was corrected: only the
+	// publisher's link lossy (both directions), with the wifi profile's
+	// 20 Mbit/s and 25 ms each way, the subscriber behind clean ethernet.
+	// Its cell ids are those of the campaigns run with it.
+	wifiVariant := func(s Spec) Spec {
+		s.Topology = TopologySpec{Kind: KindPubBrokerSub, Impaired: ImpairedPublisher, Directions: []string{DirectionBoth}}
+		s.Profiles, s.ProfileDefs = []string{"wifi"}, nil
+		s.Description = strings.Replace(s.Description, "both legs (publisher-broker, broker-subscriber) lossy in both directions, LAN without added delay", "variant: only the publisher's link lossy (both directions), wifi delay 25 ms each way, clean subscriber link", 1)
+		if s.Experiment == "E7s" {
+			s.Description += " (variant: only the publisher's wifi link lossy)"
+		}
+		return s
+	}
 	copyE4 := func() Spec { c := e4; return c }
 	both := func(s Spec) Spec {
 		s.Topology = TopologySpec{Kind: KindPubBrokerSub, Impaired: ImpairedPublisher, Directions: []string{DirectionBoth}}
@@ -252,6 +270,7 @@ func builtin() map[string][]Spec {
 		"e6":       {e6},
 		"e7":       {e7, e7s},
 		"e7s":      {e7s},
+		"e7-wifi":  {wifiVariant(e7), wifiVariant(e7s)},
 		"e8":       {e8},
 	}
 }

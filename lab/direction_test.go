@@ -15,7 +15,7 @@ func TestImpairmentDirections(t *testing.T) {
 	want := map[string]string{
 		"e1": DirectionEgress, "e2": DirectionEgress, "e3": DirectionEgress, "e3b": DirectionEgress,
 		"e1-both": "", "e2-both": "", "e3b-both": "",
-		"e4": "", "e4b": "", "e5": "", "e6": "", "e7": "", "e7s": "", "e8": "",
+		"e4": "", "e4b": "", "e5": "", "e6": "", "e7": "", "e7s": "", "e7-wifi": "", "e8": "",
 	}
 	for name, dir := range want {
 		specs, ok := Builtin(name)

@@ -95,7 +95,7 @@ func TestE7SmokeEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := string(b)
-	if !strings.Contains(md, "Protocols on the lossy link") || strings.Count(md, "| E7 | wifi | 5 | 60 |") != 4 {
+	if !strings.Contains(md, "Protocols on the lossy link") || strings.Count(md, "| E7 | lan | 5 | 60 |") != 4 {
 		t.Errorf("report lacks the protocol table with 4 rows:\n%s", md)
 	}
 }
