@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -92,11 +93,47 @@ func explainFlagError(fs *flag.FlagSet, err error) error {
 	case time.Duration:
 		return fmt.Errorf("%w (write a duration with its unit: 2s, 500ms, 1m30s)", err)
 	case int, int64, uint, uint64:
+		if n, ok := withUnit(flagValue(msg)); ok {
+			hint := fmt.Sprintf("write a whole number without units: -%s %d", name, n)
+			if name == "size" && n > maxMQTTPacket {
+				hint += fmt.Sprintf("; but an MQTT packet carries at most %d bytes (256 MiB)", maxMQTTPacket)
+			}
+			return fmt.Errorf("%w (%s)", err, hint)
+		}
 		return fmt.Errorf("%w (write a whole number, e.g. -%s 300; no units)", err, name)
 	case float64:
 		return fmt.Errorf("%w (write a number, e.g. -%s 0.5)", err, name)
 	}
 	return err
+}
+
+// maxMQTTPacket is MQTT's largest packet (a 4-byte remaining length).
+const maxMQTTPacket = 268435455
+
+// flagValue returns VALUE of flag's `invalid value "VALUE" for flag -x`.
+func flagValue(msg string) string {
+	_, rest, _ := strings.Cut(msg, `invalid value "`)
+	v, _, _ := strings.Cut(rest, `"`)
+	return v
+}
+
+// withUnit reads a count written with a unit (300MB, 64KiB, 2k) as the
+// number it means, so the hint can give the value to write instead.
+func withUnit(v string) (int64, bool) {
+	i := strings.IndexFunc(v, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	if i <= 0 {
+		return 0, false
+	}
+	x, err := strconv.ParseFloat(v[:i], 64)
+	if err != nil {
+		return 0, false
+	}
+	mult := map[string]float64{"k": 1e3, "K": 1e3, "KB": 1e3, "kB": 1e3, "M": 1e6, "MB": 1e6, "G": 1e9, "GB": 1e9,
+		"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "B": 1}[strings.TrimSpace(v[i:])]
+	if mult == 0 {
+		return 0, false
+	}
+	return int64(x * mult), true
 }
 
 // runE adapts a run function that reports usage problems with usageErrorf

@@ -35,9 +35,12 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"pub", "-t", "a/+", "-m", "x"}, "wildcards belong in subscription filters"},
 		{[]string{"pub", "-t", "a", "-m", "x", "--timeout", "2"}, "2s, 500ms"},
 		{[]string{"pub", "-t", "a", "-m", "x", "--interval", "1"}, "2s, 500ms"},
-		{[]string{"pub", "-t", "a", "--size", "300MB"}, "whole number"},
+		{[]string{"pub", "-t", "a", "--size", "300MB"}, "-size 300000000; but an MQTT packet carries at most 268435455 bytes (256 MiB)"},
+		{[]string{"pub", "-t", "a", "--size", "64KiB"}, "write a whole number without units: -size 65536)"},
+		{[]string{"pub", "-t", "a", "--size", "12abc"}, "write a whole number, e.g. -size 300; no units"},
 		{[]string{"sub", "-t", "a", "--timeout", "2"}, "2s, 500ms"},
 		{[]string{"link", "shell", "--no-such"}, "flag provided but not defined"},
+		{[]string{"version", "extra"}, "takes none"},
 		// A CoAP URL names the server; the topic is -t (README: URLs).
 		{[]string{"pub", "--url", "coap://127.0.0.1/sensors/t1", "-t", "a", "-m", "x"}, "a CoAP URL names the server only; give the topic with -t"},
 		{[]string{"sub", "--url", "coap+tcp://127.0.0.1/t/sensors/t1", "-t", "a"}, "-t sensors/t1 uses the resource /t/sensors/t1"},

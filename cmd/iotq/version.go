@@ -16,6 +16,9 @@ func (a *app) versionCommand() *Command {
 		Flags:     newFlagSet("version"),
 	}
 	c.Run = runE(func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usageErrorf("unexpected argument %q: iotq version takes none", args[0])
+		}
 		bi := buildinfo.Read()
 		fmt.Fprintf(a.stdout, "iotq %s (commit %s)\n%s\n", bi.Version, bi.Commit, bi.GoVersion)
 		for _, d := range bi.Deps {
