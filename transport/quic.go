@@ -59,6 +59,13 @@ func quicConfig(q QUICOptions, server bool) *quic.Config {
 		}
 	} else {
 		c.MaxIncomingStreams = -1
+		if q.ClientStreams.enabled() {
+			// A multi-stream broker may deliver on streams it opens
+			// (per-topic or per-publish server flows) and as datagrams.
+			c.MaxIncomingStreams = 100
+			c.MaxIncomingUniStreams = 100
+			c.EnableDatagrams = q.ClientStreams.Datagrams
+		}
 	}
 	return c
 }
@@ -240,6 +247,10 @@ func dialQUIC(ctx context.Context, ep Endpoint, opts DialOptions, start time.Tim
 	tlsConf, err := ClientTLSConfig(ep, opts)
 	if err != nil {
 		return nil, err
+	}
+	if q.ClientStreams.enabled() {
+		// Flow headers need MQTT-next; brokers without it answer mqtt.
+		tlsConf.NextProtos = append([]string{ALPNMQTTNext}, tlsConf.NextProtos...)
 	}
 	udp, err := net.ListenUDP(network, nil)
 	if err != nil {

@@ -925,7 +925,7 @@ func (m *muxConn) sendPublish(pk []byte, dl time.Time) bool {
 			m.cnt.DatagramsOut.Add(1)
 			return true
 		}
-		if errors.Is(err, &quic.DatagramTooLargeError{}) {
+		if tooLarge := (*quic.DatagramTooLargeError)(nil); errors.As(err, &tooLarge) {
 			m.cnt.DatagramsTooBig.Add(1)
 		}
 	}

@@ -72,6 +72,10 @@ type QUICOptions struct {
 	// data streams, server delivery streams, datagrams; docs/mqtt-quic.md).
 	// The zero value serves one bidirectional stream per connection.
 	Streams QUICStreamOptions
+	// ClientStreams configures multi-stream MQTT over QUIC on dialers
+	// (stream strategy, datagrams; docs/mqtt-quic.md). The zero value uses
+	// one bidirectional stream.
+	ClientStreams QUICClientStreams
 	// VerifySourceAddress (listeners; nil: never) is quic.Transport's
 	// hook: true makes the listener answer a new connection from that
 	// address with a QUIC Retry (address validation) first. iotq gateway
@@ -227,6 +231,17 @@ type QUICStats struct {
 	BytesReceived uint64        `json:"bytes_received"`
 	PacketsSent   uint64        `json:"packets_sent"`
 	PacketsLost   uint64        `json:"packets_lost"`
+	// Multi-stream clients (QUICOptions.ClientStreams) only: the stream
+	// strategy, client data streams opened, server-opened streams read,
+	// QoS 0 PUBLISH packets sent as datagrams or too large for one (sent on
+	// a stream), datagrams received and handed on or dropped.
+	StreamStrategy    string `json:"stream_strategy,omitempty"`
+	DataStreams       uint64 `json:"data_streams,omitempty"`
+	ServerStreams     uint64 `json:"server_streams,omitempty"`
+	DatagramsSent     uint64 `json:"datagrams_sent,omitempty"`
+	DatagramsTooLarge uint64 `json:"datagrams_too_large,omitempty"`
+	DatagramsReceived uint64 `json:"datagrams_received,omitempty"`
+	DatagramsDropped  uint64 `json:"datagrams_dropped,omitempty"`
 }
 
 // ListenHosts returns the hosts that the listen URLs name, leaving out
