@@ -31,6 +31,13 @@ type ConnectionStats struct {
 	TransportReadyMs float64 `json:"transport_ready_ms"`
 	ConnackMs        float64 `json:"connack_ms"`
 	EarlySentNs      int64   `json:"early_sent_ns,omitempty"`
+	// QUICStreamStrategy (MQTT over QUIC only; empty in older output and
+	// for other transports, which read as "control") is the client's
+	// stream strategy: control, per-topic or per-publish
+	// (docs/mqtt-quic.md); QUICDatagrams says both ends negotiated QUIC
+	// datagrams.
+	QUICStreamStrategy string `json:"quic_stream_strategy,omitempty"`
+	QUICDatagrams      bool   `json:"quic_datagrams,omitempty"`
 	// QUIC holds the QUIC connection's counters (transport.QUICStats) on a
 	// QUIC transport.
 	QUIC any `json:"quic,omitempty"`

@@ -68,7 +68,7 @@ func DialEndpoint(ctx context.Context, ep Endpoint, opts DialOptions) (Conn, err
 			cc.flush = f.Flush
 		}
 	}
-	if qc, ok := c.(*quicConn); ok && opts.QUIC.ClientStreams.enabled() {
+	if qc, ok := c.(*quicConn); ok && ep.Protocol == endpoint.ProtocolMQTT && opts.QUIC.ClientStreams.enabled() {
 		c = newClientMux(qc, opts.QUIC.ClientStreams)
 	}
 	return c, nil

@@ -702,6 +702,8 @@ func (m *clientMux) shutdown() {
 func (m *clientMux) QUICStats() (QUICStats, bool) {
 	st := quicStats(m.conn)
 	st.StreamStrategy = m.cs.Strategy
+	ds := m.conn.ConnectionState().SupportsDatagrams
+	st.Datagrams = ds.Local && ds.Remote
 	st.DataStreams = m.cnt.dataStreams.Load()
 	st.ServerStreams = m.cnt.serverStreams.Load()
 	st.DatagramsSent = m.cnt.dgSent.Load()

@@ -232,10 +232,11 @@ type QUICStats struct {
 	PacketsSent   uint64        `json:"packets_sent"`
 	PacketsLost   uint64        `json:"packets_lost"`
 	// Multi-stream clients (QUICOptions.ClientStreams) only: the stream
-	// strategy, client data streams opened, server-opened streams read,
+	// strategy, whether datagrams were negotiated, client data streams opened, server-opened streams read,
 	// QoS 0 PUBLISH packets sent as datagrams or too large for one (sent on
 	// a stream), datagrams received and handed on or dropped.
 	StreamStrategy    string `json:"stream_strategy,omitempty"`
+	Datagrams         bool   `json:"datagrams,omitempty"` // both ends negotiated datagrams
 	DataStreams       uint64 `json:"data_streams,omitempty"`
 	ServerStreams     uint64 `json:"server_streams,omitempty"`
 	DatagramsSent     uint64 `json:"datagrams_sent,omitempty"`

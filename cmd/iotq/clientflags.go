@@ -33,6 +33,8 @@ type clientFlags struct {
 	persistent   bool
 	no0RTT       bool
 	handshake    time.Duration
+	quicStrategy string // --quic-stream-strategy, checked by check
+	quicDgrams   bool
 	stats        string
 	records      string
 
@@ -56,6 +58,8 @@ func (f *clientFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.persistent, "persistent", false, "ask the broker to keep the session after disconnect (clean session/clean start off)")
 	fs.BoolVar(&f.no0RTT, "no-0rtt", false, "QUIC: never send early data (still resume from --session-cache)")
 	fs.DurationVar(&f.handshake, "quic-handshake-timeout", 0, "QUIC handshake idle `timeout` (default transport's 20s)")
+	fs.StringVar(&f.quicStrategy, "quic-stream-strategy", transport.StrategyControl, "MQTT over QUIC: `strategy` for PUBLISH packets: control (one stream), per-topic (a stream per topic) or per-publish (a stream per message) (docs/mqtt-quic.md)")
+	fs.BoolVar(&f.quicDgrams, "quic-datagrams", false, "MQTT over QUIC: send and receive QoS 0 messages as QUIC datagrams where the broker supports them (docs/mqtt-quic.md)")
 	fs.StringVar(&f.stats, "stats", "", "print statistics at the end: json")
 	fs.StringVar(&f.records, "records", "", "write one CSV row per message to `FILE` (columns in docs/records.md)")
 
@@ -109,6 +113,15 @@ func (f *clientFlags) check() error {
 			f.url, ep.Scheme, ep.Address(), topic, topic)
 	}
 	f.ep = ep
+	strategy, err := transport.ParseStrategy(f.quicStrategy)
+	if err != nil {
+		return usageErrorf("--quic-stream-strategy: %v", err)
+	}
+	f.quicStrategy = strategy
+	if (strategy != transport.StrategyControl || f.quicDgrams) &&
+		(ep.Transport != endpoint.TransportQUIC || ep.Protocol != endpoint.ProtocolMQTT) {
+		return usageErrorf("--quic-stream-strategy %s / --quic-datagrams: for MQTT over QUIC only (quic://), not %s", strategy, ep.Scheme)
+	}
 	return nil
 }
 
@@ -149,8 +162,9 @@ func (f *clientFlags) options(connectTimeout time.Duration, early *client.EarlyM
 		CAFile:            f.ca,
 		Insecure:          f.insecure,
 		SessionCacheFile:  f.sessionCache,
-		QUIC:              transport.QUICOptions{Disable0RTT: f.no0RTT, HandshakeIdleTimeout: f.handshake},
-		ConnectTimeout:    connectTimeout,
+		QUIC: transport.QUICOptions{Disable0RTT: f.no0RTT, HandshakeIdleTimeout: f.handshake,
+			ClientStreams: transport.QUICClientStreams{Strategy: f.quicStrategy, Datagrams: f.quicDgrams}},
+		ConnectTimeout: connectTimeout,
 	}
 }
 
@@ -179,6 +193,13 @@ func connectionStats(info client.ConnectionInfo, dialDur time.Duration) records.
 	case endpoint.ProtocolMQTT:
 		sp := info.SessionPresent
 		cs.SessionPresent = &sp
+		if info.QUIC != nil { // MQTT over QUIC: name the stream strategy
+			cs.QUICStreamStrategy = info.QUIC.StreamStrategy
+			if cs.QUICStreamStrategy == "" {
+				cs.QUICStreamStrategy = transport.StrategyControl
+			}
+			cs.QUICDatagrams = info.QUIC.Datagrams
+		}
 	}
 	return cs
 }
