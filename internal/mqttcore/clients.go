@@ -837,7 +837,7 @@ func (cl *Client) writePacket(pk packets.Packet, hold bool) error {
 		defer cl.Unlock()
 		if hold { // [iotq patch 31]
 			if cl.Net.outbuf == nil {
-				cl.Net.outbuf = new(bytes.Buffer)
+				cl.Net.outbuf = cl.ops.getBuffer() // [iotq patch 34]
 			}
 			n, _ := cl.Net.outbuf.Write(buf.Bytes())
 			if cl.Net.outbuf.Len() < cl.ops.options.ClientNetWriteBufferSize {
@@ -861,7 +861,7 @@ func (cl *Client) writePacket(pk packets.Packet, hold bool) error {
 			if buf.Len() >= cl.ops.options.ClientNetWriteBufferSize {
 				return buf.WriteTo(cl.Net.Conn)
 			}
-			cl.Net.outbuf = new(bytes.Buffer)
+			cl.Net.outbuf = cl.ops.getBuffer() // [iotq patch 34]
 		}
 
 		n, _ := cl.Net.outbuf.Write(buf.Bytes()) // will always be successful
@@ -894,6 +894,7 @@ func (cl *Client) flushOutbuf() (err error) {
 
 	_, err = cl.Net.outbuf.WriteTo(cl.Net.Conn)
 	if err == nil {
+		cl.ops.putBuffer(cl.Net.outbuf) // [iotq patch 34]
 		cl.Net.outbuf = nil
 	}
 	return

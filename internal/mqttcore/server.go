@@ -300,6 +300,23 @@ func (o *Options) ensureDefaults() {
 	}
 }
 
+// getBuffer lends an empty buffer from encodeBufs; putBuffer returns it.
+// A client's output buffer is lent only while it holds unwritten packets:
+// upstream allocated a new one for every batch and let it grow from
+// empty, an idle client holds none. [iotq patch 29, 34]
+func (o *ops) getBuffer() *bytes.Buffer {
+	if o.encodeBufs == nil {
+		return new(bytes.Buffer)
+	}
+	return o.encodeBufs.Get()
+}
+
+func (o *ops) putBuffer(b *bytes.Buffer) {
+	if o.encodeBufs != nil {
+		o.encodeBufs.Put(b)
+	}
+}
+
 // NewClient returns a new Client instance, populated with all the required values and
 // references to be used with the server. If you are using this client to directly publish
 // messages from the embedding application, set the inline flag to true to bypass ACL and
@@ -1291,6 +1308,18 @@ func (s *Server) publishToSubscribers(pk packets.Packet) {
 	}
 }
 
+// queuedCopy returns the packet to queue for out: one shared by every
+// subscriber of a fanned-out QoS 0 message that has no per-subscriber
+// properties, else a copy of its own. [iotq patch 33]
+func queuedCopy(shared *packets.SharedEncoding, out *packets.Packet) *packets.Packet {
+	if shared != nil && out.FixedHeader.Qos == 0 && out.Properties.TopicAlias == 0 && len(out.Properties.SubscriptionIdentifier) == 0 {
+		return shared.QueuedCopy(out)
+	}
+	p := new(packets.Packet)
+	*p = *out
+	return p
+}
+
 func (s *Server) publishToClient(cl *Client, sub packets.Subscription, pk packets.Packet) (packets.Packet, error) {
 	if sub.NoLocal && pk.Origin == cl.ID {
 		return pk, nil // [MQTT-3.8.3-3]
@@ -1450,7 +1479,7 @@ func (s *Server) publishToClient(cl *Client, sub packets.Subscription, pk packet
 			qos0Bytes = QueuedCost(&out) // [iotq patch 22]
 		}
 		cl.State.outboundBytes.Add(qos0Bytes)
-		if cl.enqueue(&out) { // [iotq patch 11]
+		if cl.enqueue(queuedCopy(pk.Shared, &out)) { // [iotq patch 11, 33]
 			return out, nil
 		}
 		cl.State.outboundBytes.Add(-qos0Bytes)

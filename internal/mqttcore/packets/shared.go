@@ -23,6 +23,7 @@ type SharedEncoding struct {
 	b         []byte // the encoded packet; nil until the first encoding
 	idAt      int    // offset of the packet identifier in b (QoS > 0)
 	remaining int
+	queued    [2]*Packet // the QoS 0 copy queued for every subscriber, without and with Retain [iotq patch 33]
 }
 
 type sharedKey struct {
@@ -87,6 +88,26 @@ func (e *SharedEncoding) Encode(pk *Packet, buf *bytes.Buffer) error {
 	}
 	e.mu.Unlock()
 	return nil
+}
+
+// QueuedCopy returns the packet to queue for a subscriber whose copy of the
+// message is out, a QoS 0 copy with no per-subscriber properties (no topic
+// alias, no subscription identifier): every such subscriber of the message
+// queues the same packet, which no one changes once queued. Upstream
+// queued a fresh 816-byte Packet per subscriber. [iotq patch 33]
+func (e *SharedEncoding) QueuedCopy(out *Packet) *Packet {
+	i := 0
+	if out.FixedHeader.Retain {
+		i = 1
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.queued[i] == nil {
+		p := new(Packet)
+		*p = *out
+		e.queued[i] = p
+	}
+	return e.queued[i]
 }
 
 // lengthSize is the number of bytes of an MQTT variable byte integer.
