@@ -376,6 +376,21 @@ func checkPublish(topic string, payload []byte, q byte) error {
 	return nil
 }
 
+// publishPacketSize is the size of an MQTT 5 PUBLISH without properties
+// (the client sets none): fixed header, topic, packet id for QoS > 0, the
+// properties' length byte and the payload.
+func publishPacketSize(topic string, payload []byte, q byte) int {
+	rem := 2 + len(topic) + 1 + len(payload)
+	if q > 0 {
+		rem += 2
+	}
+	lenBytes := 1
+	for n := rem; n > 127; n >>= 7 {
+		lenBytes++
+	}
+	return 1 + lenBytes + rem
+}
+
 // checkSubscribe refuses an invalid filter before SUBSCRIBE is sent.
 func checkSubscribe(filter string, q byte) error {
 	if err := checkQoS(q); err != nil {

@@ -196,12 +196,12 @@ func (c *v3Client) Publish(ctx context.Context, topic string, payload []byte, op
 		case <-tok.Done():
 			now := time.Now()
 			if err := tok.Error(); err != nil {
-				complete(now, fmt.Errorf("publish %s: %w", topic, c.refusedHint(opts.QoS, c.tokenErr(err))))
+				complete(now, fmt.Errorf("publish %s: %w", topic, c.refusedHint(opts.QoS, len(payload), c.tokenErr(err))))
 				return
 			}
 			complete(now, nil)
 		case <-c.done:
-			complete(time.Now(), fmt.Errorf("publish %s: %w", topic, c.refusedHint(opts.QoS, c.endReason())))
+			complete(time.Now(), fmt.Errorf("publish %s: %w", topic, c.refusedHint(opts.QoS, len(payload), c.endReason())))
 		}
 	}()
 	return r, nil
@@ -242,11 +242,11 @@ func (c *v3Client) handOver(topic string, payload []byte, opts core.PublishOptio
 
 // refusedHint adds to err, when a QoS 1 or 2 publish failed because the
 // broker closed the connection before acknowledging it, that the broker's
-// ACL probably refused it. MQTT 3.1.1 has no reason codes: a broker can
+// ACL (or its packet size limit) probably refused it. MQTT 3.1.1 has no reason codes: a broker can
 // only drop a refused publish silently (Mosquitto acknowledges it) or close
 // the connection (iotq broker); a close by the broker (end of stream or a
 // reset), not a timeout, is what points at a refusal.
-func (c *v3Client) refusedHint(qos byte, err error) error {
+func (c *v3Client) refusedHint(qos byte, size int, err error) error {
 	if qos == 0 || !errors.Is(err, core.ErrConnectionLost) {
 		return err
 	}
@@ -262,10 +262,10 @@ func (c *v3Client) refusedHint(qos byte, err error) error {
 	if !errors.Is(cause, io.EOF) && !errors.Is(cause, io.ErrUnexpectedEOF) && !errors.Is(cause, syscall.ECONNRESET) {
 		return err
 	}
-	return fmt.Errorf("%w: the broker closed the connection before acknowledging this QoS %d message; "+
-		"if the broker is still running, it was probably refused by the broker's ACL (MQTT 3.1.1 has no reason codes: "+
-		"iotq broker closes the connection on a refused publish, other brokers may drop it silently); "+
-		"check the ACL for this user and topic, or publish with MQTT 5 (--protocol 5) to get the reason code", err, qos)
+	return fmt.Errorf("%w: the broker closed the connection before acknowledging this QoS %d message (payload %d bytes); "+
+		"if the broker is still running, it was probably refused by the broker's ACL, or is past its maximum packet size "+
+		"(MQTT 3.1.1 has no reason codes: iotq broker closes the connection on a refused publish, other brokers may drop it silently); "+
+		"check the ACL for this user and topic, or publish with MQTT 5 (--protocol 5) to get the reason code", err, qos, size)
 }
 
 // endReason is the error for receipts pending when the connection ended.

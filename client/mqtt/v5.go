@@ -28,6 +28,7 @@ type v5Client struct {
 
 	sessionPresent bool
 	clientID       string
+	maxPacket      uint32 // the broker's Maximum Packet Size from CONNACK; 0: none given
 
 	pubMu     sync.Mutex     // serialises Publish so packets leave in call order
 	wg        sync.WaitGroup // receipt watchers and the done watcher
@@ -174,6 +175,9 @@ func dialV5(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Cli
 	if ca.Properties != nil && ca.Properties.AssignedClientID != "" {
 		c.clientID = ca.Properties.AssignedClientID
 	}
+	if ca.Properties != nil && ca.Properties.MaximumPacketSize != nil {
+		c.maxPacket = *ca.Properties.MaximumPacketSize
+	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -222,6 +226,12 @@ func (c *v5Client) Publish(ctx context.Context, topic string, payload []byte, op
 	}
 	if err := checkPublish(topic, payload, opts.QoS); err != nil {
 		return nil, err
+	}
+	// A broker closes the connection on a packet past the Maximum Packet
+	// Size of its CONNACK [MQTT-3.1.2-24 for the other direction]; say so
+	// before sending rather than report a lost connection.
+	if n := publishPacketSize(topic, payload, opts.QoS); c.maxPacket > 0 && n > int(c.maxPacket) {
+		return nil, fmt.Errorf("publish %s: a PUBLISH of %d bytes (payload %d) is past the broker's maximum packet size of %d bytes (its CONNACK)", topic, n, len(payload), c.maxPacket)
 	}
 	if err := c.ended("publish " + topic); err != nil {
 		return nil, err

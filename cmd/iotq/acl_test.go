@@ -10,6 +10,7 @@ import (
 
 	"github.com/iotq/iotq/broker"
 	"github.com/iotq/iotq/broker/brokertest"
+	"github.com/iotq/iotq/internal/testutil"
 )
 
 // TestPubRefusedByACL: a QoS 1 publish the iotq broker's ACL refuses.
@@ -51,5 +52,29 @@ func TestPubRefusedByACL(t *testing.T) {
 		if c.code == exitOK && strings.Contains(stderr, "ACL") {
 			t.Errorf("%s: stderr %q", c.name, stderr)
 		}
+	}
+}
+
+// TestPubPastMaxPacketSize: a message larger than the broker accepts. MQTT
+// 5 brokers that state a Maximum Packet Size in CONNACK (Mosquitto with
+// max_packet_size) get it refused before sending, with the limit named;
+// under 3.1.1 the iotq broker closes the connection and pub names the
+// packet size beside the ACL as the likely cause (issue 22 item 2).
+func TestPubPastMaxPacketSize(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m := testutil.StartMosquitto(t, "max_packet_size 1000")
+	code, _, stderr := runCLI(ctx, "pub", "--url", m.URL(), "--protocol", "5", "-t", "big", "-q", "1", "--size", "2000", "--timeout", "10s")
+	if code != exitFailure || !strings.Contains(stderr, "past the broker's maximum packet size of 1000 bytes (its CONNACK)") {
+		t.Errorf("MQTT 5, Mosquitto max_packet_size 1000: exit %d, stderr %q", code, stderr)
+	}
+	if code, _, stderr := runCLI(ctx, "pub", "--url", m.URL(), "--protocol", "5", "-t", "big", "-q", "1", "--size", "900", "--timeout", "10s"); code != exitOK {
+		t.Errorf("MQTT 5, 900 bytes under the limit: exit %d, stderr %q", code, stderr)
+	}
+
+	srv := brokertest.Start(t, broker.Options{Flow: broker.FlowOptions{MaxPacketSize: 1000}})
+	code, _, stderr = runCLI(ctx, "pub", "--url", brokertest.Endpoint(t, srv, "mqtt"), "-t", "big", "-q", "1", "--size", "2000", "--timeout", "10s")
+	if code != exitFailure || !strings.Contains(stderr, "(payload 2000 bytes)") || !strings.Contains(stderr, "or is past its maximum packet size") {
+		t.Errorf("MQTT 3.1.1, iotq broker max_packet_size 1000: exit %d, stderr %q", code, stderr)
 	}
 }
