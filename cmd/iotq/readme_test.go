@@ -161,27 +161,40 @@ func TestExamplesUseFreshStateDirs(t *testing.T) {
 // handBlock returns the README's "Try it by hand" shell block.
 func handBlock(t *testing.T) string {
 	t.Helper()
-	readme := readRepoFile(t, "README.md")
-	_, after, ok := strings.Cut(readme, "\n## Try it by hand\n")
+	return tryItBlock(t, "README.md")
+}
+
+// tryItBlock returns the first sh block of a Markdown file's "Try it by
+// hand" section.
+func tryItBlock(t *testing.T, file string) string {
+	t.Helper()
+	md := readRepoFile(t, file)
+	_, after, ok := strings.Cut(md, "\n## Try it by hand\n")
 	if !ok {
-		t.Fatal(`the README has no "## Try it by hand" section`)
+		t.Fatalf(`%s has no "## Try it by hand" section`, file)
 	}
 	_, after, ok = strings.Cut(after, "```sh\n")
 	if !ok {
-		t.Fatal(`"Try it by hand" has no sh block`)
+		t.Fatalf(`%s: "Try it by hand" has no sh block`, file)
 	}
 	block, _, ok := strings.Cut(after, "```\n")
 	if !ok {
-		t.Fatal(`"Try it by hand": unterminated sh block`)
+		t.Fatalf(`%s: "Try it by hand": unterminated sh block`, file)
 	}
 	return block
 }
 
-// TestReadmeTryItByHandIsSelfContained checks the walkthrough as text:
+// TestReadmeTryItByHandIsSelfContained checks the walkthroughs (README,
+// docs/amqp.md) as text:
 // loopback addresses only, every server with state under $S and a ready
 // file waited for, and a last line that stops every job and removes $S.
 func TestReadmeTryItByHandIsSelfContained(t *testing.T) {
-	block := handBlock(t)
+	for _, f := range []string{"README.md", "docs/amqp.md"} {
+		t.Run(f, func(t *testing.T) { checkSelfContained(t, tryItBlock(t, f)) })
+	}
+}
+
+func checkSelfContained(t *testing.T, block string) {
 	for _, m := range regexp.MustCompile(`://([^/:'\s]+)|\s-h\s+(\S+)`).FindAllStringSubmatch(block, -1) {
 		if host := m[1] + m[2]; host != "127.0.0.1" {
 			t.Errorf("walkthrough uses host %q: loopback (127.0.0.1) only", host)
@@ -204,18 +217,49 @@ func TestReadmeTryItByHandIsSelfContained(t *testing.T) {
 }
 
 // TestReadmeTryItByHand runs the README's "Try it by hand" block as
-// written, with bash and a bin/iotq built for the test, in a fresh
-// directory (TMPDIR, so $S, is inside it). An ERR trap reports every
-// command that fails (the kill of the last line aside: a job may have
-// ended). It must end by itself within the time bound, with the sub's
-// seventh message, the 0-RTT repeat, the gateway and AMQP runs done, $S
-// removed and no process of its process group left.
+// written (runWalkthrough): the sub's seventh message, the 0-RTT repeat,
+// the gateway, AMQP and CoAP runs and the emulated link must all happen.
 func TestReadmeTryItByHand(t *testing.T) {
 	block := handBlock(t)
 	testutil.RequireNetAdmin(t) // link shell
-	for tool, install := range map[string]string{"bash": "apt-get install bash", "mosquitto": "apt-get install mosquitto",
+	for tool, install := range map[string]string{"mosquitto": "apt-get install mosquitto",
 		"mosquitto_pub": "apt-get install mosquitto-clients", "coap-client-notls": "apt-get install libcoap3-bin",
-		"java": "apt-get install openjdk-17-jre-headless", "ping": "apt-get install iputils-ping"} {
+		"ping": "apt-get install iputils-ping"} {
+		testutil.RequireTool(t, tool, install)
+	}
+	runWalkthrough(t, block, []string{
+		`"used_0rtt":true`,       // the 0-RTT repeat ran
+		"sensors/t1 hello",       // mosquitto_pub's message reached sub: its 7th
+		`"role":"sub"`,           // sub -n 7 ended with its stats
+		"sensors.t1 over-quic",   // AMQP through the gateway
+		`"transport":"coap+tcp"`, // iotq pub over CoAP
+		"5 packets transmitted",  // ping through the emulated link (2 % loss: some may be lost)
+	})
+}
+
+// TestAMQPDocTryItByHand runs the "Try it by hand" block of docs/amqp.md
+// (its first line, scripts/setup.sh, aside) the same way.
+func TestAMQPDocTryItByHand(t *testing.T) {
+	block := tryItBlock(t, "docs/amqp.md")
+	first, rest, _ := strings.Cut(block, "\n")
+	if !strings.HasPrefix(first, "bash scripts/setup.sh") {
+		t.Fatalf("docs/amqp.md's walkthrough no longer starts with scripts/setup.sh (%q): update this test", first)
+	}
+	runWalkthrough(t, rest, []string{
+		"sensors.t1 hello", // sub got pub's messages
+		`"used_0rtt":true`, // the second pipelined start rode in 0-RTT
+	})
+}
+
+// runWalkthrough runs a documented walkthrough as written, with bash and
+// a bin/iotq built for the test, in a fresh directory (TMPDIR, so $S, is
+// inside it). An ERR trap reports every command that fails (the kill of
+// the last line aside: a job may have ended). It must end by itself within
+// the time bound, print each of wants, remove $S and leave no process of
+// its process group behind.
+func runWalkthrough(t *testing.T, block string, wants []string) {
+	t.Helper()
+	for tool, install := range map[string]string{"bash": "apt-get install bash", "java": "apt-get install openjdk-17-jre-headless"} {
 		testutil.RequireTool(t, tool, install)
 	}
 	home, _ := os.UserHomeDir()
@@ -230,7 +274,6 @@ func TestReadmeTryItByHand(t *testing.T) {
 			testutil.SkipOrFail(t, "port %d, which the walkthrough uses, is taken on this host", port)
 		}
 	}
-
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	work := t.TempDir()
@@ -241,7 +284,7 @@ func TestReadmeTryItByHand(t *testing.T) {
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	trap := `set -E; trap 'case $BASH_COMMAND in kill\ *) ;; *) echo "README STEP FAILED (exit $?): $BASH_COMMAND" >&2;; esac' ERR` + "\n"
+	trap := `set -E; trap 'case $BASH_COMMAND in kill\ *) ;; *) echo "WALKTHROUGH STEP FAILED (exit $?): $BASH_COMMAND" >&2;; esac' ERR` + "\n"
 	var stdout, stderr syncBuffer
 	cmd := exec.CommandContext(ctx, "bash", "-c", trap+block)
 	cmd.Dir = work
@@ -271,19 +314,12 @@ func TestReadmeTryItByHand(t *testing.T) {
 		t.Errorf("bash: %v", err)
 	}
 	for _, l := range strings.Split(stderr.String(), "\n") {
-		if strings.HasPrefix(l, "README STEP FAILED") {
+		if strings.HasPrefix(l, "WALKTHROUGH STEP FAILED") {
 			t.Errorf("%s", l)
 		}
 	}
 	out := stdout.String()
-	for _, want := range []string{
-		`"used_0rtt":true`,       // the 0-RTT repeat ran
-		"sensors/t1 hello",       // mosquitto_pub's message reached sub: its 7th
-		`"role":"sub"`,           // sub -n 7 ended with its stats
-		"sensors.t1 over-quic",   // AMQP through the gateway
-		`"transport":"coap+tcp"`, // iotq pub over CoAP
-		"5 packets transmitted",  // ping through the emulated link (2 % loss: some may be lost)
-	} {
+	for _, want := range wants {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q", want)
 		}
