@@ -129,6 +129,9 @@ type Dir struct {
 	q        Queue
 	limits   QueueLimits
 	geBad    bool
+	tNext    int  // trace: the opportunity the next packet may use
+	tLeft    int  // trace: bytes left in opportunity tNext
+	tStarted bool // trace: tLeft was set
 	stats    DirStats
 	hist     *histogram
 	evs      []Event
@@ -256,7 +259,7 @@ func (d *Dir) Arrive(now time.Duration, size int, ref any) []Event {
 		d.stats.DropRandom++
 		return append(d.evs, Event{Ref: ref, Size: size, Drop: CauseRandom})
 	}
-	if d.cur.Rate <= 0 && d.q.Len() == 0 {
+	if d.cur.Rate <= 0 && d.cur.Trace == nil && d.q.Len() == 0 {
 		d.depart(now, now, Packet{Size: size, Arrival: now, Ref: ref})
 		return d.evs
 	}
@@ -298,7 +301,7 @@ func (d *Dir) arriveFinal(now time.Duration, q *dropTail, p Packet) {
 	}
 	start := d.busy // >= now: Arrive moved an idle serializer to now
 	p, _ = q.Dequeue(start)
-	txEnd := start + txTime(p.Size, d.cur.Rate)
+	txEnd := d.txEnd(start, p.Size)
 	d.held.push(txEnd, p.Size)
 	d.serving = p.Size
 	d.depart(start, txEnd, p)
@@ -331,7 +334,34 @@ func (d *Dir) serve(now time.Duration) {
 			return
 		}
 		d.serving = p.Size
-		d.depart(t, t+txTime(p.Size, d.cur.Rate), p)
+		d.depart(t, d.txEnd(t, p.Size), p)
+	}
+}
+
+// txEnd is when the serialization of size bytes that starts at start
+// ends: at the rate, or with a trace at the delivery opportunity that
+// carries its last byte.
+func (d *Dir) txEnd(start time.Duration, size int) time.Duration {
+	tr := d.cur.Trace
+	if tr == nil {
+		return start + txTime(size, d.cur.Rate)
+	}
+	mtu := d.cur.mtu()
+	if !d.tStarted {
+		d.tLeft, d.tStarted = mtu, true // the first opportunity, untouched
+	}
+	if d.start+tr.At(d.tNext) < start {
+		// the opportunities since then found nothing to send: lost
+		d.tNext, d.tLeft = tr.Next(start-d.start), mtu
+	}
+	for {
+		use := min(size, d.tLeft)
+		d.tLeft -= use
+		size -= use
+		if size == 0 {
+			return d.start + tr.At(d.tNext)
+		}
+		d.tNext, d.tLeft = d.tNext+1, mtu
 	}
 }
 
@@ -358,7 +388,7 @@ func (d *Dir) depart(t, txEnd time.Duration, p Packet) {
 func (d *Dir) Stats() DirStats {
 	s := d.stats
 	s.QueueDelay = d.hist.summary()
-	if d.cur.Rate > 0 || d.q.Len() > 0 {
+	if d.cur.Rate > 0 || d.cur.Trace != nil || d.q.Len() > 0 {
 		s.Queue = d.q.String()
 	}
 	return s

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/iotq/iotq/link/profile"
+	"github.com/iotq/iotq/link/trace"
 )
 
 // Params describe one direction of a link: what happens to a packet that
@@ -30,8 +31,16 @@ type Params struct {
 	// GilbertElliott, when set, replaces Loss by a two-state loss model.
 	GilbertElliott *GE
 	// Rate is the serialization rate in bit/s. Zero means unlimited (no
-	// serialization delay and no queue).
+	// serialization delay and no queue). Ignored when Trace is set.
 	Rate int64
+	// Trace, when set, replaces Rate by a packet-delivery trace in
+	// Mahimahi's format (package link/trace): the queue is served only at
+	// the trace's delivery opportunities, each of which carries up to MTU
+	// bytes (a packet larger than what is left of one continues at the
+	// next; bytes of an opportunity that finds the queue empty are lost).
+	// The trace starts when the link comes up and repeats. Delay is added
+	// after the delivery, as Mahimahi's delay shell after its link shell.
+	Trace *trace.Trace
 	// QueueBytes limits the drop-tail queue in front of the serializer, in
 	// bytes. Zero means one bandwidth-delay product (Rate times the round
 	// trip of the link), at least MinQueueBytes. Only used when Rate > 0.
@@ -141,6 +150,14 @@ func (p Params) Validate(path string) error {
 	if p.Rate < 0 {
 		bad("rate %d is negative; use 0 (unlimited) or a rate such as 20mbit", p.Rate)
 	}
+	if p.Trace != nil {
+		if err := p.Trace.Validate(); err != nil {
+			bad("%v", err)
+		}
+		if p.Rate > 0 {
+			bad("rate %s and trace %s: the trace sets the rate; leave rate out", FormatRate(p.Rate), p.Trace.Name)
+		}
+	}
 	if p.QueueBytes < 0 {
 		bad("queue %d bytes is negative; use 0 (one bandwidth-delay product) or a size in bytes", p.QueueBytes)
 	}
@@ -163,6 +180,9 @@ func (p Params) Validate(path string) error {
 		if s.Rate != nil && *s.Rate < 0 {
 			bad("schedule[%d]: rate %d is negative", i, *s.Rate)
 		}
+		if s.Rate != nil && p.Trace != nil {
+			bad("schedule[%d]: a link driven by a trace takes its rate from the trace; a step cannot change it", i)
+		}
 		if i > 0 && s.At < p.Schedule[i-1].At {
 			bad("schedule[%d]: steps must be in order of time", i)
 		}
@@ -180,16 +200,21 @@ func (p Params) mtu() int {
 
 // QueueLimit returns the queue limit in bytes for a link whose round trip
 // (the sum of both directions' delays) is rtt: QueueBytes if set, else one
-// bandwidth-delay product of at least MinQueueBytes. Zero when Rate is zero
-// (unlimited rate has no queue).
+// bandwidth-delay product of at least MinQueueBytes (with a trace: at its
+// mean rate). Zero when Rate is zero and there is no trace (unlimited rate
+// has no queue).
 func (p Params) QueueLimit(rtt time.Duration) int {
-	if p.Rate == 0 {
+	rate := p.Rate
+	if p.Trace != nil {
+		rate = p.Trace.MeanRate(p.mtu())
+	}
+	if rate == 0 {
 		return 0
 	}
 	if p.QueueBytes > 0 {
 		return p.QueueBytes
 	}
-	bdp := int(float64(p.Rate) / 8 * rtt.Seconds())
+	bdp := int(float64(rate) / 8 * rtt.Seconds())
 	return max(bdp, MinQueueBytes)
 }
 
@@ -209,7 +234,10 @@ func (p Params) String() string {
 	} else if p.Loss > 0 {
 		fmt.Fprintf(&b, " loss %s", FormatLoss(p.Loss))
 	}
-	if p.Rate > 0 {
+	if p.Trace != nil {
+		fmt.Fprintf(&b, " trace %s (mean %s)", p.Trace.Name, FormatRate(p.Trace.MeanRate(p.mtu())))
+		fmt.Fprintf(&b, " queue %s", p.queueString())
+	} else if p.Rate > 0 {
 		fmt.Fprintf(&b, " rate %s", FormatRate(p.Rate))
 		fmt.Fprintf(&b, " queue %s", p.queueString())
 	}

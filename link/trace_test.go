@@ -1,0 +1,61 @@
+package link
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iotq/iotq/link/trace"
+)
+
+func mustTrace(t *testing.T, src string) *trace.Trace {
+	t.Helper()
+	tr, err := trace.Parse("test", strings.NewReader(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// TestTraceServesAtOpportunities: a link driven by a trace delivers only
+// at its opportunities, MTU bytes each; a packet larger than what is left
+// of one continues at the next; an opportunity that finds nothing to send
+// is lost; the trace repeats; the delay follows the delivery.
+func TestTraceServesAtOpportunities(t *testing.T) {
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	// opportunities at 1, 2, 4 ms, then 5, 6, 8 ms, then 9, 10, 12 ms ...
+	d := NewDir(Params{Trace: mustTrace(t, "1\n2\n4\n"), Delay: 10 * time.Millisecond}, 0, 0, 1)
+	for i, c := range []struct {
+		at   float64
+		size int
+		want float64 // delivery, before the delay
+	}{
+		{0, 1000, 1},     // 500 B left at 1 ms
+		{0, 1000, 2},     // 500 at 1 ms, 500 at 2 ms
+		{0, 1000, 2},     // 1000 of the 1000 left at 2 ms
+		{0, 100, 4},      // 2 ms is used up
+		{4.5, 100, 5},    // the rest of 4 ms passed unused: next repeat
+		{10.5, 1500, 12}, // 5, 6, 8, 9 and 10 ms found nothing: lost
+		{10.5, 1500, 13}, // the third repeat's first
+	} {
+		evs := d.Arrive(ms(c.at), c.size, i)
+		var got *Event
+		for k := range evs {
+			if evs[k].Ref == i {
+				got = &evs[k]
+			}
+		}
+		if got == nil || got.Drop != CauseNone {
+			t.Fatalf("packet %d: %+v", i, evs)
+		}
+		if want := ms(c.want) + 10*time.Millisecond; got.Depart != want {
+			t.Errorf("packet %d (%d B at %v ms): departs %v, want %v", i, c.size, c.at, got.Depart, want)
+		}
+	}
+	if err := (Params{Trace: mustTrace(t, "1\n"), Rate: 1000}).Validate("l"); err == nil || !strings.Contains(err.Error(), "the trace sets the rate") {
+		t.Errorf("rate beside a trace: %v", err)
+	}
+	if s := (Params{Trace: mustTrace(t, "10\n")}).String(); !strings.Contains(s, "trace test (mean 1.2mbit)") {
+		t.Errorf("String: %s", s)
+	}
+}
