@@ -94,6 +94,21 @@ func builtin() map[string][]Spec {
 	e2.Experiment = "E2"
 	e2.Description = "MQTT QoS 0, 1 and 2 over QUIC (and TCP+TLS), as E1"
 	e2.QoS = []int{0, 1, 2}
+	// E1 with bursty loss: the emulator's Gilbert-Elliott model at E1's
+	// mean loss rates, loss bursts of 4 packets on average (r = 25 %; p
+	// from the mean: link.GEBursts), beside E1's independent loss.
+	e1Bursty := e1
+	e1Bursty.Experiment = "E1-bursty"
+	e1Bursty.Description = "E1 with bursty loss: Gilbert-Elliott at E1's mean loss rates, loss bursts of 4 packets on average; publisher link impaired on its egress only"
+	e1Bursty.LossBursts = []float64{4}
+	// E1 on a link whose rate follows a packet-delivery trace: the shipped
+	// cellular-lte trace (link/trace: a documented cellular-like model)
+	// with the cellular profile's 100 ms one-way delay after it.
+	e1Trace := e1
+	e1Trace.Experiment = "E1-trace"
+	e1Trace.Description = "E1 on a trace-driven cellular link: rate from the cellular-lte packet-delivery trace (Mahimahi format, generated from a documented model), 100 ms one-way delay; publisher link impaired on its egress only"
+	e1Trace.Profiles = []string{"cellular-lte"}
+	e1Trace.ProfileDefs = map[string]LinkSpec{"cellular-lte": {Trace: "cellular-lte", Delay: ms(100)}}
 	e3a := Spec{
 		Experiment:   "E3a",
 		Description:  "power and CPU of the publisher on a clean link: payload 50/100/500 B, inter-arrival 1/10/20 ms",
@@ -255,23 +270,25 @@ func builtin() map[string][]Spec {
 		return s
 	}
 	return map[string][]Spec{
-		"smoke":    {smoke, smokeResume, smokeEarly},
-		"e1":       {e1},
-		"e2":       {e2},
-		"e3":       {e3a, e3b},
-		"e3a":      {e3a},
-		"e3b":      {e3b},
-		"e1-both":  {both(e1)},
-		"e2-both":  {both(e2)},
-		"e3b-both": {both(e3b)},
-		"e4":       {copyE4(), e4b},
-		"e4b":      {e4b},
-		"e5":       {e5, e5early},
-		"e6":       {e6},
-		"e7":       {e7, e7s},
-		"e7s":      {e7s},
-		"e7-wifi":  {wifiVariant(e7), wifiVariant(e7s)},
-		"e8":       {e8},
+		"smoke":     {smoke, smokeResume, smokeEarly},
+		"e1":        {e1},
+		"e1-bursty": {e1Bursty},
+		"e1-trace":  {e1Trace},
+		"e2":        {e2},
+		"e3":        {e3a, e3b},
+		"e3a":       {e3a},
+		"e3b":       {e3b},
+		"e1-both":   {both(e1)},
+		"e2-both":   {both(e2)},
+		"e3b-both":  {both(e3b)},
+		"e4":        {copyE4(), e4b},
+		"e4b":       {e4b},
+		"e5":        {e5, e5early},
+		"e6":        {e6},
+		"e7":        {e7, e7s},
+		"e7s":       {e7s},
+		"e7-wifi":   {wifiVariant(e7), wifiVariant(e7s)},
+		"e8":        {e8},
 	}
 }
 

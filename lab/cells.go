@@ -83,49 +83,57 @@ func Cells(specs []Spec) ([]Cell, error) {
 			pubLink.QueueBytes = s.Topology.QueueBytes
 			for _, loss := range s.Losses {
 				pubLink.LossPct = float64(loss)
-				for _, dir := range s.Topology.Directions {
-					pubLink.Direction = ""
-					if dir != DirectionBoth {
-						pubLink.Direction = dir
+				for _, burst := range s.LossBursts {
+					pubLink.BurstLen = 0
+					if loss > 0 {
+						pubLink.BurstLen = burst
+					} else if burst != s.LossBursts[0] {
+						continue // without loss there are no bursts: one cell
 					}
-					for _, sl := range subLinks {
-						var subLink LinkParams
-						switch {
-						case sl.Name != "":
-							subLink = LinkParams{Name: sl.Name, RateBps: int64(sl.Rate), DelayNs: int64(sl.oneWay()), QueueBytes: s.Topology.QueueBytes}
-						case s.Topology.Kind == KindPubBrokerSub && s.Topology.Impaired == ImpairedBoth:
-							subLink = pubLink
-						default:
-							eth, _ := link.ProfileByName("ethernet") // the wired default, whatever profile_defs say
-							subLink = LinkParams{Name: eth.Name, RateBps: eth.Rate, DelayNs: int64(eth.OneWay().Delay), QueueBytes: s.Topology.QueueBytes}
+					for _, dir := range s.Topology.Directions {
+						pubLink.Direction = ""
+						if dir != DirectionBoth {
+							pubLink.Direction = dir
 						}
-						for _, n := range pubs {
-							for _, r := range retries {
-								for _, pat := range s.Patterns {
-									for _, q := range s.QoS {
-										for _, size := range s.PayloadSizes {
-											for _, iv := range s.Intervals {
-												for _, cell := range withPolicies(s, s.Transports) {
-													tr := cell.transport
-													c := Cell{
-														Experiment: s.Experiment, Profile: prof, LossPct: float64(loss),
-														Transport: tr, QoS: q, Size: size, Pattern: pat,
-														IntervalNs: int64(iv), Messages: s.Messages, Repetitions: s.Repetitions,
-														Kind: s.Topology.Kind, Publishers: n, Retries: r,
-														DelayConvention: s.Delay, PubLink: pubLink, SubLink: subLink,
-														TCPCongestion: s.TCPCongestion, GraceNs: int64(s.Grace),
-														Protocol: ProtocolOf(tr), QUIC0RTT: cell.policy,
+						for _, sl := range subLinks {
+							var subLink LinkParams
+							switch {
+							case sl.Name != "":
+								subLink = LinkParams{Name: sl.Name, RateBps: int64(sl.Rate), DelayNs: int64(sl.oneWay()), QueueBytes: s.Topology.QueueBytes, Trace: sl.Trace}
+							case s.Topology.Kind == KindPubBrokerSub && s.Topology.Impaired == ImpairedBoth:
+								subLink = pubLink
+							default:
+								eth, _ := link.ProfileByName("ethernet") // the wired default, whatever profile_defs say
+								subLink = LinkParams{Name: eth.Name, RateBps: eth.Rate, DelayNs: int64(eth.OneWay().Delay), QueueBytes: s.Topology.QueueBytes}
+							}
+							for _, n := range pubs {
+								for _, r := range retries {
+									for _, pat := range s.Patterns {
+										for _, q := range s.QoS {
+											for _, size := range s.PayloadSizes {
+												for _, iv := range s.Intervals {
+													for _, cell := range withPolicies(s, s.Transports) {
+														tr := cell.transport
+														c := Cell{
+															Experiment: s.Experiment, Profile: prof, LossPct: float64(loss),
+															Transport: tr, QoS: q, Size: size, Pattern: pat,
+															IntervalNs: int64(iv), Messages: s.Messages, Repetitions: s.Repetitions,
+															Kind: s.Topology.Kind, Publishers: n, Retries: r,
+															DelayConvention: s.Delay, PubLink: pubLink, SubLink: subLink,
+															TCPCongestion: s.TCPCongestion, GraceNs: int64(s.Grace),
+															Protocol: ProtocolOf(tr), QUIC0RTT: cell.policy,
+														}
+														if records.IsReconnectPattern(pat) {
+															c.Messages = 1
+														}
+														c.ID = cellID(c, len(s.Topology.SubLinks) > 0)
+														if seen[c.ID] {
+															return nil, fmt.Errorf("experiment %s: two cells share the id %s: give the experiments distinct names", s.Experiment, c.ID)
+														}
+														seen[c.ID] = true
+														c.Seed = cellSeed(s.Seed, c.ID)
+														cells = append(cells, c)
 													}
-													if records.IsReconnectPattern(pat) {
-														c.Messages = 1
-													}
-													c.ID = cellID(c, len(s.Topology.SubLinks) > 0)
-													if seen[c.ID] {
-														return nil, fmt.Errorf("experiment %s: two cells share the id %s: give the experiments distinct names", s.Experiment, c.ID)
-													}
-													seen[c.ID] = true
-													c.Seed = cellSeed(s.Seed, c.ID)
-													cells = append(cells, c)
 												}
 											}
 										}
@@ -169,6 +177,9 @@ func withPolicies(s Spec, transports []string) []transportPolicy {
 // a directory name.
 func cellID(c Cell, namedSub bool) string {
 	parts := []string{c.Experiment, c.Profile, "loss" + trimFloat(c.LossPct)}
+	if c.PubLink.BurstLen > 0 {
+		parts = append(parts, "burst"+trimFloat(c.PubLink.BurstLen))
+	}
 	if c.PubLink.OneDirection() {
 		// Cells impaired in both directions keep the ids they had before
 		// directions existed (they measured that).

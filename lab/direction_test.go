@@ -60,7 +60,10 @@ func TestDirectionToEmulator(t *testing.T) {
 	p := LinkParams{Name: "wifi", RateBps: 20e6, DelayNs: int64(25 * time.Millisecond), LossPct: 5}
 	for dir, want := range map[string]link.Direction{"": link.DirectionBoth, DirectionEgress: link.DirectionUp, DirectionIngress: link.DirectionDown} {
 		p.Direction = dir
-		l := toLink(TopoLink{Name: "pub", A: NodePub, B: NodeBroker, Params: p})
+		l, err := toLink(TopoLink{Name: "pub", A: NodePub, B: NodeBroker, Params: p})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if l.Direction != want || l.A != NodePub {
 			t.Fatalf("%q: emulator direction %q, want %q", dir, l.Direction, want)
 		}

@@ -29,7 +29,11 @@ func TestE7BothLegsLossyWithoutDelay(t *testing.T) {
 	c := cells[0]
 	topo := BuildTopology(c, "")
 	for _, l := range topo.Links {
-		up, down := toLink(l).Impaired()
+		ln, err := toLink(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		up, down := ln.Impaired()
 		for _, p := range []link.Params{up, down} {
 			if p.Loss != 0.25 || p.Delay != 0 || p.Jitter != 0 {
 				t.Fatalf("link %s: emulator gets %v, want 25 %% loss and no delay", l.Name, p)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/iotq/iotq/link"
+	"github.com/iotq/iotq/link/trace"
 )
 
 // LinkFabric builds cells' networks with package link: one network
@@ -34,14 +35,29 @@ func (LinkFabric) Name() string { return "link" }
 // Preflight reports what the fabric lacks (root, TUN, ip) and how to fix it.
 func (LinkFabric) Preflight() error { return link.Preflight() }
 
-func toParams(l LinkParams) link.Params {
-	return link.Params{Delay: time.Duration(l.DelayNs), Loss: l.LossPct / 100, Rate: l.RateBps, QueueBytes: l.QueueBytes}
+func toParams(l LinkParams) (link.Params, error) {
+	p := link.Params{Delay: time.Duration(l.DelayNs), Loss: l.LossPct / 100, Rate: l.RateBps, QueueBytes: l.QueueBytes}
+	if l.BurstLen > 0 {
+		ge, err := link.GEBursts(l.LossPct/100, l.BurstLen)
+		if err != nil {
+			return p, fmt.Errorf("link %s: bursty loss: %w", l.Name, err)
+		}
+		p.GilbertElliott = &ge
+	}
+	if l.Trace != "" {
+		tr, err := trace.Resolve(l.Trace)
+		if err != nil {
+			return p, fmt.Errorf("link %s: %w", l.Name, err)
+		}
+		p.Trace, p.Rate = tr, 0
+	}
+	return p, nil
 }
 
 // toLink turns a lab link into an emulator link. A is the edge node, B the
 // broker, so the edge node's egress is the emulator's "up" (A to B).
-func toLink(l TopoLink) link.Link {
-	p := toParams(l.Params)
+func toLink(l TopoLink) (link.Link, error) {
+	p, err := toParams(l.Params)
 	out := link.Link{Name: l.Name, A: l.A, B: l.B, AtoB: p, BtoA: p, Direction: link.DirectionBoth}
 	switch l.Params.Direction {
 	case DirectionEgress:
@@ -49,7 +65,7 @@ func toLink(l TopoLink) link.Link {
 	case DirectionIngress:
 		out.Direction = link.DirectionDown
 	}
-	return out
+	return out, err
 }
 
 // Up builds t. A pcap of the publisher's link end is written to
@@ -64,7 +80,11 @@ func (f LinkFabric) Up(ctx context.Context, t Topology) (Network, error) {
 		topo.Nodes = append(topo.Nodes, link.Node{Name: n, CongestionControl: t.TCPCongestion})
 	}
 	for _, l := range t.Links {
-		topo.Links = append(topo.Links, toLink(l))
+		ln, err := toLink(l)
+		if err != nil {
+			return nil, err
+		}
+		topo.Links = append(topo.Links, ln)
 	}
 	pubLink := "pub"
 	if m := t.Medium; m != nil {

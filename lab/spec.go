@@ -16,6 +16,7 @@ import (
 	"github.com/iotq/iotq/internal/yamlconf"
 	"github.com/iotq/iotq/link"
 	"github.com/iotq/iotq/link/profile"
+	"github.com/iotq/iotq/link/trace"
 	"github.com/iotq/iotq/records"
 	"github.com/iotq/iotq/transport/endpoint"
 	"go.yaml.in/yaml/v3"
@@ -134,6 +135,12 @@ type Spec struct {
 	Delay string `yaml:"delay"`
 	// Losses in percent; random per packet. Default [0].
 	Losses []Percent `yaml:"losses"`
+	// LossBursts sweeps the mean length, in packets, of a loss burst: with
+	// a value b > 0 the loss follows a Gilbert-Elliott model (every packet
+	// lost in the bad state, none in the good one; link.GEBursts) whose
+	// mean is the cell's loss and whose bursts are b packets long on
+	// average. 0 is independent loss. Default [0].
+	LossBursts []float64 `yaml:"loss_bursts,omitempty,flow"`
 	// Transports are broker URL schemes; the scheme names the protocol
 	// too: mqtts (MQTT over TCP+TLS), quic (MQTT over QUIC), amqps (AMQP
 	// over TCP+TLS), amqp+quic (AMQP over QUIC through iotq gateway), and
@@ -208,6 +215,10 @@ type LinkSpec struct {
 	// Delay is one-way. RTT, when set, replaces it with RTT/2.
 	Delay Duration `yaml:"delay,omitempty"`
 	RTT   Duration `yaml:"rtt,omitempty"`
+	// Trace, instead of Rate, drives the link's rate with a
+	// packet-delivery trace in Mahimahi's format: a built-in name
+	// (cellular-lte) or a file (link/trace, docs/link.md).
+	Trace string `yaml:"trace,omitempty"`
 }
 
 // ScaleSpec overrides the scale-dependent fields. Zero fields keep the
@@ -242,7 +253,7 @@ func ProfileNames() []string {
 // itself whether it gives the one-way delay or the round trip.
 func (s *Spec) linkOf(name string) (LinkParams, bool) {
 	if d, ok := s.ProfileDefs[name]; ok {
-		return LinkParams{Name: name, RateBps: int64(d.Rate), DelayNs: int64(d.oneWay())}, true
+		return LinkParams{Name: name, RateBps: int64(d.Rate), DelayNs: int64(d.oneWay()), Trace: d.Trace}, true
 	}
 	p, err := link.ProfileByName(name)
 	if err != nil || p.Name != name {
@@ -294,6 +305,9 @@ func (s Spec) withDefaults() Spec {
 	}
 	if len(s.Losses) == 0 {
 		s.Losses = []Percent{0}
+	}
+	if len(s.LossBursts) == 0 {
+		s.LossBursts = []float64{0}
 	}
 	if len(s.Transports) == 0 {
 		s.Transports = []string{TransportTLS, TransportQUIC}
@@ -418,6 +432,32 @@ func (s Spec) Validate() error {
 		if l.Delay > 0 && l.RTT > 0 {
 			bad("profile_defs."+name, "give delay (one-way) or rtt, not both")
 		}
+		checkTrace("profile_defs."+name, l, bad)
+		if l.Trace != "" && d.Topology.Kind == KindSharedMedium {
+			bad("profile_defs."+name+".trace", "a shared medium has a capacity, not a trace; use pub-broker-sub")
+		}
+	}
+	for i, l := range d.Topology.SubLinks {
+		checkTrace(fmt.Sprintf("topology.sub_links[%d]", i), l, bad)
+	}
+	seenBurst := map[float64]bool{}
+	for i, b := range d.LossBursts {
+		p := fmt.Sprintf("loss_bursts[%d]", i)
+		switch {
+		case seenBurst[b]:
+			bad(p, "%v listed twice", b)
+		case b != 0 && !(b >= 1):
+			bad(p, "%v: want a mean burst length of at least 1 packet, or 0 for independent loss", b)
+		case b != 0 && d.Topology.Kind == KindSharedMedium:
+			bad(p, "a shared medium has a frame error rate per try, not bursts; leave loss_bursts out")
+		case b != 0:
+			for _, l := range d.Losses {
+				if _, err := link.GEBursts(float64(l)/100, b); err != nil {
+					bad(p, "with loss %s%%: %v", l, err)
+				}
+			}
+		}
+		seenBurst[b] = true
 	}
 	for i, name := range d.Profiles {
 		if _, ok := d.linkOf(name); !ok {
@@ -557,6 +597,20 @@ func (s Spec) Validate() error {
 	}
 	errs = append(errs, d.Energy.validate()...)
 	return errors.Join(errs...)
+}
+
+// checkTrace reports a link's trace that cannot be used: unknown, or a
+// file that does not parse (its error names the line), or beside a rate.
+func checkTrace(path string, l LinkSpec, bad func(string, string, ...any)) {
+	if l.Trace == "" {
+		return
+	}
+	if _, err := trace.Resolve(l.Trace); err != nil {
+		bad(path+".trace", "%v", err)
+	}
+	if l.Rate > 0 {
+		bad(path+".rate", "the trace %s sets the rate; leave rate out", l.Trace)
+	}
 }
 
 func dupCheck[S ~string](list []S, path string, bad func(string, string, ...any)) {

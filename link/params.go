@@ -87,6 +87,26 @@ func (g GE) MeanLoss() float64 {
 	return pb*g.lossBad() + (1-pb)*g.K
 }
 
+// GEBursts returns the Gilbert-Elliott model whose mean loss is mean
+// (0..1) and whose loss bursts are burst packets long on average: every
+// packet is lost in the bad state and none in the good one, so a burst is
+// one stay in the bad state (geometric, mean 1/R) and the mean loss is
+// P/(P+R).
+func GEBursts(mean, burst float64) (GE, error) {
+	if !(mean >= 0 && mean < 1) {
+		return GE{}, fmt.Errorf("mean loss %v: want 0 up to (not including) 100 %%", mean)
+	}
+	if !(burst >= 1) {
+		return GE{}, fmt.Errorf("mean burst length %v packets: want at least 1", burst)
+	}
+	r := 1 / burst
+	p := mean * r / (1 - mean)
+	if p > 1 {
+		return GE{}, fmt.Errorf("mean loss %v with bursts of %v packets needs p = %v > 1: use longer bursts", mean, burst, p)
+	}
+	return GE{P: p, R: r, H: 1}, nil
+}
+
 // Step is one scheduled change of a link direction. At is measured from the
 // moment the link came up (for Up: when the whole network is built, just
 // before Up returns). A step with Down > 0 takes the link down from At

@@ -1,6 +1,7 @@
 package link
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -57,5 +58,37 @@ func TestTraceServesAtOpportunities(t *testing.T) {
 	}
 	if s := (Params{Trace: mustTrace(t, "10\n")}).String(); !strings.Contains(s, "trace test (mean 1.2mbit)") {
 		t.Errorf("String: %s", s)
+	}
+}
+
+// TestGEBursts: the model has the asked mean loss and mean burst length,
+// in its formula and in the emulator's decisions.
+func TestGEBursts(t *testing.T) {
+	g, err := GEBursts(0.05, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(g.MeanLoss()-0.05) > 1e-12 || g.R != 0.25 {
+		t.Fatalf("%+v: mean %v", g, g.MeanLoss())
+	}
+	d := NewDir(Params{GilbertElliott: &g}, 0, 0, 7)
+	lost, bursts, run := 0, 0, 0
+	const total = 200000
+	for i := range total {
+		if evs := d.Arrive(time.Duration(i), 100, i); evs[len(evs)-1].Drop == CauseRandom {
+			lost++
+			run++
+		} else if run > 0 {
+			bursts, run = bursts+1, 0
+		}
+	}
+	frac, mean := float64(lost)/total, float64(lost)/float64(bursts)
+	if frac < 0.045 || frac > 0.055 || mean < 3.6 || mean > 4.4 {
+		t.Errorf("lost %.4f in bursts of %.2f, want 0.05 in bursts of 4", frac, mean)
+	}
+	for _, c := range []struct{ mean, burst float64 }{{1, 4}, {0.05, 0.5}, {0.9, 1}} {
+		if _, err := GEBursts(c.mean, c.burst); err == nil {
+			t.Errorf("GEBursts(%v, %v) accepted", c.mean, c.burst)
+		}
 	}
 }

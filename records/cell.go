@@ -31,6 +31,15 @@ type LinkParams struct {
 	// device's interface shapes them) or DirectionIngress. The other
 	// direction is clean.
 	Direction string `json:"direction,omitempty"`
+	// BurstLen, when positive, makes the random loss bursty: a
+	// Gilbert-Elliott model (link.GEBursts) whose mean loss is LossPct and
+	// whose loss bursts are BurstLen packets long on average. Zero:
+	// independent loss per packet.
+	BurstLen float64 `json:"burst_len,omitempty"`
+	// Trace, when set, names the packet-delivery trace (a built-in of
+	// link/trace or a file, Mahimahi's format) that sets the link's rate
+	// instead of RateBps, which is then 0.
+	Trace string `json:"trace,omitempty"`
 }
 
 // Impairment directions of LinkParams.Direction.
