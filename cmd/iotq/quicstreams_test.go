@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,8 +19,9 @@ import (
 // and, for the datagram subscriber, that datagrams were negotiated.
 func TestQUICStreamStrategyFlags(t *testing.T) {
 	srv := brokertest.Start(t, broker.Options{
-		Listen: []string{"quic://127.0.0.1:0"},
-		QUIC:   broker.QUICOptions{DatagramDelivery: true},
+		Listen:  []string{"quic://127.0.0.1:0"},
+		QUIC:    broker.QUICOptions{DatagramDelivery: true},
+		Metrics: "127.0.0.1:0",
 	})
 	url := brokertest.Endpoint(t, srv, "quic")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -28,15 +31,17 @@ func TestQUICStreamStrategyFlags(t *testing.T) {
 		qos      string
 		dgrams   bool
 		streams  float64 // the publisher's data streams
+		size     string
 	}{
-		{"control", "1", false, 0},
-		{"per-topic", "1", false, 1},
-		{"per-publish", "2", false, 5},
-		{"per-topic", "0", true, 0},
+		{"control", "1", false, 0, "32"},
+		{"per-topic", "1", false, 1, "32"},
+		{"per-publish", "2", false, 5, "32"},
+		{"per-topic", "0", true, 0, "32"},
+		{"per-topic", "0", true, 1, "4000"}, // too large for a datagram: on a stream
 	} {
 		name := tc.strategy + "/qos" + tc.qos
 		if tc.dgrams {
-			name += "/datagrams"
+			name += "/datagrams/" + tc.size
 		}
 		t.Run(name, func(t *testing.T) {
 			flags := []string{"--url", url, "--ca", srv.CAFile(), "--quic-stream-strategy", tc.strategy, "-q", tc.qos, "--stats", "json"}
@@ -49,7 +54,7 @@ func TestQUICStreamStrategyFlags(t *testing.T) {
 			waitFile(t, ready)
 			// The publisher stays until the subscriber has everything: QoS
 			// 0 over datagrams has no acknowledgement to wait for.
-			code, out, errs := runCLI(ctx, append([]string{"pub", "-t", topic, "-n", "5", "--size", "32"}, flags...)...)
+			code, out, errs := runCLI(ctx, append([]string{"pub", "-t", topic, "-n", "5", "--size", tc.size}, flags...)...)
 			if code != exitOK {
 				t.Fatalf("pub: exit %d: %s", code, errs)
 			}
@@ -74,11 +79,14 @@ func TestQUICStreamStrategyFlags(t *testing.T) {
 			if n, _ := pq["data_streams"].(float64); n != tc.streams {
 				t.Errorf("pub opened %v data streams, want %v", pq["data_streams"], tc.streams)
 			}
-			if tc.dgrams && (pq["datagrams_sent"] != 5.0 || sq["datagrams_received"] != 5.0) {
-				t.Errorf("datagrams: pub sent %v, sub received %v; want 5 and 5", pq["datagrams_sent"], sq["datagrams_received"])
+			sent, _ := pq["datagrams_sent"].(float64)
+			recv, _ := sq["datagrams_received"].(float64)
+			if want := map[bool]float64{true: 5}[tc.dgrams && tc.size == "32"]; sent != want || recv != want {
+				t.Errorf("datagrams: pub sent %v, sub received %v; want %v and %v", sent, recv, want, want)
 			}
 		})
 	}
+	checkDatagramMetrics(t, srv.MetricsAddr().String())
 }
 
 // TestQUICStreamFlagsRefused: a strategy that does not exist, and the QUIC
@@ -97,4 +105,38 @@ func TestQUICStreamFlagsRefused(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want %d naming the flag", args, code, errs, exitUsage)
 		}
 	}
+}
+
+// checkDatagramMetrics: the broker counted the datagram cases of
+// TestQUICStreamStrategyFlags: 5 small QoS 0 messages received as
+// datagrams and delivered as datagrams, none dropped, and 5 deliveries too
+// large for a datagram sent on a stream.
+func checkDatagramMetrics(t *testing.T, metricsAddr string) {
+	t.Helper()
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for key, want := range map[string]string{
+		`iotq_broker_quic_datagrams_received_total{result="delivered"}`: "5",
+		`iotq_broker_quic_datagrams_received_total{result="dropped"}`:   "0",
+		`iotq_broker_quic_datagrams_sent_total{result="sent"}`:          "5",
+		`iotq_broker_quic_datagrams_sent_total{result="too_large"}`:     "5",
+	} {
+		if !strings.Contains(string(b), "\n"+key+" "+want+"\n") {
+			t.Errorf("metric %s: want %s; metrics:\n%s", key, want, grepLines(string(b), "datagrams"))
+		}
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
