@@ -103,6 +103,11 @@ type Cell struct {
 	// QUIC cells (Early*: accept, hold, refuse; docs/0rtt.md); empty for
 	// other transports and in older cells (whose brokers ran hold).
 	QUIC0RTT EarlyPolicy `json:"quic_0rtt,omitempty"`
+	// QUICStreams (version 5) is the clients' stream strategy in MQTT over
+	// QUIC cells (control, per-topic, per-publish, with "+datagrams" when
+	// QoS 0 goes as QUIC datagrams; docs/mqtt-quic.md); empty for other
+	// transports and in older cells, whose clients used one stream.
+	QUICStreams string `json:"quic_streams,omitempty"`
 }
 
 // ProtocolName is the cell's protocol, ProtocolMQTT for cells written

@@ -12,7 +12,7 @@ package records
 // emulator_timing (status fail instead of refused) and a timing record to
 // done.json. Readers read by column name, so older files read with
 // those empty.
-const Version = 4
+const Version = 5
 
 // Files of a results directory DIR (docs/records.md). Per-cell record files
 // in DIR/cells/CELL/ have the same header as their aggregate in DIR.

@@ -65,6 +65,9 @@ func TestVersion0Headers(t *testing.T) {
 	// version 3: the broker's QUIC 0-RTT policy and the early message's send time appended
 	want["cells"] = strings.Replace(want["cells"], ",protocol,", ",protocol,quic_0rtt,", 1)
 	want["connections"] += ",early_sent_ns"
+	// version 5: the QUIC stream strategy of connections and cells
+	want["connections"] += ",quic_stream_strategy,quic_datagrams"
+	want["cells"] = strings.Replace(want["cells"], ",quic_0rtt,", ",quic_0rtt,quic_streams,", 1)
 	for k, w := range want {
 		if g := strings.Join(got[k], ","); g != w {
 			t.Errorf("%s header\n got %s\nwant %s", k, g, w)
@@ -168,5 +171,22 @@ func TestServerReadyRoundTrip(t *testing.T) {
 	}
 	if err := WriteServerReady(filepath.Join(path, "no", "dir"), []string{"x"}, ""); err == nil || !strings.Contains(err.Error(), "ready file") {
 		t.Errorf("unwritable ready file: %v", err)
+	}
+}
+
+// TestStreamStrategyOr: a QUIC connection row from before version 5 reads
+// as one stream (control); other transports have no strategy.
+func TestStreamStrategyOr(t *testing.T) {
+	for _, c := range []struct {
+		row  Connection
+		want string
+	}{
+		{Connection{Transport: "quic"}, "control"},
+		{Connection{Transport: "quic", QUICStreamStrategy: "per-topic"}, "per-topic"},
+		{Connection{Transport: "mqtt"}, ""},
+	} {
+		if got := c.row.StreamStrategyOr(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.row, got, c.want)
+		}
 	}
 }

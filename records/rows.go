@@ -92,6 +92,24 @@ type Connection struct {
 	// EarlySentNs (version 3) is when a message written with CONNECT
 	// (pattern reconnect-early, `iotq pub --early`) left; empty otherwise.
 	EarlySentNs int64 `csv:"early_sent_ns,omitzero"`
+	// QUICStreamStrategy (version 5) is an MQTT over QUIC client's stream
+	// strategy (ConnectionStats.QUICStreamStrategy: control, per-topic,
+	// per-publish); empty for other transports and in older files, where
+	// QUIC clients used one stream (read it with StreamStrategyOr).
+	QUICStreamStrategy string `csv:"quic_stream_strategy"`
+	// QUICDatagrams (version 5): the client and the broker negotiated QUIC
+	// datagrams (ConnectionStats.QUICDatagrams).
+	QUICDatagrams bool `csv:"quic_datagrams"`
+}
+
+// StreamStrategyOr returns the connection's QUIC stream strategy, "control"
+// for an MQTT over QUIC row written before version 5, and "" for other
+// transports.
+func (c Connection) StreamStrategyOr() string {
+	if c.QUICStreamStrategy != "" || c.Transport != "quic" {
+		return c.QUICStreamStrategy
+	}
+	return "control"
 }
 
 // LinkCount is one row of links.csv: the emulator's counters of one link
@@ -147,33 +165,37 @@ type CellRow struct {
 	Protocol string `csv:"protocol"`
 	// QUIC0RTT (version 3): the broker's QUIC 0-RTT policy in MQTT over
 	// QUIC cells (Cell.QUIC0RTT); empty otherwise and in older files.
-	QUIC0RTT        EarlyPolicy `csv:"quic_0rtt"`
-	QoS             int         `csv:"qos"`
-	Pattern         string      `csv:"pattern"`
-	Size            int         `csv:"size"`
-	IntervalNs      int64       `csv:"interval_ns"`
-	Messages        int         `csv:"messages"`
-	Repetitions     int         `csv:"repetitions"`
-	Topology        string      `csv:"topology"`
-	Publishers      int         `csv:"publishers"`
-	Retries         int         `csv:"retries"`
-	DelayConvention string      `csv:"delay_convention"`
-	PubLink         string      `csv:"pub_link"`
-	PubRateBps      int64       `csv:"pub_rate_bps"`
-	PubDelayNs      int64       `csv:"pub_delay_ns"`
-	SubLink         string      `csv:"sub_link"`
-	SubRateBps      int64       `csv:"sub_rate_bps"`
-	SubDelayNs      int64       `csv:"sub_delay_ns"`
-	PathDelayNs     int64       `csv:"path_delay_ns"`
-	TCPCongestion   string      `csv:"tcp_congestion"`
-	Seed            int64       `csv:"seed"`
-	Published       int         `csv:"published"`
-	Delivered       int         `csv:"delivered"`
-	RepsOK          int         `csv:"reps_ok"`
-	Status          string      `csv:"status"`
-	Error           string      `csv:"error"`
-	StartNs         int64       `csv:"start_ns"`
-	EndNs           int64       `csv:"end_ns"`
+	QUIC0RTT EarlyPolicy `csv:"quic_0rtt"`
+	// QUICStreams (version 5): the clients' QUIC stream strategy in MQTT
+	// over QUIC cells (Cell.QUICStreams); empty otherwise and in older
+	// files (one stream).
+	QUICStreams     string `csv:"quic_streams"`
+	QoS             int    `csv:"qos"`
+	Pattern         string `csv:"pattern"`
+	Size            int    `csv:"size"`
+	IntervalNs      int64  `csv:"interval_ns"`
+	Messages        int    `csv:"messages"`
+	Repetitions     int    `csv:"repetitions"`
+	Topology        string `csv:"topology"`
+	Publishers      int    `csv:"publishers"`
+	Retries         int    `csv:"retries"`
+	DelayConvention string `csv:"delay_convention"`
+	PubLink         string `csv:"pub_link"`
+	PubRateBps      int64  `csv:"pub_rate_bps"`
+	PubDelayNs      int64  `csv:"pub_delay_ns"`
+	SubLink         string `csv:"sub_link"`
+	SubRateBps      int64  `csv:"sub_rate_bps"`
+	SubDelayNs      int64  `csv:"sub_delay_ns"`
+	PathDelayNs     int64  `csv:"path_delay_ns"`
+	TCPCongestion   string `csv:"tcp_congestion"`
+	Seed            int64  `csv:"seed"`
+	Published       int    `csv:"published"`
+	Delivered       int    `csv:"delivered"`
+	RepsOK          int    `csv:"reps_ok"`
+	Status          string `csv:"status"`
+	Error           string `csv:"error"`
+	StartNs         int64  `csv:"start_ns"`
+	EndNs           int64  `csv:"end_ns"`
 }
 
 // Row turns a cell's done marker into its cells.csv row.
@@ -186,5 +208,5 @@ func (d Done) Row() CellRow {
 		PubDelayNs: c.PubLink.DelayNs, SubLink: c.SubLink.Name, SubRateBps: c.SubLink.RateBps,
 		SubDelayNs: c.SubLink.DelayNs, PathDelayNs: int64(c.PathDelay()), TCPCongestion: c.TCPCongestion,
 		Seed: c.Seed, Published: d.Published, Delivered: d.Delivered, RepsOK: d.RepsOK, Status: d.Status,
-		Error: d.Error, StartNs: d.StartNs, EndNs: d.EndNs, Protocol: c.ProtocolName(), QUIC0RTT: c.QUIC0RTT}
+		Error: d.Error, StartNs: d.StartNs, EndNs: d.EndNs, Protocol: c.ProtocolName(), QUIC0RTT: c.QUIC0RTT, QUICStreams: c.QUICStreams}
 }
