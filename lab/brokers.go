@@ -50,6 +50,9 @@ func (b brokers) failed() *child {
 // emulated links carry QUIC and the gateway reaches Artemis over the
 // namespace's loopback). It sets cr.port and cr.ca.
 func (cr *cellRun) startBroker(ctx context.Context) (brokers, error) {
+	if cr.c.Pattern == PatternFailover {
+		return nil, nil // E11 starts a cluster per repetition (lab/e11.go)
+	}
 	switch cr.c.ProtocolName() {
 	case records.ProtocolMQTT, records.ProtocolCoAP:
 		b, err := cr.startMQTTBroker(ctx)

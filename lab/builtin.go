@@ -263,6 +263,7 @@ func builtin() map[string][]Spec {
 		}
 		return s
 	}
+	e11, e11smoke := e11Specs()
 	copyE4 := func() Spec { c := e4; return c }
 	both := func(s Spec) Spec {
 		s.Topology = TopologySpec{Kind: KindPubBrokerSub, Impaired: ImpairedPublisher, Directions: []string{DirectionBoth}}
@@ -289,6 +290,9 @@ func builtin() map[string][]Spec {
 		"e7s":       {e7s},
 		"e7-wifi":   {wifiVariant(e7), wifiVariant(e7s)},
 		"e8":        {e8},
+
+		"e11":       {e11}, // lab/e11spec.go
+		"e11-smoke": {e11smoke},
 	}
 }
 

@@ -46,6 +46,8 @@ func estimate(c Cell) time.Duration {
 		per += 2*rtt + 4*lossCost
 	case PatternBatch, PatternBatchResume, PatternBatchEcho:
 		per += 10*rtt + time.Duration(c.Messages)*(2*time.Millisecond+lossCost/4)
+	case PatternFailover:
+		per += e11Estimate(c)
 	case PatternClosedLoop:
 		// a round trip per message, and a retransmission timeout (CoAP's
 		// ACK_TIMEOUT, TCP's minimum RTO) for every lost packet

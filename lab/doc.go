@@ -4,7 +4,7 @@
 // # Pieces
 //
 //   - Spec (spec.go): one experiment as written in a scenario YAML file
-//     (one Spec per YAML document) or built in (smoke, E1-E8). Every field
+//     (one Spec per YAML document) or built in (smoke, E1-E8, E11). Every field
 //     has a documented zero-value default; Validate reports all problems at
 //     once with field paths, ParseSpecs adds file and line. Spec.Scaled
 //     applies --scale (message counts, intervals, repetitions only).

@@ -349,6 +349,8 @@ func (cr *cellRun) runRep(ctx context.Context, rep int) error {
 		return cr.repReconnect(ctx, rep, repDir, base)
 	case PatternBatch, PatternBatchResume, PatternBatchEcho, PatternClosedLoop:
 		return cr.repBatch(ctx, rep, repDir, base)
+	case PatternFailover:
+		return cr.repFailover(ctx, rep, repDir, base) // E11: lab/e11.go
 	default:
 		return cr.repPeriodic(ctx, rep, repDir, base)
 	}

@@ -532,7 +532,7 @@ func (s Spec) Validate() error {
 	}
 	for i, p := range d.Patterns {
 		switch p {
-		case PatternBatch, PatternBatchResume, PatternBatchEcho, PatternClosedLoop:
+		case PatternBatch, PatternBatchResume, PatternBatchEcho, PatternClosedLoop, PatternFailover:
 		case PatternReconnectEarly:
 			for _, q := range d.QoS {
 				if q != 1 {
@@ -550,7 +550,7 @@ func (s Spec) Validate() error {
 				}
 			}
 		default:
-			bad(fmt.Sprintf("patterns[%d]", i), "%q: want periodic, stop-and-wait, reconnect, reconnect-early, batch, batch-resume, batch-echo or closed-loop", p)
+			bad(fmt.Sprintf("patterns[%d]", i), "%q: want periodic, stop-and-wait, reconnect, reconnect-early, batch, batch-resume, batch-echo, closed-loop or failover", p)
 		}
 	}
 	dupCheck(d.Patterns, "patterns", bad)

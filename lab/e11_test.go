@@ -1,0 +1,91 @@
+package lab
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iotq/iotq/internal/testutil"
+	"github.com/iotq/iotq/records"
+)
+
+// TestE11SmokeEndToEnd runs e11-smoke through real namespaces and emulated
+// links: per transport a fresh three-node NATS cluster in the broker's
+// namespace (and iotq gateway in front of it for QUIC), a 15 s QoS 1 stream
+// from the publisher behind the wifi link, the publisher's node killed
+// half-way. Asserted: both cells complete, the node that died is the one
+// the publisher was on, no acknowledged message is lost, the publisher
+// publishes again after the kill (a recovery time, a delivery gap) through
+// a second connection, and no nats-server outlives its cell.
+func TestE11SmokeEndToEnd(t *testing.T) {
+	testutil.RequireNetAdmin(t, needIP)
+	if testing.Short() {
+		t.Skip("end-to-end E11 cells (about a minute) skipped in -short mode")
+	}
+	if _, _, err := natsServer(); err != nil {
+		testutil.SkipOrFail(t, "%v", err)
+	}
+	bin := buildIOTQ(t)
+	specs, ok := Builtin("e11-smoke")
+	if !ok {
+		t.Fatal("no built-in e11-smoke")
+	}
+	r, err := NewProcRunner(ProcOptions{IOTQ: bin, Fabric: LinkFabric{Prefix: "iotqe11-"}, NoPcap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "e11")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var prog strings.Builder
+	res, err := Run(ctx, specs, Options{Dir: dir, Runner: r, Progress: &prog, Scenario: "e11-smoke", Fabric: "link", Jobs: 1})
+	t.Logf("progress:\n%s", prog.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, _, _ := records.ReadFile[records.CellRow](filepath.Join(dir, FileCells))
+	if len(cells) != 2 || res.Failed != 0 {
+		for _, c := range cells {
+			t.Logf("%s: %s %s", c.Cell, c.Status, c.Error)
+		}
+		t.Fatalf("%d of 2 cells, %d failed", len(cells), res.Failed)
+	}
+	seen := map[string]bool{}
+	for _, c := range cells {
+		rows, _, err := records.ReadFile[E11Row](filepath.Join(dir, DirCells, c.Cell, "rep-1", E11FileName))
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("cell %s: %s: %d rows, %v", c.Cell, E11FileName, len(rows), err)
+		}
+		e := rows[0]
+		t.Logf("%s: %+v", e.Transport, e)
+		seen[e.Transport] = true
+		if e.Lost != 0 {
+			t.Errorf("%s: %d acknowledged messages lost", e.Transport, e.Lost)
+		}
+		if e.KillTarget != "publisher" {
+			t.Errorf("%s: killed %s (%s), not the node the lab found the publisher on", e.Transport, e.KilledNode, e.KillTarget)
+		}
+		if e.Acknowledged < 20 || e.Delivered < e.Acknowledged {
+			t.Errorf("%s: %d acknowledged, %d delivered of %d sent", e.Transport, e.Acknowledged, e.Delivered, e.Sent)
+		}
+		if e.RecoverNs <= 0 || e.GapNs <= 0 || e.Connections < 2 {
+			logStderr(t, filepath.Join(dir, DirCells, c.Cell, "rep-1"))
+			t.Errorf("%s: no recovery after the kill: recover %v, gap %v, %d connections", e.Transport,
+				time.Duration(e.RecoverNs), time.Duration(e.GapNs), e.Connections)
+		}
+	}
+	if !seen[TransportTLS] || !seen[TransportQUIC] {
+		t.Errorf("transports %v; want mqtts and quic", seen)
+	}
+}
+
+// logStderr logs the tail of every process's stderr in dir.
+func logStderr(t *testing.T, dir string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.stderr"))
+	for _, f := range files {
+		t.Logf("%s: %s", filepath.Base(f), tailFile(f, 1500))
+	}
+}
