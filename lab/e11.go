@@ -46,51 +46,12 @@ const (
 	e11MaxPubRuns = 64               // publisher processes per repetition at most
 	e11Backoff    = 200 * time.Millisecond
 	e11AckWait    = 5 * time.Second // NATS MQTT redelivery of an unacknowledged QoS 1 message
+	// e11RecoverLimit bounds how long after the kill the publisher keeps
+	// trying once the stream's time is over; e11TailMessages is what a
+	// publisher process sends then.
+	e11RecoverLimit = 60 * time.Second
+	e11TailMessages = 10
 )
-
-// E11FileName is the per-repetition result of E11 (rep-N/e11.csv).
-const E11FileName = "e11.csv"
-
-// E11Row is one repetition of an E11 cell: what the publisher's records
-// and the subscriber's say about the failover. Times in ns; an empty
-// (0) time did not happen.
-type E11Row struct {
-	Cell      string  `csv:"cell"`
-	Rep       int     `csv:"rep"`
-	Transport string  `csv:"transport"`
-	Profile   string  `csv:"profile"`
-	LossPct   float64 `csv:"loss_pct"`
-	// Sent: messages the publishers handed to the client library;
-	// Acknowledged: of those, PUBACKed; Lost: acknowledged, never at the
-	// subscriber (must be 0); Duplicated: receipts beyond the first of a
-	// message; UnackedDelivered: delivered though never acknowledged (in
-	// flight at the kill).
-	Sent             int `csv:"sent"`
-	Acknowledged     int `csv:"acknowledged"`
-	Delivered        int `csv:"delivered"`
-	Lost             int `csv:"lost"`
-	Duplicated       int `csv:"duplicated"`
-	UnackedDelivered int `csv:"unacked_delivered"`
-	// KillNs: when the node was killed; KilledNode its name; KillTarget
-	// "publisher" when the lab found the publisher's connection on it (NATS
-	// /connz), "assumed" when it fell back to the node it dialled.
-	KillNs     int64  `csv:"kill_ns"`
-	KilledNode string `csv:"killed_node"`
-	KillTarget string `csv:"kill_target"`
-	// GapNs: from the last delivery before the kill to the first delivery
-	// of a message sent after it. RecoverNs: from the kill to the first
-	// acknowledgement of a message sent after it (the publisher publishes
-	// again).
-	GapNs     int64 `csv:"gap_ns"`
-	RecoverNs int64 `csv:"recover_ns"`
-	// Connections: publisher processes (one connection each); Reconnects0RTT
-	// and ReconnectsResumed: of the connections after the first, those that
-	// used QUIC 0-RTT or resumed TLS.
-	Connections       int    `csv:"connections"`
-	Reconnects0RTT    int    `csv:"reconnects_0rtt"`
-	ReconnectsResumed int    `csv:"reconnects_resumed"`
-	NATSVersion       string `csv:"nats_version"`
-}
 
 // e11Cluster is a repetition's running cluster and gateway.
 type e11Cluster struct {
@@ -395,7 +356,7 @@ func (cr *cellRun) repFailover(ctx context.Context, rep int, repDir, base string
 	stream := time.Duration(cr.c.Messages) * interval
 	start := time.Now()
 	streamEnd, killAt := start.Add(stream), start.Add(stream/2)
-	row := E11Row{Cell: cr.c.ID, Rep: rep, Transport: cr.c.Transport, Profile: cr.c.Profile, LossPct: cr.c.PubLink.LossPct, NATSVersion: cl.version}
+	row := records.E11Row{Cell: cr.c.ID, Experiment: cr.c.Experiment, LinkRTTNs: int64(cr.c.PubLink.RTT()), Rep: rep, Transport: cr.c.Transport, Profile: cr.c.Profile, LossPct: cr.c.PubLink.LossPct, NATSVersion: cl.version}
 	var runs []pubRun
 	var runErr error
 	tlsNode := 0 // mqtts: the node the publisher dials
@@ -411,11 +372,16 @@ func (cr *cellRun) repFailover(ctx context.Context, rep int, repDir, base string
 		<-nd.proc.done
 		killed = true
 	}
-	for k := 1; time.Now().Before(streamEnd) && len(runs) < e11MaxPubRuns && ctx.Err() == nil; k++ {
-		n := int((time.Until(streamEnd) + interval - 1) / interval)
-		if n < 1 {
+	// The stream runs its time; past it, the publisher keeps dialling
+	// (a few messages per process) until it has published again after the
+	// kill, or e11RecoverLimit after the kill: a recovery slower than the
+	// stream's second half is measured, not cut off.
+	recovered := false
+	for k := 1; len(runs) < e11MaxPubRuns && ctx.Err() == nil; k++ {
+		if !time.Now().Before(streamEnd) && (recovered || !killed || time.Since(killAt) > e11RecoverLimit) {
 			break
 		}
+		n := max(int((time.Until(streamEnd)+interval-1)/interval), e11TailMessages)
 		url := fmt.Sprintf("quic://%s", net.JoinHostPort(cr.net.Addr(NodeBroker, NodePub), strconv.Itoa(cl.gwPort)))
 		if cr.c.Transport == TransportTLS {
 			url = fmt.Sprintf("mqtts://%s", net.JoinHostPort(cr.net.Addr(NodeBroker, NodePub), strconv.Itoa(cl.nodes[tlsNode].mqttPort)))
@@ -437,7 +403,7 @@ func (cr *cellRun) repFailover(ctx context.Context, rep int, repDir, base string
 			if !killed && time.Now().After(killAt) {
 				kill(tlsNode)
 			}
-			if time.Now().After(streamEnd.Add(cr.handshakeAllowance() + cr.grace() + e11AckWait)) {
+			if time.Now().After(streamEnd.Add(e11RecoverLimit + cr.handshakeAllowance() + cr.grace() + e11AckWait)) {
 				break // the last process waits for its acknowledgements; bounded
 			}
 			select {
@@ -449,6 +415,9 @@ func (cr *cellRun) repFailover(ctx context.Context, rep int, repDir, base string
 		tick.Stop()
 		p.stop(3 * time.Second)
 		cr.cpuRow(rep, p)
+		if killed && !recovered {
+			recovered = ackedAfter(filepath.Join(repDir, pr.file), row.KillNs)
+		}
 		if p.waitErr == nil {
 			continue
 		}
@@ -477,8 +446,20 @@ func (cr *cellRun) repFailover(ctx context.Context, rep int, repDir, base string
 	return runErr
 }
 
+// ackedAfter reports whether the publisher records in path hold an
+// acknowledged message sent after killNs.
+func ackedAfter(path string, killNs int64) bool {
+	pubs, _ := readNodeRecords[records.PubRecord](path)
+	for _, p := range pubs {
+		if p.OK && p.AcceptedNs > 0 && p.SendNs > killNs {
+			return true
+		}
+	}
+	return false
+}
+
 // e11Row fills row from the repetition's records and writes rep-N/e11.csv.
-func (cr *cellRun) e11Row(repDir string, runs []pubRun, row *E11Row) error {
+func (cr *cellRun) e11Row(repDir string, runs []pubRun, row *records.E11Row) error {
 	subs, err := readNodeRecords[records.SubRecord](filepath.Join(repDir, "sub.csv"))
 	if err != nil {
 		return err
@@ -538,7 +519,7 @@ func (cr *cellRun) e11Row(repDir string, runs []pubRun, row *E11Row) error {
 	if lastBefore > 0 && firstAfter > lastBefore {
 		row.GapNs = firstAfter - lastBefore
 	}
-	w, err := records.Create[E11Row](filepath.Join(repDir, E11FileName))
+	w, err := records.Create[records.E11Row](filepath.Join(repDir, records.FileE11))
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/iotq/iotq/internal/testutil"
 	"github.com/iotq/iotq/records"
+	"github.com/iotq/iotq/report"
 )
 
 // TestE11SmokeEndToEnd runs e11-smoke through real namespaces and emulated
@@ -18,7 +19,7 @@ import (
 // half-way. Asserted: both cells complete, the node that died is the one
 // the publisher was on, no acknowledged message is lost, the publisher
 // publishes again after the kill (a recovery time, a delivery gap) through
-// a second connection, and no nats-server outlives its cell.
+// a second connection, and the report shows the failover table and figures.
 func TestE11SmokeEndToEnd(t *testing.T) {
 	testutil.RequireNetAdmin(t, needIP)
 	if testing.Short() {
@@ -54,9 +55,9 @@ func TestE11SmokeEndToEnd(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, c := range cells {
-		rows, _, err := records.ReadFile[E11Row](filepath.Join(dir, DirCells, c.Cell, "rep-1", E11FileName))
+		rows, _, err := records.ReadFile[records.E11Row](filepath.Join(dir, DirCells, c.Cell, "rep-1", records.FileE11))
 		if err != nil || len(rows) != 1 {
-			t.Fatalf("cell %s: %s: %d rows, %v", c.Cell, E11FileName, len(rows), err)
+			t.Fatalf("cell %s: %s: %d rows, %v", c.Cell, records.FileE11, len(rows), err)
 		}
 		e := rows[0]
 		t.Logf("%s: %+v", e.Transport, e)
@@ -78,6 +79,23 @@ func TestE11SmokeEndToEnd(t *testing.T) {
 	}
 	if !seen[TransportTLS] || !seen[TransportQUIC] {
 		t.Errorf("transports %v; want mqtts and quic", seen)
+	}
+	// the report shows the failover table and figures
+	sum, err := report.Generate(ctx, report.Options{Dir: dir, Resamples: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Failover) != 2 {
+		t.Errorf("report: %d failover rows, want 2", len(sum.Failover))
+	}
+	figs := 0
+	for _, f := range sum.Figures {
+		if strings.HasPrefix(f.Name, "failover-") {
+			figs++
+		}
+	}
+	if figs != 2 {
+		t.Errorf("report: %d failover figures, want 2", figs)
 	}
 }
 

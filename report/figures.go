@@ -323,6 +323,9 @@ func drawFigures(ctx context.Context, s *Summary, dir string, logCDF bool) ([]Fi
 			}
 		}
 	}
+	if err := failoverFigure(s, save); err != nil { // E11: report/e11.go
+		return figs, err
+	}
 	return figs, nil
 }
 

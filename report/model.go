@@ -152,6 +152,8 @@ type Summary struct {
 	Percentiles string             `json:"percentile_method"`
 	// Batch holds the cells of the batch patterns (E8).
 	Batch []*BatchResult `json:"batch,omitempty"`
+	// Failover holds the cells of pattern failover (E11; report/e11.go).
+	Failover []*FailoverResult `json:"failover,omitempty"`
 	// Experiments is the per-experiment table: TCP+TLS and QUIC side by
 	// side (delay, RSD, start-up latency and its ratio to the bound, xi).
 	Experiments []*ExperimentSummary `json:"experiments"`

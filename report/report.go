@@ -147,6 +147,7 @@ func Generate(ctx context.Context, opts Options) (*Summary, error) {
 		Bootstrap:    bootstrapMethod(seed, opts.Resamples),
 	}
 	s.Comparisons = comparisons(cells, xi, s.Batch, seed, opts.Resamples)
+	s.Failover = failoverResults(opts.Dir, seed, opts.Resamples)
 	s.PerConfiguration = perConfiguration(cells, seed, opts.Resamples)
 	if opts.PowerLog != "" {
 		s.PowerLog = filepath.Base(opts.PowerLog)
