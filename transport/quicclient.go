@@ -73,6 +73,9 @@ type clientMux struct {
 	acks     sync.Map             // server packet id (uint16) -> *cmFlow it was delivered on
 	dataUsed bool                 // a data stream or datagram was used
 	flows    map[*cmFlow]struct{} // every open flow, closed with the conn
+	// Opened and not yet written (oneAhead): never seen by the broker.
+	spareUni  *quic.SendStream
+	spareBidi *quic.Stream
 }
 
 // cmItem is one or more whole packets, or the end of the control stream.
@@ -628,7 +631,7 @@ func (m *clientMux) openFlow() *cmFlow {
 	defer cancel()
 	var f *cmFlow
 	if m.cs.Bidirectional {
-		s, err := m.conn.OpenStreamSync(ctx)
+		s, err := oneAhead(ctx, &m.spareBidi, m.conn.OpenStream, m.conn.OpenStreamSync)
 		if err != nil {
 			return nil
 		}
@@ -643,7 +646,7 @@ func (m *clientMux) openFlow() *cmFlow {
 			return nil
 		}
 	} else {
-		s, err := m.conn.OpenUniStreamSync(ctx)
+		s, err := oneAhead(ctx, &m.spareUni, m.conn.OpenUniStream, m.conn.OpenUniStreamSync)
 		if err != nil {
 			return nil
 		}
@@ -660,6 +663,38 @@ func (m *clientMux) openFlow() *cmFlow {
 		}
 	}
 	return f
+}
+
+// oneAhead returns a stream to use and keeps the next one opened but
+// unused in *spare, so the client always holds one stream credit back.
+// iotq's broker grants one stream more than its limit so that a client
+// past the limit gets a clear refusal instead of waiting for credit; a
+// client using every credit would have its last stream refused, and a
+// unidirectional stream that is refused after it was finished loses its
+// PUBLISH silently. A stream opened but never written stays invisible to
+// the broker, and streams open in order, so the one used (the older id)
+// never implicitly opens the spare. Without spare credit at the start
+// (a broker that allows a single stream) the stream is used at once.
+func oneAhead[S any](ctx context.Context, spare **S, open func() (*S, error), openSync func(context.Context) (*S, error)) (*S, error) {
+	if *spare == nil {
+		first, err := openSync(ctx)
+		if err != nil {
+			return nil, err
+		}
+		next, err := open()
+		if err != nil {
+			return first, nil // no credit to hold back: use it
+		}
+		*spare = next
+		return first, nil
+	}
+	next, err := openSync(ctx) // waits for credit the broker releases
+	if err != nil {
+		return nil, err
+	}
+	s := *spare
+	*spare = next
+	return s, nil
 }
 
 // CloseWithError closes the connection at once (QUICConn).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -81,6 +82,7 @@ func TestQUICClientStrategies(t *testing.T) {
 			name = tc.strategy + "/bidi"
 		}
 		t.Run(name, func(t *testing.T) {
+			noLeak(t) // Close ends every goroutine of the client and the listener
 			cnt := &QUICStreamCounters{}
 			f := newMuxFixture(t, QUICStreamOptions{MaxDataStreams: 10, Counters: cnt})
 			c, sc := dialClientMux(t, f, QUICClientStreams{Strategy: tc.strategy, Bidirectional: tc.bidi})
@@ -130,6 +132,7 @@ func TestQUICClientStrategies(t *testing.T) {
 // large for a datagram on a stream; the broker's QoS 0 delivery as a
 // datagram reaches the client's reader; both sides count them.
 func TestQUICClientDatagrams(t *testing.T) {
+	noLeak(t)
 	cnt := &QUICStreamCounters{}
 	f := newMuxFixture(t, QUICStreamOptions{MaxDataStreams: 10, Datagrams: true, DatagramDelivery: true, Counters: cnt})
 	c, sc := dialClientMux(t, f, QUICClientStreams{Strategy: StrategyPerTopic, Datagrams: true})
@@ -184,6 +187,7 @@ func TestQUICClientDatagrams(t *testing.T) {
 // (bidirectional for QoS 1, with a server flow header) reach the client's
 // reader, and its PUBACK goes back on the delivery's flow to the session.
 func TestQUICClientServerFlows(t *testing.T) {
+	noLeak(t)
 	cnt := &QUICStreamCounters{}
 	f := newMuxFixture(t, QUICStreamOptions{MaxDataStreams: 10, Delivery: DeliveryPerTopic, Counters: cnt})
 	c, sc := dialClientMux(t, f, QUICClientStreams{Strategy: StrategyPerTopic})
@@ -215,5 +219,38 @@ func TestQUICClientControlDefault(t *testing.T) {
 	}
 	if _, err := ParseStrategy("per-stream"); err == nil {
 		t.Fatal("ParseStrategy accepted per-stream")
+	}
+}
+
+// TestQUICClientPerPublishBurst: a burst of per-publish streams far past
+// the broker's stream limit waits for stream credit instead of running
+// into refused streams: every PUBLISH arrives, none is refused (before
+// the client held one credit back, a few of 1000 were refused and lost).
+func TestQUICClientPerPublishBurst(t *testing.T) {
+	noLeak(t)
+	cnt := &QUICStreamCounters{}
+	f := newMuxFixture(t, QUICStreamOptions{MaxDataStreams: 4, Counters: cnt})
+	c, sc := dialClientMux(t, f, QUICClientStreams{Strategy: StrategyPerPublish})
+	const n = 300
+	werr := make(chan error, 1)
+	go func() {
+		for i := range n {
+			if _, err := c.Write(publishQoS0("b", strconv.Itoa(i))); err != nil {
+				werr <- err
+				return
+			}
+		}
+		werr <- nil
+	}()
+	seen := map[string]bool{}
+	for range n {
+		pk := readMQTT(t, sc)
+		seen[string(pk[len(publishQoS0("b", "")):])] = true
+	}
+	if err := <-werr; err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != n || cnt.StreamsRefused.Load() != 0 {
+		t.Fatalf("%d distinct messages of %d, %d streams refused; want all, none", len(seen), n, cnt.StreamsRefused.Load())
 	}
 }
