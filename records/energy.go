@@ -13,6 +13,11 @@ type Energy struct {
 	ProfileRadio map[string]string `json:"profile_radio"`
 	// PowerLog names an external power meter log (relative to DIR).
 	PowerLog string `json:"power_log,omitempty"`
+	// BoardBaseMW is the device's base power (the board without the
+	// publisher's CPU work and radio) of the whole-device model; 0 means
+	// DefaultBoardBaseMW. BoardSource says where it comes from.
+	BoardBaseMW float64 `json:"board_base_mw,omitempty"`
+	BoardSource string  `json:"board_source,omitempty"`
 }
 
 // Radio is a power-state model of one radio technology (Huang et al.,
@@ -46,6 +51,18 @@ const (
 
 // DefaultCPUActiveMW is the default active power of the processor.
 const DefaultCPUActiveMW = 2000
+
+// DefaultBoardBaseMW is the default base power of the publishing device in
+// the whole-device model (base + CPU time x active power + radio states):
+// a Raspberry Pi 3 Model B+'s typical bare-board active current, 500 mA,
+// at the 5.1 V supply (SourceBoardBase).
+const DefaultBoardBaseMW = 500 * 5.1
+
+// SourceBoardBase cites DefaultBoardBaseMW.
+const SourceBoardBase = "Raspberry Pi documentation (raspberrypi.com, Computers, Raspberry Pi hardware, Power supply): typical bare-board active current " +
+	"consumption of a Raspberry Pi 3 Model B+ 500 mA, at the 5.1 V supply all models require. ASSUMPTION: the testbed's board model is not " +
+	"recorded here (a Pi 4 Model B lists 600 mA, a Pi 3 Model B 400 mA); a typical active draw, not an idle measurement, so it may count " +
+	"some CPU work twice"
 
 // DefaultRadios returns the default radio models by technology: WiFi and
 // LTE from Huang et al., "A close examination of performance and power

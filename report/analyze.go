@@ -258,8 +258,18 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 			c.WindowS += float64(w.end-w.start) / 1e9
 		}
 		c.PacketsPerSecond, c.BytesPerMessage = nan(), nan()
+		c.PacketsSentPerSecond, c.PacketsReceivedPerSecond = nan(), nan()
+		c.CPUSeconds, c.CPUMsPerMessage = nan(), nan()
+		if c.hasCPU {
+			c.CPUSeconds = float64(c.cpuNs) / 1e9
+			if c.Received > 0 {
+				c.CPUMsPerMessage = c.CPUSeconds * 1000 / float64(c.Received)
+			}
+		}
 		if c.hasLinks && c.WindowS > 0 {
 			c.PacketsPerSecond = float64(c.Packets) / c.WindowS
+			c.PacketsSentPerSecond = float64(c.PacketsSent) / c.WindowS
+			c.PacketsReceivedPerSecond = float64(c.PacketsReceived) / c.WindowS
 		}
 		if c.hasLinks && c.Received > 0 {
 			c.BytesPerMessage = float64(c.Bytes) / float64(c.Received)
@@ -700,6 +710,16 @@ func linkCounters(ds *dataset, cells map[string]*CellResult) {
 		} else {
 			c.downBytes += r.Bytes
 		}
+		// the measured publisher's own packets, per direction: sent is
+		// what it offered (the testbed counted what the device sent),
+		// received what the link delivered to it
+		from, to, _ := strings.Cut(r.Direction, "->")
+		switch {
+		case from == records.NodePub:
+			c.PacketsSent += r.Packets
+		case to == records.NodePub:
+			c.PacketsReceived += r.Packets - r.Drops()
+		}
 	}
 }
 
@@ -845,6 +865,14 @@ func estimateEnergy(ds *dataset, cells []*CellResult, ec *energyConfig, plog ene
 		win := math.Max(e.Radio.WindowS, c.WindowS)
 		if win > 0 {
 			e.MeanW = e.TotalJ / win
+		}
+		// the whole device, as a meter on the board sees it
+		e.BaseW = cfg.baseW
+		e.BaseJ = cfg.baseW * win
+		e.DeviceJ = e.BaseJ + e.TotalJ
+		e.DeviceMeanW = nan()
+		if win > 0 {
+			e.DeviceMeanW = e.DeviceJ / win
 		}
 		if plog != nil && len(c.windows) > 0 {
 			var j, secs float64

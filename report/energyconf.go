@@ -14,6 +14,10 @@ type expEnergy struct {
 	models      map[string]energy.Model
 	profileTech map[string]string
 	cpuW        float64
+	// baseW is the device's base power (whole-device model), baseSource
+	// where it comes from.
+	baseW      float64
+	baseSource string
 }
 
 // energyConfig holds the energy configuration per experiment; the entry ""
@@ -32,7 +36,13 @@ func (ec *energyConfig) forExp(exp string) expEnergy {
 // applyEnergy returns base with the manifest's energy record (in mW and
 // ms) applied.
 func applyEnergy(base expEnergy, le *records.Energy) expEnergy {
-	out := expEnergy{models: map[string]energy.Model{}, profileTech: map[string]string{}, cpuW: base.cpuW}
+	out := expEnergy{models: map[string]energy.Model{}, profileTech: map[string]string{}, cpuW: base.cpuW, baseW: base.baseW, baseSource: base.baseSource}
+	if le.BoardBaseMW > 0 {
+		out.baseW, out.baseSource = le.BoardBaseMW/1000, "manifest.json (lab's energy parameters)"
+		if le.BoardSource != "" {
+			out.baseSource = le.BoardSource
+		}
+	}
 	for k, v := range base.models {
 		out.models[k] = v
 	}
@@ -59,7 +69,8 @@ func applyEnergy(base expEnergy, le *records.Energy) expEnergy {
 // the manifest's records (top-level "energy", then each experiment's), then
 // the user's parameter file and CPU power, which win everywhere.
 func energyModels(ds *dataset, paramsFile string, cpuW float64) (*energyConfig, error) {
-	base := expEnergy{models: energy.Defaults(), profileTech: map[string]string{}, cpuW: 2}
+	base := expEnergy{models: energy.Defaults(), profileTech: map[string]string{}, cpuW: 2,
+		baseW: records.DefaultBoardBaseMW / 1000, baseSource: records.SourceBoardBase}
 	if e := ds.man.Energy; e != nil {
 		base = applyEnergy(base, e)
 	}
@@ -92,6 +103,30 @@ func energyModels(ds *dataset, paramsFile string, cpuW float64) (*energyConfig, 
 	return ec, nil
 }
 
+// boardBase returns the base power of the whole-device model per key, the
+// keys as table gives them ("" when every experiment shares it).
+func (ec *energyConfig) boardBase(exps []string) map[string]BoardBase {
+	out := map[string]BoardBase{}
+	for _, x := range exps {
+		e := ec.forExp(x)
+		out[x] = BoardBase{W: e.baseW, Source: e.baseSource}
+	}
+	if len(out) == 0 {
+		e := ec.byExp[""]
+		return map[string]BoardBase{"": {W: e.baseW, Source: e.baseSource}}
+	}
+	var first *BoardBase
+	for _, k := range sortedKeys(out) {
+		b := out[k]
+		if first == nil {
+			first = &b
+		} else if b != *first {
+			return out
+		}
+	}
+	return map[string]BoardBase{"": *first}
+}
+
 // table returns the models to print: keyed by technology when every
 // experiment uses the same parameters, else by "EXPERIMENT/technology";
 // and the CPU power per key prefix ("" or the experiment).
@@ -111,7 +146,7 @@ func (ec *energyConfig) table(exps []string) (map[string]energy.Model, map[strin
 			first = &e
 			continue
 		}
-		if !reflect.DeepEqual(first.models, e.models) || first.cpuW != e.cpuW {
+		if !reflect.DeepEqual(first.models, e.models) || first.cpuW != e.cpuW || first.baseW != e.baseW || first.baseSource != e.baseSource {
 			uniform = false
 		}
 	}

@@ -649,21 +649,29 @@ func periodicFigures(cs []*CellResult, fname, prof string, logCDF bool, save fun
 		}
 	}
 
-	// packets per second
+	// packets per second, per direction: sent by the publisher (what the
+	// testbed counted at the device) apart from received by it
 	hasPPS := false
 	for _, c := range cs {
-		if keep(c) && finite(c.PacketsPerSecond) {
+		if keep(c) && finite(c.PacketsSentPerSecond) {
 			hasPPS = true
 		}
 	}
 	if hasPPS {
-		p := newPlot(fmt.Sprintf("Packets per second on the publisher's link: %s (%s)", prof, qlabel), "loss (%)", "packets per second (both directions)")
-		if _, err := lineByLoss(p, cs, keep, func(c *CellResult) float64 { return c.PacketsPerSecond }, func(tr string) string { return tr }, nil); err != nil {
-			return err
-		}
-		if err := save(p, Figure{Name: "pps-" + name, Title: "Packets per second, " + prof,
-			Caption: "IP packets per second sent and received by the publisher's link (emulator counters), over the cell's window."}); err != nil {
-			return err
+		for _, d := range []struct {
+			name, words, caption string
+			value                func(*CellResult) float64
+		}{
+			{"pps-sent-", "sent by the publisher", "IP packets per second the publisher sent into its link (emulator counters; lost ones included, as a device counts what it sends), over the cell's window.", func(c *CellResult) float64 { return c.PacketsSentPerSecond }},
+			{"pps-received-", "received by the publisher", "IP packets per second that reached the publisher through its link (sent towards it minus the link's drops; emulator counters), over the cell's window.", func(c *CellResult) float64 { return c.PacketsReceivedPerSecond }},
+		} {
+			p := newPlot(fmt.Sprintf("Packets per second %s: %s (%s)", d.words, prof, qlabel), "loss (%)", "packets per second "+d.words)
+			if _, err := lineByLoss(p, cs, keep, d.value, func(tr string) string { return tr }, nil); err != nil {
+				return err
+			}
+			if err := save(p, Figure{Name: d.name + name, Title: "Packets per second " + d.words + ", " + prof, Caption: d.caption}); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -1136,20 +1144,15 @@ func variantFigures(cs []*CellResult, prof string, save func(*plot.Plot, Figure)
 				}
 				return c.DelayMs.Mean
 			}},
-		{"power-variants", "Average publisher power by variant", "average power (W)",
-			"Estimated average power of the publisher over its send window (radio model + CPU time x active power).", func(c *CellResult) float64 {
+		{"power-variants", "Average publisher device power by variant", "average device power (W)",
+			"Estimated average power of the whole publishing device over its send window (base power + CPU time x active power + radio model; the testbed measured this with a meter on the board).", func(c *CellResult) float64 {
 				if c.Energy == nil {
 					return math.NaN()
 				}
-				return c.Energy.MeanW
+				return c.Energy.DeviceMeanW
 			}},
 		{"cpu-variants", "Publisher CPU time by variant", "CPU time (s)",
-			"CPU time (user + system) of the publisher process, all repetitions.", func(c *CellResult) float64 {
-				if c.Energy == nil {
-					return math.NaN()
-				}
-				return c.Energy.CPUSeconds
-			}},
+			"CPU time (user + system) of the publisher process, all repetitions; measured, no model.", func(c *CellResult) float64 { return c.CPUSeconds }},
 		{"pps-variants", "Packets per second by variant", "packets per second (both directions)",
 			"IP packets per second on the publisher's link, both directions.", func(c *CellResult) float64 { return c.PacketsPerSecond }},
 	}

@@ -239,8 +239,10 @@ func writeFixture(t testing.TB, dir string) *fixture {
 				delivered = 2
 				last = dial2 + lat
 			}
-			linkF.row(c.id, rep, "pub", "pub->broker", up, upB, 0, 0, 0, 0)
-			linkF.row(c.id, rep, "pub", "broker->pub", down, downB, int(c.loss), 0, 0, 0)
+			// the loss hits what the publisher sends, so what it
+			// receives stays at most what was sent towards it
+			linkF.row(c.id, rep, "pub", "pub->broker", up, upB, int(c.loss), 0, 0, 0)
+			linkF.row(c.id, rep, "pub", "broker->pub", down, downB, 0, 0, 0, 0)
 			linkF.row(c.id, rep, "sub", "broker->sub", down, downB, 0, 0, 0, 0)
 			linkF.row(c.id, rep, "sub", "sub->broker", up, upB, 0, 0, 0, 0)
 			cpuMul := int64(3)

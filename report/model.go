@@ -78,6 +78,20 @@ type CellResult struct {
 	WindowS          float64 `json:"window_s"`
 	PacketsPerSecond float64 `json:"packets_per_second"`
 	BytesPerMessage  float64 `json:"bytes_per_delivered_message"`
+	// PacketsSent are the packets the measured publisher sent into its
+	// link (all it offered, lost ones included: what a device counts at
+	// its interface); PacketsReceived those that reached it (offered
+	// towards it minus the link's drops). Per second over WindowS.
+	// CPUSeconds is the publisher processes' CPU time (user + system, all
+	// repetitions; cpu.csv), on its own: NaN without cpu.csv.
+	CPUSeconds float64 `json:"publisher_cpu_s"`
+	// CPUMsPerMessage divides it by the distinct messages received.
+	CPUMsPerMessage float64 `json:"publisher_cpu_ms_per_delivered_message"`
+
+	PacketsSent              int64   `json:"packets_sent"`
+	PacketsReceived          int64   `json:"packets_received"`
+	PacketsSentPerSecond     float64 `json:"packets_sent_per_second"`
+	PacketsReceivedPerSecond float64 `json:"packets_received_per_second"`
 
 	Energy *CellEnergy `json:"energy,omitempty"`
 
@@ -108,11 +122,24 @@ type CellEnergy struct {
 	Radio       energy.Breakdown `json:"radio"`
 	CPUSeconds  float64          `json:"cpu_s"`
 	CPUJ        float64          `json:"cpu_j"`
-	TotalJ      float64          `json:"total_j"`
-	PerMessageJ float64          `json:"per_delivered_message_j"`
-	MeanW       float64          `json:"mean_w"`
-	MeasuredJ   float64          `json:"measured_j"`
-	MeasuredW   float64          `json:"measured_mean_w"`
+	// TotalJ is radio + CPU energy: what the publisher's traffic costs.
+	TotalJ float64 `json:"total_j"`
+	// The whole-device model, as the testbed's meter saw the board: base
+	// power over the window + CPU energy + radio energy.
+	BaseW       float64 `json:"base_w"`
+	BaseJ       float64 `json:"base_j"`
+	DeviceJ     float64 `json:"device_j"`
+	DeviceMeanW float64 `json:"device_mean_w"`
+	PerMessageJ float64 `json:"per_delivered_message_j"`
+	MeanW       float64 `json:"mean_w"`
+	MeasuredJ   float64 `json:"measured_j"`
+	MeasuredW   float64 `json:"measured_mean_w"`
+}
+
+// BoardBase is the base power of the whole-device energy model.
+type BoardBase struct {
+	W      float64 `json:"w"`
+	Source string  `json:"source"`
 }
 
 // XiResult compares the completion times of the QUIC cell and the TCP cell
@@ -146,10 +173,13 @@ type Summary struct {
 	EnergyModels map[string]energy.Model `json:"energy_models"`
 	// CPUWatts is the processor's active power, keyed "" when all
 	// experiments share it, else by experiment.
-	CPUWatts    map[string]float64 `json:"cpu_active_w"`
-	PowerLog    string             `json:"power_log,omitempty"`
-	Figures     []Figure           `json:"figures"`
-	Percentiles string             `json:"percentile_method"`
+	CPUWatts map[string]float64 `json:"cpu_active_w"`
+	// BoardBase is the device's base power of the whole-device model, with
+	// its source, keyed like CPUWatts.
+	BoardBase   map[string]BoardBase `json:"board_base"`
+	PowerLog    string               `json:"power_log,omitempty"`
+	Figures     []Figure             `json:"figures"`
+	Percentiles string               `json:"percentile_method"`
 	// Batch holds the cells of the batch patterns (E8).
 	Batch []*BatchResult `json:"batch,omitempty"`
 	// Failover holds the cells of pattern failover (E11; report/e11.go).

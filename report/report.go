@@ -141,6 +141,7 @@ func Generate(ctx context.Context, opts Options) (*Summary, error) {
 		Xi:           xi,
 		EnergyModels: models,
 		CPUWatts:     cpu,
+		BoardBase:    ec.boardBase(exps),
 		Percentiles:  "linear interpolation between closest ranks (Hyndman-Fan type 7)",
 		Batch:        batchResults(ds, cells),
 		Experiments:  experimentSummaries(cells, xi),

@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/iotq/iotq/records"
 )
@@ -106,23 +107,41 @@ func tables(s *Summary) []tab {
 	out = append(out, xt)
 
 	wt := tab{id: "wire", title: "Packets and bytes on the publisher's link",
-		intro: "Both directions, all repetitions, from links.csv. window = sum over repetitions of the publisher's first dial start (else first send) to the last receipt.",
-		head:  []string{"cell", "profile", "loss %", "transport", "QoS", "packets", "bytes", "drops", "window s", "packets/s", "bytes/delivered msg"}}
+		intro: "All repetitions, from links.csv. sent = packets the publisher sent into its link (lost ones included: what the device itself sends, as the testbed counted); received = packets that reached the publisher (sent towards it minus the link's drops); packets, bytes and drops count both directions. window = sum over repetitions of the publisher's first dial start (else first send) to the last receipt.",
+		head:  []string{"cell", "profile", "loss %", "transport", "QoS", "sent", "received", "sent/s", "received/s", "packets", "bytes", "drops", "window s", "packets/s", "bytes/delivered msg"}}
 	for _, c := range s.Cells {
 		if !c.hasLinks {
 			continue
 		}
 		wt.rows = append(wt.rows, []string{c.Cell, c.Profile, loss(c.LossPct), c.Transport, strconv.Itoa(c.QoS),
+			strconv.FormatInt(c.PacketsSent, 10), strconv.FormatInt(c.PacketsReceived, 10),
+			fmtF(c.PacketsSentPerSecond, 3), fmtF(c.PacketsReceivedPerSecond, 3),
 			strconv.FormatInt(c.Packets, 10), strconv.FormatInt(c.Bytes, 10), strconv.FormatInt(c.Drops, 10),
 			fmtF(c.WindowS, 3), fmtF(c.PacketsPerSecond, 3), fmtF(c.BytesPerMessage, 1)})
 	}
 	out = append(out, wt)
 
+	cpuT := tab{id: "cpu", title: "CPU time of the publisher",
+		intro: "User + system CPU time of the publisher's processes (cpu.csv, rusage), all repetitions, on its own: measured, no model. " +
+			"ms/delivered msg divides it by the distinct messages received.",
+		head: []string{"cell", "profile", "loss %", "transport", "QoS", "size", "interval", "CPU s", "CPU ms/delivered msg"}}
+	for _, c := range s.Cells {
+		if !finite(c.CPUSeconds) {
+			continue
+		}
+		cpuT.rows = append(cpuT.rows, []string{c.Cell, c.Profile, loss(c.LossPct), c.Transport, strconv.Itoa(c.QoS), strconv.Itoa(c.Size),
+			time.Duration(c.IntervalNs).String(), fmtF(c.CPUSeconds, 4), fmtF(c.CPUMsPerMessage, 4)})
+	}
+	out = append(out, cpuT)
+
 	et := tab{id: "energy", title: "Energy estimate of the publisher",
-		intro: "Radio energy from the power-state model driven by the packet timeline (source column); " +
-			"processor energy = CPU time x active power (parameters below). measured = external power log integrated over the cell's repetitions.",
-		head: []string{"cell", "technology", "radio J", "promotion J", "active J", "tail J", "idle J", "CPU s", "CPU J", "total J",
-			"mJ/delivered msg", "mean W", "measured J", "measured W", "radio source"}}
+		intro: "The testbed measured the whole board's power with a meter; this lab has no meter, so it estimates the same whole-device figure " +
+			"with a model: device = base power x window + CPU time x active power + radio energy, each part below. " +
+			"Radio energy from the power-state model driven by the packet timeline (source column); " +
+			"processor energy = CPU time x active power; base = the board's base power over the window (parameters and their sources below). " +
+			"traffic J = radio + CPU, what the publishing itself costs. measured = external power log integrated over the cell's repetitions.",
+		head: []string{"cell", "technology", "radio J", "promotion J", "active J", "tail J", "idle J", "CPU s", "CPU J", "traffic J",
+			"mJ/delivered msg", "traffic mean W", "base J", "device J", "device mean W", "measured J", "measured W", "radio source"}}
 	for _, c := range s.Cells {
 		e := c.Energy
 		if e == nil {
@@ -130,7 +149,8 @@ func tables(s *Summary) []tab {
 		}
 		et.rows = append(et.rows, []string{c.Cell, e.Technology, fmtF(e.Radio.TotalJ, 4), fmtF(e.Radio.PromotionJ, 4),
 			fmtF(e.Radio.ActiveJ, 4), fmtF(e.Radio.TailJ, 4), fmtF(e.Radio.IdleJ, 4), fmtF(e.CPUSeconds, 4), fmtF(e.CPUJ, 4),
-			fmtF(e.TotalJ, 4), fmtF(e.PerMessageJ*1000, 3), fmtF(e.MeanW, 4), fmtF(e.MeasuredJ, 4), fmtF(e.MeasuredW, 4), e.RadioSource})
+			fmtF(e.TotalJ, 4), fmtF(e.PerMessageJ*1000, 3), fmtF(e.MeanW, 4), fmtF(e.BaseJ, 4), fmtF(e.DeviceJ, 4), fmtF(e.DeviceMeanW, 4),
+			fmtF(e.MeasuredJ, 4), fmtF(e.MeasuredW, 4), e.RadioSource})
 	}
 	out = append(out, et)
 
@@ -148,6 +168,14 @@ func tables(s *Summary) []tab {
 			name = k + "/processor"
 		}
 		pt.rows = append(pt.rows, []string{name, "", "", fmtF(s.CPUWatts[k], 3), "", "", "", "", "", "active power x CPU time (manifest or --cpu-watts; default 2 W)"})
+	}
+	for _, k := range sortedKeys(s.BoardBase) {
+		name := "board (base)"
+		if k != "" {
+			name = k + "/board (base)"
+		}
+		b := s.BoardBase[k]
+		pt.rows = append(pt.rows, []string{name, "", "", fmtF(b.W, 3), "", "", "", "", "", "whole-device model's base power x window: " + b.Source})
 	}
 	out = append(out, pt)
 	return out
@@ -315,7 +343,9 @@ func tablesCSV(s *Summary) ([]byte, error) {
 		"startup_n", "startup_mean_ms", "startup_median_ms", "startup_p5_ms", "startup_p95_ms", "startup_rsd", "startup_bound_ms", "startup_bound_rtts", "startup_ratio", "resumed", "used_0rtt", "quic_0rtt",
 		"completion_n", "completion_incomplete", "completion_mean_s", "completion_median_s", "completion_p5_s", "completion_p95_s", "completion_rsd",
 		"packets", "bytes", "drops", "window_s", "packets_per_s", "bytes_per_delivered_msg",
-		"energy_technology", "radio_j", "cpu_s", "cpu_j", "energy_total_j", "energy_per_msg_j", "energy_mean_w", "measured_j", "radio_source"}
+		"energy_technology", "radio_j", "cpu_s", "cpu_j", "energy_total_j", "energy_per_msg_j", "energy_mean_w", "measured_j", "radio_source",
+		"packets_sent", "packets_received", "packets_sent_per_s", "packets_received_per_s",
+		"publisher_cpu_s", "publisher_cpu_ms_per_msg", "base_w", "base_j", "device_j", "device_mean_w"}
 	if err := w.Write(head); err != nil {
 		return nil, err
 	}
@@ -340,6 +370,18 @@ func tablesCSV(s *Summary) ([]byte, error) {
 			row = append(row, e.Technology, g(e.Radio.TotalJ), g(e.CPUSeconds), g(e.CPUJ), g(e.TotalJ), g(e.PerMessageJ), g(e.MeanW), g(e.MeasuredJ), e.RadioSource)
 		} else {
 			row = append(row, "", "", "", "", "", "", "", "", "")
+		}
+		if c.hasLinks {
+			row = append(row, strconv.FormatInt(c.PacketsSent, 10), strconv.FormatInt(c.PacketsReceived, 10))
+		} else {
+			row = append(row, "", "")
+		}
+		row = append(row, g(c.PacketsSentPerSecond), g(c.PacketsReceivedPerSecond))
+		row = append(row, g(c.CPUSeconds), g(c.CPUMsPerMessage))
+		if e := c.Energy; e != nil {
+			row = append(row, g(e.BaseW), g(e.BaseJ), g(e.DeviceJ), g(e.DeviceMeanW))
+		} else {
+			row = append(row, "", "", "", "")
 		}
 		if err := w.Write(row); err != nil {
 			return nil, err
