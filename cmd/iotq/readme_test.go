@@ -165,13 +165,16 @@ func handBlock(t *testing.T) string {
 }
 
 // tryItBlock returns the first sh block of a Markdown file's "Try it by
-// hand" section.
+// hand" (or "Try it") section.
 func tryItBlock(t *testing.T, file string) string {
 	t.Helper()
 	md := readRepoFile(t, file)
 	_, after, ok := strings.Cut(md, "\n## Try it by hand\n")
 	if !ok {
-		t.Fatalf(`%s has no "## Try it by hand" section`, file)
+		_, after, ok = strings.Cut(md, "\n## Try it\n")
+	}
+	if !ok {
+		t.Fatalf(`%s has no "## Try it by hand" (or "## Try it") section`, file)
 	}
 	_, after, ok = strings.Cut(after, "```sh\n")
 	if !ok {
@@ -185,11 +188,11 @@ func tryItBlock(t *testing.T, file string) string {
 }
 
 // TestReadmeTryItByHandIsSelfContained checks the walkthroughs (README,
-// docs/amqp.md) as text:
+// docs/amqp.md, docs/gateway.md) as text:
 // loopback addresses only, every server with state under $S and a ready
 // file waited for, and a last line that stops every job and removes $S.
 func TestReadmeTryItByHandIsSelfContained(t *testing.T) {
-	for _, f := range []string{"README.md", "docs/amqp.md"} {
+	for _, f := range []string{"README.md", "docs/amqp.md", "docs/gateway.md"} {
 		t.Run(f, func(t *testing.T) { checkSelfContained(t, tryItBlock(t, f)) })
 	}
 }
@@ -222,6 +225,7 @@ func checkSelfContained(t *testing.T, block string) {
 func TestReadmeTryItByHand(t *testing.T) {
 	block := handBlock(t)
 	testutil.RequireNetAdmin(t) // link shell
+	requireArtemis(t)
 	for tool, install := range map[string]string{"mosquitto": "apt-get install mosquitto",
 		"mosquitto_pub": "apt-get install mosquitto-clients", "coap-client-notls": "apt-get install libcoap3-bin",
 		"ping": "apt-get install iputils-ping"} {
@@ -237,10 +241,22 @@ func TestReadmeTryItByHand(t *testing.T) {
 	})
 }
 
+// requireArtemis skips (fails under CI=true) without the embedded Artemis
+// the walkthroughs start with java.
+func requireArtemis(t *testing.T) {
+	t.Helper()
+	testutil.RequireTool(t, "java", "apt-get install openjdk-17-jre-headless")
+	home, _ := os.UserHomeDir()
+	if _, err := os.Stat(filepath.Join(home, ".cache", "iotq", "artemis-2.55.0", "classes")); err != nil {
+		testutil.SkipOrFail(t, "the embedded Artemis is not built (%v; scripts/setup.sh builds it)", err)
+	}
+}
+
 // TestAMQPDocTryItByHand runs the "Try it by hand" block of docs/amqp.md
 // (its first line, scripts/setup.sh, aside) the same way.
 func TestAMQPDocTryItByHand(t *testing.T) {
 	block := tryItBlock(t, "docs/amqp.md")
+	requireArtemis(t)
 	first, rest, _ := strings.Cut(block, "\n")
 	if !strings.HasPrefix(first, "bash scripts/setup.sh") {
 		t.Fatalf("docs/amqp.md's walkthrough no longer starts with scripts/setup.sh (%q): update this test", first)
@@ -251,6 +267,13 @@ func TestAMQPDocTryItByHand(t *testing.T) {
 	})
 }
 
+// TestGatewayDocTryIt runs the "Try it" block of docs/gateway.md the same
+// way: the second run through the gateway rides in 0-RTT.
+func TestGatewayDocTryIt(t *testing.T) {
+	testutil.RequireTool(t, "mosquitto", "apt-get install mosquitto")
+	runWalkthrough(t, tryItBlock(t, "docs/gateway.md"), []string{`"used_0rtt":false`, `"used_0rtt":true`})
+}
+
 // runWalkthrough runs a documented walkthrough as written, with bash and
 // a bin/iotq built for the test, in a fresh directory (TMPDIR, so $S, is
 // inside it). An ERR trap reports every command that fails (the kill of
@@ -259,13 +282,7 @@ func TestAMQPDocTryItByHand(t *testing.T) {
 // its process group behind.
 func runWalkthrough(t *testing.T, block string, wants []string) {
 	t.Helper()
-	for tool, install := range map[string]string{"bash": "apt-get install bash", "java": "apt-get install openjdk-17-jre-headless"} {
-		testutil.RequireTool(t, tool, install)
-	}
-	home, _ := os.UserHomeDir()
-	if _, err := os.Stat(filepath.Join(home, ".cache", "iotq", "artemis-2.55.0", "classes")); err != nil {
-		testutil.SkipOrFail(t, "the embedded Artemis is not built (%v; scripts/setup.sh builds it)", err)
-	}
+	testutil.RequireTool(t, "bash", "apt-get install bash")
 	// Its ports are fixed (below the ephemeral range): one taken by
 	// another program would make a server exit.
 	for _, m := range regexp.MustCompile(`(?:127\.0\.0\.1:|-p |--port )(\d+)`).FindAllStringSubmatch(block, -1) {
