@@ -58,8 +58,9 @@ type clientMux struct {
 	cur  []byte
 	rerr error // the control stream ended: sticky
 
-	dmu   sync.Mutex // guards the read deadline
+	dmu   sync.Mutex // guards the deadlines
 	rdl   time.Time
+	wdl   time.Time     // applied to data stream writes
 	rdlCh chan struct{} // closed when the read deadline changes
 
 	wmu      sync.Mutex // serialises Write and guards the fields below
@@ -87,19 +88,24 @@ type cmItem struct {
 
 // cmFlow is a data stream the client writes to.
 type cmFlow struct {
-	mu     sync.Mutex
-	send   io.WriteCloser
+	mu   sync.Mutex
+	send interface {
+		io.WriteCloser
+		SetWriteDeadline(time.Time) error
+	}
 	str    *quic.Stream // bidirectional flows
 	uni    *quic.SendStream
 	broken bool
 }
 
-func (f *cmFlow) write(b []byte) error {
+// write writes b whole; dl is the conn's write deadline (zero: none).
+func (f *cmFlow) write(b []byte, dl time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.broken {
 		return net.ErrClosed
 	}
+	_ = f.send.SetWriteDeadline(dl)
 	if _, err := f.send.Write(b); err != nil {
 		f.broken = true
 		return err
@@ -425,6 +431,19 @@ func (m *clientMux) SetReadDeadline(t time.Time) error {
 	return nil
 }
 
+func (m *clientMux) SetWriteDeadline(t time.Time) error {
+	m.dmu.Lock()
+	m.wdl = t
+	m.dmu.Unlock()
+	return m.quicConn.SetWriteDeadline(t)
+}
+
+func (m *clientMux) writeDeadline() time.Time {
+	m.dmu.Lock()
+	defer m.dmu.Unlock()
+	return m.wdl
+}
+
 func (m *clientMux) SetDeadline(t time.Time) error {
 	return errors.Join(m.SetReadDeadline(t), m.SetWriteDeadline(t))
 }
@@ -520,12 +539,12 @@ func (m *clientMux) routeElsewhere(pk []byte) bool {
 		if pk[0]>>4 != 5 {
 			m.acks.Delete(id)
 		}
-		return v.(*cmFlow).write(pk) == nil
+		return v.(*cmFlow).write(pk, m.writeDeadline()) == nil
 	case 6: // PUBREL of our QoS 2 PUBLISH
 		id, ok := mqttPacketID(pk)
 		if f := m.pubrel[id]; ok && f != nil {
 			delete(m.pubrel, id)
-			return f.write(pk) == nil
+			return f.write(pk, m.writeDeadline()) == nil
 		}
 	}
 	return false
@@ -589,7 +608,7 @@ func (m *clientMux) routePublish(pk []byte) bool {
 	default:
 		return false
 	}
-	if err := f.write(pk); err != nil {
+	if err := f.write(pk, m.writeDeadline()); err != nil {
 		if m.cs.Strategy == StrategyPerTopic {
 			m.dropTopic(p.topic)
 		}
@@ -658,7 +677,7 @@ func (m *clientMux) openFlow() *cmFlow {
 		// Flags 0: no optional headers, no persistent state, error
 		// tolerance 0, not clean; expire interval 300 s as the mqtt5
 		// crate's client.
-		if err := f.write(appendFlowHeader(nil, flowTypeClientData, m.nextFlow<<1, 300, 0)); err != nil {
+		if err := f.write(appendFlowHeader(nil, flowTypeClientData, m.nextFlow<<1, 300, 0), m.writeDeadline()); err != nil {
 			return nil
 		}
 	}

@@ -3,6 +3,10 @@
 // eclipse/paho.golang, over every transport of package transport (mqtt://,
 // mqtts://, ws://, wss://, quic://). The transport is dialled by transport.Dial
 // and handed to paho as a net.Conn, so paho never knows which one it is.
+// Over QUIC, Options.QUIC.ClientStreams makes that conn multi-stream
+// (PUBLISH per topic or per message on its own stream, QoS 0 as QUIC
+// datagrams; transport/quicclient.go, docs/mqtt-quic.md): paho still reads
+// and writes one connection.
 //
 // What this package adds to paho:
 //   - Receipts: Publish returns at once with a Receipt that completes on
