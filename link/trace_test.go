@@ -92,3 +92,34 @@ func TestGEBursts(t *testing.T) {
 		}
 	}
 }
+
+// TestTopologyFileTakesTrace: a topology file's link may name a trace
+// instead of a rate (for the whole link or one direction); a rate beside
+// it, an unknown trace and a trace on a medium are errors that say so.
+func TestTopologyFileTakesTrace(t *testing.T) {
+	f, err := ParseTopology([]byte(`
+links:
+  - {name: up, a: pub, b: broker, profile: cellular, trace: cellular-lte, b_to_a: {trace: cellular-lte, delay: 5ms}}
+  - {name: down, a: broker, b: sub, profile: wifi, a_to_b: {trace: cellular-lte}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, down := f.Topology.Links[0], f.Topology.Links[1]
+	if up.AtoB.Trace == nil || up.AtoB.Rate != 0 || up.AtoB.Delay != 100*time.Millisecond || up.BtoA.Trace == nil || up.BtoA.Delay != 5*time.Millisecond {
+		t.Errorf("up: %v / %v", up.AtoB, up.BtoA)
+	}
+	if down.AtoB.Trace == nil || down.BtoA.Trace != nil || down.BtoA.Rate != 20_000_000 {
+		t.Errorf("down: %v / %v", down.AtoB, down.BtoA)
+	}
+	for _, c := range []struct{ src, want string }{
+		{"links: [{name: l, a: x, b: y, rate: 1mbit, trace: cellular-lte}]", "links[0] (line 1): rate and trace cellular-lte: the trace sets the rate"},
+		{"links: [{name: l, a: x, b: y, trace: nosuch}]", `trace "nosuch": neither a built-in trace`},
+		{"links: [{name: l, a: x, b: y, a_to_b: {trace: /nonexistent/t.trace}}]", "links[0].a_to_b (line 1): trace: open /nonexistent/t.trace"},
+		{"media: [{name: m, hub: h, stations: [a], capacity: 1mbit, trace: cellular-lte}]", "media[0]: trace cellular-lte: a medium has a capacity, not a trace"},
+	} {
+		if _, err := ParseTopology([]byte(c.src)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.src, err, c.want)
+		}
+	}
+}

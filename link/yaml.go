@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/iotq/iotq/link/trace"
 	"io"
 	"strings"
 	"time"
@@ -94,12 +95,22 @@ func ParseTopology(data []byte) (TopologyFile, error) {
 			}
 		}
 		common := l.yParams.apply(base)
+		common, err := l.yParams.withTrace(common)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("links[%d] (line %d): %w", i, l.line, err))
+		}
 		ab, ba := common, common
 		if l.AtoB != nil {
 			ab = l.AtoB.apply(common)
+			if ab, err = l.AtoB.withTrace(ab); err != nil {
+				errs = append(errs, fmt.Errorf("links[%d].a_to_b (line %d): %w", i, l.line, err))
+			}
 		}
 		if l.BtoA != nil {
 			ba = l.BtoA.apply(common)
+			if ba, err = l.BtoA.withTrace(ba); err != nil {
+				errs = append(errs, fmt.Errorf("links[%d].b_to_a (line %d): %w", i, l.line, err))
+			}
 		}
 		dir, err := ParseDirection(l.Direction)
 		if err != nil {
@@ -109,6 +120,9 @@ func ParseTopology(data []byte) (TopologyFile, error) {
 	}
 	for i, m := range f.Media {
 		p := m.yParams.apply(Params{})
+		if m.Trace != nil {
+			errs = append(errs, fmt.Errorf("media[%d]: trace %s: a medium has a capacity, not a trace (traces drive point-to-point links)", i, *m.Trace))
+		}
 		if p.Queue != (QueueSpec{}) {
 			errs = append(errs, fmt.Errorf("media[%d]: queue %s: a medium has a drop-tail queue in bytes only (write queue: 30000)", i, p.Queue))
 		}
@@ -176,6 +190,26 @@ type yParams struct {
 	MTU        *int     `yaml:"mtu"`
 	Reorder    *bool    `yaml:"reorder"`
 	Schedule   *[]yStep `yaml:"schedule"`
+	// Trace names a packet-delivery trace (Mahimahi's format): a shipped
+	// one (link/trace) or a file; it replaces the rate.
+	Trace *string `yaml:"trace"`
+}
+
+// withTrace sets the trace y names on p (replacing its rate); the error
+// says what is wrong with it.
+func (y *yParams) withTrace(p Params) (Params, error) {
+	if y == nil || y.Trace == nil {
+		return p, nil
+	}
+	if y.Rate != nil {
+		return p, fmt.Errorf("rate and trace %s: the trace sets the rate; leave rate out", *y.Trace)
+	}
+	tr, err := trace.Resolve(*y.Trace)
+	if err != nil {
+		return p, err
+	}
+	p.Trace, p.Rate = tr, 0
+	return p, nil
 }
 
 func (y yParams) apply(p Params) Params {
