@@ -1115,7 +1115,7 @@ func (s *Server) processPublish(cl *Client, pk packets.Packet) error {
 		pk.Expiry = pk.Created + expiry
 	}
 
-	if !cl.Net.Inline {
+	if !cl.Net.Inline && pk.FixedHeader.Qos > 0 { // a QoS 0 PUBLISH has no packet identifier [iotq patch 35]
 		if pki, ok := cl.State.Inflight.Get(pk.PacketID); ok {
 			if pki.FixedHeader.Type == packets.Pubrec { // [MQTT-4.3.3-10]
 				ack := s.buildAck(pk.PacketID, packets.Pubrec, 0, pk.Properties, packets.ErrPacketIdentifierInUse)
