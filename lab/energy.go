@@ -46,6 +46,11 @@ type EnergyModel struct {
 	// PowerLog is an optional external power meter log (timestamped CSV)
 	// that the report aligns with the run.
 	PowerLog string `yaml:"power_log,omitempty" json:"power_log,omitempty"`
+	// BoardBaseW is the publishing device's base power in the whole-device
+	// model (base x window + CPU + radio), BoardSource where it comes
+	// from. Default records.DefaultBoardBaseMW with its source.
+	BoardBaseW  float64 `yaml:"board_base_w,omitempty" json:"board_base_w,omitempty"`
+	BoardSource string  `yaml:"board_source,omitempty" json:"board_source,omitempty"`
 }
 
 // DefaultEnergy returns the default model: the radio models of
@@ -53,7 +58,7 @@ type EnergyModel struct {
 // radios of the profile table (link/profile).
 func DefaultEnergy() EnergyModel {
 	return energyFromRecord(records.Energy{CPUActiveMW: records.DefaultCPUActiveMW, Radio: records.DefaultRadios(),
-		ProfileRadio: profile.Radios()})
+		ProfileRadio: profile.Radios(), BoardBaseMW: records.DefaultBoardBaseMW, BoardSource: records.SourceBoardBase})
 }
 
 func (e EnergyModel) withDefaults() EnergyModel {
@@ -62,6 +67,13 @@ func (e EnergyModel) withDefaults() EnergyModel {
 		Radio: map[string]RadioModel{}, ProfileRadio: map[string]string{}}
 	if out.CPUActiveW == 0 {
 		out.CPUActiveW = def.CPUActiveW
+	}
+	out.BoardBaseW, out.BoardSource = e.BoardBaseW, e.BoardSource
+	switch {
+	case out.BoardBaseW == 0:
+		out.BoardBaseW, out.BoardSource = def.BoardBaseW, def.BoardSource
+	case out.BoardSource == "":
+		out.BoardSource = "scenario file"
 	}
 	for k, v := range def.Radio {
 		out.Radio[k] = v
@@ -85,6 +97,9 @@ func (e EnergyModel) validate() []error {
 	var errs []error
 	if e.CPUActiveW < 0 || math.IsNaN(e.CPUActiveW) {
 		errs = append(errs, &FieldError{Path: "energy.cpu_active_w", Msg: "must not be negative"})
+	}
+	if e.BoardBaseW < 0 || math.IsNaN(e.BoardBaseW) || math.IsInf(e.BoardBaseW, 0) {
+		errs = append(errs, &FieldError{Path: "energy.board_base_w", Msg: "must be finite and not negative"})
 	}
 	var keys []string
 	for k := range e.Radio {
@@ -121,7 +136,8 @@ func (e EnergyModel) validate() []error {
 // record returns the model as the manifest records it (records.Energy:
 // milliwatts and milliseconds).
 func (e EnergyModel) record() *records.Energy {
-	out := &records.Energy{CPUActiveMW: e.CPUActiveW * 1000, Radio: map[string]records.Radio{}, ProfileRadio: e.ProfileRadio, PowerLog: e.PowerLog}
+	out := &records.Energy{CPUActiveMW: e.CPUActiveW * 1000, Radio: map[string]records.Radio{}, ProfileRadio: e.ProfileRadio, PowerLog: e.PowerLog,
+		BoardBaseMW: e.BoardBaseW * 1000, BoardSource: e.BoardSource}
 	for k, r := range e.Radio {
 		out.Radio[k] = records.Radio{PromotionMW: r.PromotionW * 1000, PromotionMS: r.PromotionS * 1000, ActiveBaseMW: r.BaseW * 1000,
 			UpMWPerMbps: r.UpWPerMbps * 1000, DownMWPerMbps: r.DownWPerMbps * 1000, TailMW: r.TailW * 1000, TailMS: r.TailS * 1000,
@@ -132,7 +148,8 @@ func (e EnergyModel) record() *records.Energy {
 
 // energyFromRecord is the inverse of record.
 func energyFromRecord(in records.Energy) EnergyModel {
-	e := EnergyModel{CPUActiveW: in.CPUActiveMW / 1000, Radio: map[string]RadioModel{}, ProfileRadio: in.ProfileRadio, PowerLog: in.PowerLog}
+	e := EnergyModel{CPUActiveW: in.CPUActiveMW / 1000, Radio: map[string]RadioModel{}, ProfileRadio: in.ProfileRadio, PowerLog: in.PowerLog,
+		BoardBaseW: in.BoardBaseMW / 1000, BoardSource: in.BoardSource}
 	for k, r := range in.Radio {
 		e.Radio[k] = RadioModel{PromotionW: r.PromotionMW / 1000, PromotionS: r.PromotionMS / 1000, BaseW: r.ActiveBaseMW / 1000,
 			UpWPerMbps: r.UpMWPerMbps / 1000, DownWPerMbps: r.DownMWPerMbps / 1000, TailW: r.TailMW / 1000, TailS: r.TailMS / 1000,

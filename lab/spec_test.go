@@ -315,6 +315,16 @@ func TestEnergyManifestUnits(t *testing.T) {
 	if raw["cpu_active_mw"].(float64) != 2000 {
 		t.Fatalf("cpu_active_mw: %s", b)
 	}
+	// the whole-device model's base power, with its source (E3a)
+	if raw["board_base_mw"].(float64) != 2550 || !strings.Contains(raw["board_source"].(string), "bare-board active current") {
+		t.Fatalf("board base: %s", b)
+	}
+	if s, err := ParseSpecs("b.yaml", []byte("experiment: b\nenergy: {board_base_w: 3.1}\n")); err != nil || s[0].Resolved().Energy.BoardBaseW != 3.1 || s[0].Resolved().Energy.BoardSource != "scenario file" {
+		t.Fatalf("board_base_w from a scenario: %v %+v", err, s)
+	}
+	if _, err := ParseSpecs("b.yaml", []byte("experiment: b\nenergy: {board_base_w: -1}\n")); err == nil || !strings.Contains(err.Error(), "energy.board_base_w") {
+		t.Fatalf("negative board base: %v", err)
+	}
 	lte := raw["radio"].(map[string]any)["lte"].(map[string]any)
 	if lte["tail_ms"].(float64) != 11576 || lte["active_base_mw"].(float64) != 1288.04 {
 		t.Fatalf("lte: %v", lte)
