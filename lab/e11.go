@@ -2,6 +2,8 @@ package lab
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -21,8 +23,9 @@ import (
 // E11 (docs/experiments.md): a QoS 1 stream from a publisher behind an
 // emulated link to a three-node NATS cluster (JetStream, MQTT listener on
 // every node); the node the publisher is on is killed (SIGKILL) half-way
-// through the stream. MQTT over QUIC goes through iotq gateway
-// (client_hash over nodes 0 and 1); MQTT over TCP+TLS goes straight to a
+// through the stream. MQTT over QUIC goes through two iotq gateway
+// instances (client_hash over nodes 0 and 1; one certificate and one
+// ticket-key file, a reconnecting publisher reaching the other one); MQTT over TCP+TLS goes straight to a
 // node's MQTT listener (the gateway has no TCP side), the publisher
 // trying node 0, then node 1, as a device with a server list does. The
 // subscriber is on node 2, behind the clean link, and is never killed.
@@ -53,12 +56,12 @@ const (
 	e11TailMessages = 10
 )
 
-// e11Cluster is a repetition's running cluster and gateway.
+// e11Cluster is a repetition's running cluster and gateways.
 type e11Cluster struct {
 	bin, version string
 	nodes        []*e11Node
-	gateway      *child
-	gwPort       int
+	gateways     []*child
+	gwPorts      []int
 	ca           string // CA of the gateway (quic) or of the nodes' TLS certificate (mqtts)
 }
 
@@ -70,8 +73,8 @@ type e11Node struct {
 }
 
 func (cl *e11Cluster) stop() {
-	if cl.gateway != nil {
-		cl.gateway.stop(3 * time.Second)
+	for _, g := range cl.gateways {
+		g.stop(3 * time.Second)
 	}
 	for i := len(cl.nodes) - 1; i >= 0; i-- {
 		if p := cl.nodes[i].proc; p != nil {
@@ -258,43 +261,68 @@ func (cr *cellRun) nsHTTPGet(addr, path string) (string, error) {
 	return s, nil
 }
 
-// startE11Gateway starts iotq gateway in the broker's namespace: QUIC
-// (ALPN mqtt, 0-RTT accepted) with client_hash over nodes 0 and 1.
+// e11Gateways is how many iotq gateway instances stand in front of the
+// cluster in quic cells: two, as behind a UDP load balancer, sharing a
+// certificate and session ticket keys.
+const e11Gateways = 2
+
+// startE11Gateway starts the gateway instances in the broker's namespace:
+// QUIC (ALPN mqtt, 0-RTT accepted) with client_hash over nodes 0 and 1,
+// each with a state directory of its own but one certificate and one
+// ticket-key file (--tls-ticket-keys, as docs/deploy.md runs them), so a
+// ticket from one instance resumes (0-RTT) on the other.
 func (cr *cellRun) startE11Gateway(ctx context.Context, repDir string, cl *e11Cluster) error {
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
 	host := "0.0.0.0"
 	if cr.local() {
 		host = "127.0.0.1"
+	}
+	hosts := []string{"127.0.0.1"}
+	for _, n := range BuildTopology(cr.c, "").Nodes {
+		if a := cr.net.Addr(NodeBroker, n); a != "" && !slices.Contains(hosts, a) {
+			hosts = append(hosts, a)
+		}
+	}
+	files, err := certs.EnsureServerCert(filepath.Join(repDir, "gateway-tls"), hosts)
+	if err != nil {
+		return fmt.Errorf("E11 gateway certificate: %w", err)
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return fmt.Errorf("E11 gateway ticket key: %w", err)
+	}
+	keys := filepath.Join(repDir, "gateway-tls", "ticket.keys")
+	if err := os.WriteFile(keys, []byte(hex.EncodeToString(key)+"\n"), 0o600); err != nil {
+		return fmt.Errorf("E11 gateway ticket key: %w", err)
 	}
 	var ups []string
 	for _, nd := range cl.nodes[:e11SubNode] {
 		ups = append(ups, fmt.Sprintf("tcp://127.0.0.1:%d", nd.mqttPort))
 	}
-	route := fmt.Sprintf("quic://%s:%d?alpn=mqtt&balance=client_hash&early_data=accept=%s", host, port, strings.Join(ups, ","))
-	ready := filepath.Join(repDir, "gateway.ready.json")
-	args := []string{"gateway", "--state-dir", filepath.Join(repDir, "gateway-state"), "--route", route,
-		"--ready-file", ready, "--log-format", "json", "--log-level", "info"}
-	g, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodeBroker, roleE11Gate, repDir, "gateway", args, spawnOpts{})
-	if err != nil {
-		return err
+	cl.ca = files.CA
+	for i := range e11Gateways {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		base := fmt.Sprintf("gateway-%d", i+1)
+		route := fmt.Sprintf("quic://%s:%d?alpn=mqtt&balance=client_hash&early_data=accept=%s", host, port, strings.Join(ups, ","))
+		ready := filepath.Join(repDir, base+".ready.json")
+		args := []string{"gateway", "--state-dir", filepath.Join(repDir, base+"-state"), "--route", route,
+			"--tls-cert", files.Cert, "--tls-key", files.Key, "--tls-ticket-keys", keys,
+			"--ready-file", ready, "--log-format", "json", "--log-level", "info"}
+		g, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodeBroker, roleE11Gate, repDir, base, args, spawnOpts{})
+		if err != nil {
+			return err
+		}
+		cl.gateways = append(cl.gateways, g)
+		if _, err := waitReadyFile(ctx, ready, g, cr.r.opts.ReadyTimeout, func(b []byte) bool {
+			_, err := records.ParseBrokerReady(b)
+			return err == nil
+		}); err != nil {
+			return fmt.Errorf("E11 %s: %w", base, err)
+		}
+		cl.gwPorts = append(cl.gwPorts, port)
 	}
-	data, err := waitReadyFile(ctx, ready, g, cr.r.opts.ReadyTimeout, func(b []byte) bool {
-		_, err := records.ParseBrokerReady(b)
-		return err == nil
-	})
-	if err != nil {
-		g.stop(3 * time.Second)
-		return fmt.Errorf("E11 gateway: %w", err)
-	}
-	br, _ := records.ParseBrokerReady(data)
-	if br.CAFile == "" {
-		g.stop(3 * time.Second)
-		return fmt.Errorf("E11 gateway: ready file names no CA file: %s", data)
-	}
-	cl.gateway, cl.gwPort, cl.ca = g, port, br.CAFile
 	return nil
 }
 
@@ -315,6 +343,9 @@ func (cr *cellRun) nodeOf(cl *e11Cluster, clientID string) int {
 
 // repFailover runs one repetition of E11.
 func (cr *cellRun) repFailover(ctx context.Context, rep int, repDir, base string) error {
+	if cr.c.Transport != TransportQUIC && cr.c.Transport != TransportTLS {
+		return fmt.Errorf("E11: transport %s: pattern %s runs %s (through the gateways) or %s (straight to a node)", cr.c.Transport, PatternFailover, TransportQUIC, TransportTLS)
+	}
 	cl, err := cr.startCluster(ctx, repDir)
 	if err != nil {
 		return err
@@ -324,7 +355,9 @@ func (cr *cellRun) repFailover(ctx context.Context, rep int, repDir, base string
 		for _, nd := range cl.nodes {
 			cr.cpuRow(rep, nd.proc)
 		}
-		cr.cpuRow(rep, cl.gateway)
+		for _, g := range cl.gateways {
+			cr.cpuRow(rep, g)
+		}
 	}()
 	topic := base + "/m"
 	subNode := cl.nodes[e11SubNode]
@@ -382,9 +415,13 @@ func (cr *cellRun) repFailover(ctx context.Context, rep int, repDir, base string
 			break
 		}
 		n := max(int((time.Until(streamEnd)+interval-1)/interval), e11TailMessages)
-		url := fmt.Sprintf("quic://%s", net.JoinHostPort(cr.net.Addr(NodeBroker, NodePub), strconv.Itoa(cl.gwPort)))
-		if cr.c.Transport == TransportTLS {
-			url = fmt.Sprintf("mqtts://%s", net.JoinHostPort(cr.net.Addr(NodeBroker, NodePub), strconv.Itoa(cl.nodes[tlsNode].mqttPort)))
+		brokerAddr := cr.net.Addr(NodeBroker, NodePub)
+		url := fmt.Sprintf("mqtts://%s", net.JoinHostPort(brokerAddr, strconv.Itoa(cl.nodes[tlsNode].mqttPort)))
+		if cr.c.Transport == TransportQUIC {
+			// each new connection reaches the other gateway instance, as
+			// when a load balancer sends a reconnecting client elsewhere
+			gw := cl.gwPorts[(k-1)%len(cl.gwPorts)] // k counts from 1
+			url = fmt.Sprintf("quic://%s", net.JoinHostPort(brokerAddr, strconv.Itoa(gw)))
 		}
 		pr := pubRun{file: fmt.Sprintf("pub-%d.csv", k), stats: fmt.Sprintf("pub-%d.stdout", k), role: records.RolePub,
 			topic: fmt.Sprintf("%s/%d", topic, k), base: fmt.Sprintf("pub-%d", k)}

@@ -14,12 +14,14 @@ import (
 
 // TestE11SmokeEndToEnd runs e11-smoke through real namespaces and emulated
 // links: per transport a fresh three-node NATS cluster in the broker's
-// namespace (and iotq gateway in front of it for QUIC), a 15 s QoS 1 stream
+// namespace (and two iotq gateway instances sharing ticket keys in front of
+// it for QUIC), a 15 s QoS 1 stream
 // from the publisher behind the wifi link, the publisher's node killed
 // half-way. Asserted: both cells complete, the node that died is the one
 // the publisher was on, no acknowledged message is lost, the publisher
 // publishes again after the kill (a recovery time, a delivery gap) through
-// a second connection, and the report shows the failover table and figures.
+// a second connection (QUIC: with 0-RTT on the other gateway instance),
+// and the report shows the failover table and figures.
 func TestE11SmokeEndToEnd(t *testing.T) {
 	testutil.RequireNetAdmin(t, needIP)
 	if testing.Short() {
@@ -70,6 +72,9 @@ func TestE11SmokeEndToEnd(t *testing.T) {
 		}
 		if e.Acknowledged < 20 || e.Delivered < e.Acknowledged {
 			t.Errorf("%s: %d acknowledged, %d delivered of %d sent", e.Transport, e.Acknowledged, e.Delivered, e.Sent)
+		}
+		if e.Transport == TransportQUIC && e.Reconnects0RTT == 0 {
+			t.Errorf("quic: no reconnection used 0-RTT on the other gateway instance (shared ticket keys)")
 		}
 		if e.RecoverNs <= 0 || e.GapNs <= 0 || e.Connections < 2 {
 			logStderr(t, filepath.Join(dir, DirCells, c.Cell, "rep-1"))
