@@ -5,7 +5,8 @@
 //
 // It reads only the result files described in docs/records.md
 // (manifest.json, cells.csv, messages.csv, connections.csv, links.csv,
-// cpu.csv, completions.csv, cells/CELL/done.json and cells/CELL/pub.pcap),
+// cpu.csv, completions.csv, cells/CELL/done.json, cells/CELL/pub.pcap and
+// E11's cells/CELL/rep-N/e11.csv),
 // through the types of package records; it never imports lab, broker or
 // the link emulator (only link/profile, the profile table and units).
 // Percentiles are type 7 (internal/stats). Every file is optional: a missing or unreadable file
