@@ -114,7 +114,7 @@ func failoverTable(s *Summary) tab {
 	t := tab{id: "failover", title: "Failover behind a three-node cluster (E11)",
 		intro: "One row per cell of pattern failover: a QoS 1 stream from the publisher behind the emulated link to a " +
 			"three-node NATS cluster (JetStream, MQTT listener per node), the node the publisher was on killed (SIGKILL) half-way. " +
-			"quic: MQTT over QUIC through iotq gateway (client_hash over two nodes); mqtts: MQTT over TCP+TLS straight to a node, " +
+			"quic: MQTT over QUIC through two iotq gateway instances sharing ticket keys (client_hash over two nodes; a reconnection reaches the other instance); mqtts: MQTT over TCP+TLS straight to a node, " +
 			"the publisher trying the other node next. Counts summed over the repetitions: lost = acknowledged but never delivered " +
 			"(must be 0); duplicated = receipts beyond a message's first; unacked delivered = in flight at the kill, delivered, " +
 			"never acknowledged. recover = kill to the first acknowledgement of a message sent after it; gap = the subscriber's " +
