@@ -866,6 +866,13 @@ func (s *Server) SendConnack(cl *Client, reason packets.Code, present bool, prop
 		properties.MaximumQosFlag = true
 	}
 
+	// A client learns the broker's limit before it sends a packet past it
+	// (MQTT 5 section 3.2.2.3.6): upstream enforced the limit without
+	// telling it, and the client saw only a closed connection. [iotq patch 36]
+	if max := s.Options.Capabilities.MaximumPacketSize; max > 0 {
+		properties.MaximumPacketSize = max
+	}
+
 	if cl.Properties.Props.AssignedClientID != "" {
 		properties.AssignedClientID = cl.Properties.Props.AssignedClientID // [MQTT-3.1.3-7] [MQTT-3.2.2-16]
 	}
