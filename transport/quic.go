@@ -371,7 +371,10 @@ type quicConn struct {
 	info         Info
 
 	hsWatch chan struct{} // client: closed when the handshake finished or failed
-	wg      sync.WaitGroup
+	// migrated closes the sockets Migrate added (quicmigrate.go); mu.
+	migrated []func()
+
+	wg sync.WaitGroup
 
 	closeOnce sync.Once
 	closeErr  error
@@ -678,6 +681,7 @@ func (c *quicConn) close() error {
 	if c.release != nil {
 		c.release()
 	}
+	c.closeMigrated()
 	if c.flush != nil {
 		c.flush()
 	}
@@ -732,6 +736,7 @@ func (c *quicConn) CloseWithError(code uint64, reason string) error {
 		if c.release != nil {
 			c.release()
 		}
+		c.closeMigrated()
 		if c.flush != nil {
 			c.flush()
 		}

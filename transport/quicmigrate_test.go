@@ -1,0 +1,83 @@
+package transport
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestQUICMigrate: a client moves its connection to a socket on another
+// loopback address (127.0.0.2) twice; the same stream goes on carrying
+// data both ways, and the server sees the new address on the same conn.
+// Migrating a TCP conn, a server's conn or a closed conn fails with an
+// error that says what to do.
+func TestQUICMigrate(t *testing.T) {
+	noLeak(t)
+	srvTLS, cliTLS := serverTLS(t, t.TempDir())
+	l, err := Listen("quic://127.0.0.1:0", ListenOptions{TLSConfig: srvTLS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo := startEcho(t, l)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, "quic://"+l.Addr().String(), DialOptions{TLSConfig: cliTLS, QUIC: QUICOptions{Disable0RTT: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	roundTrip(t, c, []byte("before migration"))
+	conns := echo.conns()
+	if len(conns) != 1 {
+		t.Fatalf("server accepted %d conns, want 1", len(conns))
+	}
+	srvConn := conns[0]
+	if got := srvConn.RemoteAddr().(*net.UDPAddr).IP.String(); got != "127.0.0.1" {
+		t.Fatalf("server sees the client at %s before migrating, want 127.0.0.1", got)
+	}
+	oldPort := srvConn.RemoteAddr().(*net.UDPAddr).Port
+
+	if err := Migrate(ctx, c, "127.0.0.2:0"); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	roundTrip(t, c, []byte("after the first migration"))
+	if got := srvConn.RemoteAddr().(*net.UDPAddr).IP.String(); got != "127.0.0.2" {
+		t.Fatalf("server sees the client at %s after migrating, want 127.0.0.2", got)
+	}
+	if err := Migrate(ctx, c, "127.0.0.1:0"); err != nil {
+		t.Fatalf("migrate back: %v", err)
+	}
+	roundTrip(t, c, []byte("after the second migration"))
+	ra := srvConn.RemoteAddr().(*net.UDPAddr)
+	if ra.IP.String() != "127.0.0.1" || ra.Port == oldPort {
+		t.Fatalf("server sees the client at %s after the second migration, want 127.0.0.1 on a port other than %d", ra, oldPort)
+	}
+
+	if err := Migrate(ctx, srvConn, "127.0.0.1:0"); err == nil || !strings.Contains(err.Error(), "only a client") {
+		t.Fatalf("server-side migrate: %v, want an error saying only a client can", err)
+	}
+	if err := Migrate(ctx, c, "192.0.2.1:0"); err == nil || !strings.Contains(err.Error(), "pick an address") {
+		t.Fatalf("migrate to an address not on this host: %v, want a bind error with a hint", err)
+	}
+	roundTrip(t, c, []byte("still on the old path after a failed migration"))
+	c.Close()
+	if err := Migrate(ctx, c, "127.0.0.2:0"); err == nil {
+		t.Fatal("migrating a closed conn succeeded")
+	}
+
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	tc, err := Dial(ctx, "mqtt://"+tcp.Addr().String(), DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	if err := Migrate(ctx, tc, "127.0.0.2:0"); err == nil || !strings.Contains(err.Error(), "reconnect") {
+		t.Fatalf("TCP migrate: %v, want an error saying to reconnect", err)
+	}
+}
