@@ -81,3 +81,42 @@ func TestQUICMigrate(t *testing.T) {
 		t.Fatalf("TCP migrate: %v, want an error saying to reconnect", err)
 	}
 }
+
+// TestQUICMigrateMultiStream: a per-topic multi-stream client migrates
+// between two PUBLISH packets on the same topic; both arrive on the
+// broker's session over one data stream (the stream survived the move),
+// and the broker's PUBACKs reach the client.
+func TestQUICMigrateMultiStream(t *testing.T) {
+	noLeak(t)
+	cnt := &QUICStreamCounters{}
+	f := newMuxFixture(t, QUICStreamOptions{MaxDataStreams: 10, Counters: cnt})
+	c, sc := dialClientMux(t, f, QUICClientStreams{Strategy: StrategyPerTopic})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := uint16(1); i <= 2; i++ {
+		if i == 2 {
+			if err := Migrate(ctx, c, "127.0.0.2:0"); err != nil {
+				t.Fatalf("migrate: %v", err)
+			}
+		}
+		if _, err := c.Write(publishQoS1("a", i, "m")); err != nil {
+			t.Fatal(err)
+		}
+		pk := readMQTT(t, sc)
+		if p, ok := parsePublish(pk, true); !ok || pk[0]>>4 != 3 || p.id != i {
+			t.Fatalf("session read % x, want PUBLISH %d", pk, i)
+		}
+		if _, err := sc.Write(mqttPacket(0x40, 0, byte(i))); err != nil {
+			t.Fatal(err)
+		}
+		if pk := readMQTT(t, c); pk[0] != 0x40 || pk[3] != byte(i) {
+			t.Fatalf("client read % x, want PUBACK %d", pk, i)
+		}
+	}
+	if n := cnt.DataStreams.Load(); n != 1 {
+		t.Fatalf("broker accepted %d data streams, want 1 (the topic's stream kept across the move)", n)
+	}
+	if ip := sc.RemoteAddr().(*net.UDPAddr).IP.String(); ip != "127.0.0.2" {
+		t.Fatalf("broker sees the client at %s, want 127.0.0.2", ip)
+	}
+}

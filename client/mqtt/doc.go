@@ -6,7 +6,9 @@
 // Over QUIC, Options.QUIC.ClientStreams makes that conn multi-stream
 // (PUBLISH per topic or per message on its own stream, QoS 0 as QUIC
 // datagrams; transport/quicclient.go, docs/mqtt-quic.md): paho still reads
-// and writes one connection.
+// and writes one connection. Over QUIC, Migrate moves a client to a new
+// local address without reconnecting (docs/mqtt-quic.md, "Connection
+// migration").
 //
 // What this package adds to paho:
 //   - Receipts: Publish returns at once with a Receipt that completes on
