@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse/paho.golang/paho"
 	pahopackets "github.com/eclipse/paho.golang/packets"
+	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/iotq/iotq/broker"
 	"github.com/iotq/iotq/broker/brokertest"

@@ -199,14 +199,27 @@ func (h *storeHook) sync() {
 func (h *storeHook) writer() {
 	defer h.wg.Done()
 	batch := make([]storeOp, 0, groupCommitMax)
+	// last maps each key of the batch to its last operation there: only
+	// that one reaches the store. A message its subscriber acknowledged
+	// before the batch was committed (the common case with a subscriber
+	// that keeps up) costs a lookup instead of a put and a delete: the
+	// store was a third of the broker's CPU at 1 -> 20 QoS 1.
+	last := make(map[string]int, groupCommitMax)
+	superseded := func(i int) bool { return last[batch[i].key] != i }
 	commit := func() {
 		if len(batch) == 0 {
 			return
 		}
+		clear(last)
+		for i, op := range batch {
+			if op.after == nil {
+				last[op.key] = i
+			}
+		}
 		err := h.db.Update(func(tx *bbolt.Tx) error {
 			b := tx.Bucket([]byte(inflightBucket))
-			for _, op := range batch {
-				if op.after != nil {
+			for i, op := range batch {
+				if op.after != nil || superseded(i) {
 					continue
 				}
 				if err := op.apply(b); err != nil {
@@ -218,8 +231,8 @@ func (h *storeHook) writer() {
 		if err != nil {
 			// One bad record must not cost the others theirs: write
 			// them one transaction each and report only the bad ones.
-			for _, op := range batch {
-				if op.after != nil {
+			for i, op := range batch {
+				if op.after != nil || superseded(i) {
 					continue
 				}
 				if err := h.db.Update(func(tx *bbolt.Tx) error { return op.apply(tx.Bucket([]byte(inflightBucket))) }); err != nil {

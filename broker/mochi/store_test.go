@@ -40,3 +40,54 @@ func TestStoreBadRecordDoesNotFailBatch(t *testing.T) {
 		t.Fatalf("stored keys %q, want good:1 and good:2", keys)
 	}
 }
+
+// TestStoreBatchKeepsLastOperationPerKey: whatever the batching, the store
+// ends as the operations, applied in order, leave it: a message put and
+// deleted (its subscriber acknowledged it before the commit) leaves
+// nothing, a record put twice keeps the second value, a delete of an
+// earlier committed record removes it even after a put in the same batch.
+func TestStoreBatchKeepsLastOperationPerKey(t *testing.T) {
+	dir := t.TempDir()
+	h, _, err := openStoreHook(filepath.Join(dir, "store.db"), filepath.Join(dir, "inflight.db"), false, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = h.db.Close() }()
+	h.enqueue(storeOp{key: "c:5", value: []byte("old")})
+	h.sync() // committed before the rest
+	for _, op := range []storeOp{
+		{key: "c:1", value: []byte("x")},
+		{key: "c:1"},
+		{key: "c:2", value: []byte("y")},
+		{key: "c:3", value: []byte("z1")},
+		{key: "c:3", value: []byte("z2")},
+		{key: "c:4"},
+		{key: "c:5", value: []byte("new")},
+		{key: "c:5"},
+		{key: "c:6"},
+		{key: "c:6", value: []byte("w")},
+	} {
+		h.ops <- op
+	}
+	h.sync()
+	close(h.done)
+	h.wg.Wait()
+	got := map[string]string{}
+	if err := h.db.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket([]byte(inflightBucket)).ForEach(func(k, v []byte) error {
+			got[string(k)] = string(v)
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"c:2": "y", "c:3": "z2", "c:6": "w"}
+	if len(got) != len(want) {
+		t.Fatalf("store holds %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("store holds %v, want %v", got, want)
+		}
+	}
+}
