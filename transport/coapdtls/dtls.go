@@ -106,31 +106,34 @@ func Listen(addr string, c Config) (*Listener, error) {
 	if c.SessionLifetime <= 0 {
 		c.SessionLifetime = DefaultSessionLifetime
 	}
-	cfg := &dtls.Config{ExtendedMasterSecret: dtls.RequestExtendedMasterSecret}
+	// pion/dtls's options API; WithExtendedMasterSecret(Request) is its
+	// default too, set here because the handshake relies on it.
+	opts := []dtls.ServerOption{dtls.WithExtendedMasterSecret(dtls.RequestExtendedMasterSecret)}
+	var suites []dtls.CipherSuiteID
 	var sess *serverSessions
 	if c.Sessions > 0 {
 		sess = newServerSessions(c.Sessions, c.SessionLifetime)
-		cfg.SessionStore = sess
+		opts = append(opts, dtls.WithSessionStore(sess))
 	}
 	if len(c.PSK) > 0 {
 		psk := c.PSK
-		cfg.PSK = func(identity []byte) ([]byte, error) {
+		opts = append(opts, dtls.WithPSK(func(identity []byte) ([]byte, error) {
 			if k, ok := psk[string(identity)]; ok {
 				return k, nil
 			}
 			return nil, fmt.Errorf("unknown PSK identity %q", identity)
-		}
-		cfg.PSKIdentityHint = []byte("iotq")
-		cfg.CipherSuites = append(cfg.CipherSuites, pskSuites...)
+		}), dtls.WithPSKIdentityHint([]byte("iotq")))
+		suites = append(suites, pskSuites...)
 	}
 	if c.TLSConfig != nil && len(c.TLSConfig.Certificates) > 0 {
-		cfg.Certificates = c.TLSConfig.Certificates
-		cfg.CipherSuites = append(cfg.CipherSuites, certSuites...)
+		opts = append(opts, dtls.WithCertificates(c.TLSConfig.Certificates...))
+		suites = append(suites, certSuites...)
 	}
-	if len(cfg.CipherSuites) == 0 {
+	if len(suites) == 0 {
 		return nil, fmt.Errorf("coaps listen %s: no PSK identities and no certificate: give coap.psk_file (identity:key lines) or a TLS certificate", addr)
 	}
-	l, err := dtls.Listen("udp", ua, cfg)
+	opts = append(opts, dtls.WithCipherSuites(suites...))
+	l, err := dtls.ListenWithOptions("udp", ua, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("coaps listen %s: %w", addr, err)
 	}
@@ -310,26 +313,28 @@ func Dial(ctx context.Context, addr string, c ClientConfig) (*ClientConn, error)
 	if err != nil {
 		return nil, fmt.Errorf("coaps dial %s: %w", addr, err)
 	}
-	cfg := &dtls.Config{ExtendedMasterSecret: dtls.RequestExtendedMasterSecret}
+	opts := []dtls.ClientOption{dtls.WithExtendedMasterSecret(dtls.RequestExtendedMasterSecret)}
 	if c.Identity != "" {
 		key := c.Key
-		cfg.PSK = func([]byte) ([]byte, error) { return key, nil }
-		cfg.PSKIdentityHint = []byte(c.Identity)
-		cfg.CipherSuites = pskSuites
+		opts = append(opts,
+			dtls.WithPSK(func([]byte) ([]byte, error) { return key, nil }),
+			dtls.WithPSKIdentityHint([]byte(c.Identity)),
+			dtls.WithCipherSuites(pskSuites...))
 	} else {
-		cfg.CipherSuites = certSuites
+		opts = append(opts, dtls.WithCipherSuites(certSuites...))
 		if c.TLSConfig != nil {
-			cfg.RootCAs = c.TLSConfig.RootCAs
-			cfg.ServerName = c.TLSConfig.ServerName
-			cfg.InsecureSkipVerify = c.TLSConfig.InsecureSkipVerify
+			opts = append(opts,
+				dtls.WithRootCAs(c.TLSConfig.RootCAs),
+				dtls.WithServerName(c.TLSConfig.ServerName),
+				dtls.WithInsecureSkipVerify(c.TLSConfig.InsecureSkipVerify))
 		}
 	}
 	var sess *clientSessions
 	if c.Sessions != nil {
 		sess = newClientSessions(c.Sessions, c)
-		cfg.SessionStore = sess
+		opts = append(opts, dtls.WithSessionStore(sess))
 	}
-	conn, err := dtls.Dial("udp", ua, cfg)
+	conn, err := dtls.DialWithOptions("udp", ua, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("coaps dial %s: %w", addr, err)
 	}
