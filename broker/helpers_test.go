@@ -45,30 +45,6 @@ func contextTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), testutil.Scale(d))
 }
 
-var certOnce struct {
-	sync.Once
-	cert, key []byte
-}
-
-// testCertPEM is a throwaway certificate made at run time.
-func testCertPEM(t testing.TB) ([]byte, []byte) {
-	certOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "iotq-broker-test-cert")
-		if err != nil {
-			panic(err)
-		}
-		defer os.RemoveAll(dir)
-		srv, err := broker.New(broker.Options{Listen: []string{"mqtts://127.0.0.1:0"}, StateDir: dir})
-		if err != nil {
-			panic(err)
-		}
-		_ = srv.Close()
-		certOnce.cert, _ = os.ReadFile(dir + "/tls/server.pem")
-		certOnce.key, _ = os.ReadFile(dir + "/tls/server-key.pem")
-	})
-	return certOnce.cert, certOnce.key
-}
-
 func clientTLS(t *testing.T, srv *broker.Server) *tls.Config { return clientTLSB(t, srv) }
 
 // clientTLSB trusts the broker's generated CA.

@@ -176,7 +176,7 @@ func (c *meteredConn) WriteBlockedFor(now int64) time.Duration {
 // a dead peer trips the read deadline, and the engine then closes the
 // connection, which ends any blocked write; slow readers are handled by
 // the slow-consumer policy.
-func (c *meteredConn) SetDeadline(t time.Time) error { return c.Conn.SetReadDeadline(t) }
+func (c *meteredConn) SetDeadline(t time.Time) error { return c.SetReadDeadline(t) }
 
 // SyscallConn returns the socket of a plain TCP connection, whose reads
 // come straight from it, so that an idle client can give its goroutine up

@@ -190,18 +190,6 @@ func (c *cborCodec) decodeEpoch(r cbor.RawMessage) (cborValue, error) {
 	return cborValue{}, errors.New("tag 1 must enclose an integer or a float")
 }
 
-// encodeKeys encodes an array of property numbers.
-func (c *cborCodec) encodeKeys(keys []uint64) ([]byte, error) {
-	if keys == nil {
-		keys = []uint64{}
-	}
-	b, err := c.enc.Marshal(keys)
-	if err != nil {
-		return nil, fmt.Errorf("encode property numbers: %w", err)
-	}
-	return b, nil
-}
-
 // decodeKeys decodes a CBOR array of unsigned integers (a FETCH on a topic
 // configuration names the properties it wants).
 func (c *cborCodec) decodeKeys(b []byte) ([]uint64, error) {

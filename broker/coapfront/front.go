@@ -848,7 +848,7 @@ func (f *Front) content(req *message.Message, payload []byte) *message.Message {
 		return r
 	}
 	start := int(num) * size
-	if start >= len(payload) && !(start == 0 && len(payload) == 0) {
+	if start >= len(payload) && (start != 0 || len(payload) != 0) {
 		return resp(codes.BadOption, "block beyond the end of the value")
 	}
 	end := min(start+size, len(payload))

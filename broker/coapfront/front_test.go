@@ -668,16 +668,6 @@ func TestObserverRemovedByEarlyRST(t *testing.T) {
 	}
 }
 
-// testCodec is the front's CBOR codec.
-func testCodec(tb testing.TB) *cborCodec {
-	tb.Helper()
-	c, err := newCBORCodec()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return c
-}
-
 // encodeCBORMap encodes topic properties as the front does (panics on
 // error: test data only).
 func encodeCBORMap(m map[uint64]cborValue) []byte {

@@ -244,8 +244,8 @@ func seedSessions(tb testing.TB) [][]byte {
 		streamOf(tb, csm, sreq(codes.GET, data, nil, uintOpt(message.Observe, 0)), sreq(codes.PUT, data, []byte("1"), cf),
 			sreq(codes.GET, data, nil, uintOpt(message.Observe, 1)), sreq(codes.DELETE, data, nil)),
 		streamOf(tb, csm, sreq(codes.PUT, "t/a/b", long[:32], uintOpt(message.Block1, 0<<4|8|1)),
-			sreq(codes.PUT, "t/a/b", long[:10], uintOpt(message.Block1, 1<<4|0|1)),
-			sreq(codes.GET, "t/a/b", nil, uintOpt(message.Block2, 1<<4|0)),
+			sreq(codes.PUT, "t/a/b", long[:10], uintOpt(message.Block1, 1<<4|1 /* NUM 1, M 0, SZX 1 */)),
+			sreq(codes.GET, "t/a/b", nil, uintOpt(message.Block2, 1<<4 /* NUM 1, M 0, SZX 0 */)),
 			sreq(codes.GET, "t/a/b", nil, uintOpt(message.Observe, 0), uintOpt(message.Block2, 0|1)),
 			sreq(codes.PUT, "t/a/b", long, uintOpt(message.Block1, 7))),
 		streamOf(tb, sreq(codes.GET, "t/x", nil)), // no CSM first
