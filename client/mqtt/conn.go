@@ -274,7 +274,7 @@ func (c *timedConn) finish() {
 	if c.earlyMsg != nil {
 		c.earlyMsg.Complete(time.Now(), fmt.Errorf("early publish %s: %w", c.earlyMsg.Topic, core.ErrClosed))
 	}
-	_ = c.Conn.Close()
+	_ = c.Close() // the embedded connection's
 	_ = c.cache.Close()
 }
 

@@ -47,10 +47,10 @@ func dialV3(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Cli
 		dialled  bool
 		dialDone = make(chan struct{})
 	)
-	dialResult := func() (error, *timedConn) {
+	dialResult := func() (*timedConn, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		return dialErr, c.conn
+		return c.conn, dialErr
 	}
 	po := paho.NewClientOptions()
 	po.AddBroker(ep.String())
@@ -131,7 +131,7 @@ func dialV3(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Cli
 		}
 		c.in.stop()
 		c.pc.Disconnect(0)
-		derr, conn := dialResult()
+		conn, derr := dialResult()
 		if derr != nil {
 			return nil, derr
 		}
@@ -142,7 +142,7 @@ func dialV3(ctx context.Context, ep endpoint.Endpoint, o core.Options) (core.Cli
 	}
 	if err := tok.Error(); err != nil {
 		c.in.stop()
-		derr, conn := dialResult()
+		conn, derr := dialResult()
 		if derr != nil {
 			return nil, derr
 		}

@@ -386,7 +386,7 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("Early.QoS %d: want 0 or 1 (a QoS 2 exchange needs PUBREC and PUBREL from the MQTT library)", o.Early.QoS))
 	}
 	if o.Password != "" && o.Username == "" && o.ProtocolVersion != ProtocolMQTT5 {
-		errs = append(errs, errors.New("Password without Username: MQTT 3.1.1 needs a username to send a password"))
+		errs = append(errs, errors.New("Password without Username: MQTT 3.1.1 needs a username to send a password")) //nolint:staticcheck // ST1005: starts with the Options field name, like the other messages here
 	}
 	return errors.Join(errs...)
 }
