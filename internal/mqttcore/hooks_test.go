@@ -541,7 +541,7 @@ func TestHooksStoredSysInfo(t *testing.T) {
 
 	v, err := h.StoredSysInfo()
 	require.NoError(t, err)
-	require.Equal(t, "", v.Info.Version)
+	require.Equal(t, "", v.Version)
 
 	hook := new(modifiedHookBase)
 	err = h.Add(hook, nil)
@@ -549,12 +549,12 @@ func TestHooksStoredSysInfo(t *testing.T) {
 
 	v, err = h.StoredSysInfo()
 	require.NoError(t, err)
-	require.Equal(t, "2.0.0", v.Info.Version)
+	require.Equal(t, "2.0.0", v.Version)
 
 	hook.fail = true
 	v, err = h.StoredSysInfo()
 	require.Error(t, err)
-	require.Equal(t, "", v.Info.Version)
+	require.Equal(t, "", v.Version)
 }
 
 func TestHookBaseID(t *testing.T) {

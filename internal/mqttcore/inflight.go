@@ -113,15 +113,6 @@ func propertiesCost(p *packets.Properties) int64 {
 	return int64(n)
 }
 
-// heldCost is what pk costs in the in-flight store. [iotq patch 22]
-func heldCost(pk *packets.Packet) int64 {
-	n := int64(len(pk.Payload)+len(pk.TopicName)) + heldOverhead
-	if !pk.Properties.Empty() {
-		n += propertiesCost(&pk.Properties)
-	}
-	return n
-}
-
 // wholeCost is what a packet kept whole costs in the in-flight store.
 // [iotq patch 22]
 func wholeCost(pk *packets.Packet) int64 {

@@ -331,8 +331,7 @@ func (pk *Packet) ConnectEncode(buf *bytes.Buffer) error {
 			pk.Connect.WillQos<<3 |
 			encodeBool(pk.Connect.WillRetain)<<5 |
 			encodeBool(pk.Connect.PasswordFlag)<<6 |
-			encodeBool(pk.Connect.UsernameFlag)<<7 |
-			0, // [MQTT-2.1.3-1]
+			encodeBool(pk.Connect.UsernameFlag)<<7, // bit 0 reserved, left 0 [MQTT-2.1.3-1]
 	)
 
 	nb.Write(encodeUint16(pk.Connect.Keepalive))

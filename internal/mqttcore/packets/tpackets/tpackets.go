@@ -9,7 +9,7 @@
 // stay as upstream wrote them.
 package tpackets
 
-import . "github.com/iotq/iotq/internal/mqttcore/packets" //nolint:revive // fixtures kept verbatim
+import . "github.com/iotq/iotq/internal/mqttcore/packets" //nolint:revive,staticcheck // ST1001: fixtures kept verbatim
 
 // TPacketCase contains data for cross-checking the encoding and decoding
 // of packets and expected scenarios.

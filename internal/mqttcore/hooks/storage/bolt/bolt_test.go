@@ -717,7 +717,7 @@ func TestStoredSysInfo(t *testing.T) {
 
 	r, err := h.StoredSysInfo()
 	require.NoError(t, err)
-	require.Equal(t, "2.0.0", r.Info.Version)
+	require.Equal(t, "2.0.0", r.Version)
 }
 
 func TestStoredSysInfoNoDB(t *testing.T) {
