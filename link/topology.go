@@ -207,7 +207,7 @@ func (t Topology) Validate() error {
 			}
 			seen[s] = true
 		}
-		if err := m.MediumParams.Validate(path); err != nil {
+		if err := m.Validate(path); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -94,8 +94,8 @@ func ParseTopology(data []byte) (TopologyFile, error) {
 				errs = append(errs, fmt.Errorf("links[%d] (line %d): profile_delay %q: use one-way or rtt", i, l.line, l.ProfileDelay))
 			}
 		}
-		common := l.yParams.apply(base)
-		common, err := l.yParams.withTrace(common)
+		common := l.apply(base)
+		common, err := l.withTrace(common)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("links[%d] (line %d): %w", i, l.line, err))
 		}
@@ -119,7 +119,7 @@ func ParseTopology(data []byte) (TopologyFile, error) {
 		out.Topology.Links = append(out.Topology.Links, Link{Name: l.Name, A: l.A, B: l.B, AtoB: ab, BtoA: ba, Direction: dir})
 	}
 	for i, m := range f.Media {
-		p := m.yParams.apply(Params{})
+		p := m.apply(Params{})
 		if m.Trace != nil {
 			errs = append(errs, fmt.Errorf("media[%d]: trace %s: a medium has a capacity, not a trace (traces drive point-to-point links)", i, *m.Trace))
 		}

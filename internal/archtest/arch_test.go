@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -49,9 +48,10 @@ type pkg struct {
 // module, as module-relative paths.
 func list(t *testing.T) []pkg {
 	t.Helper()
+	// go test puts its own GOROOT/bin first on the test's PATH.
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("the go command is not on PATH: %v", err)
 	}
 	cmd := exec.Command(goBin, "list", "-json", module+"/...")
 	cmd.Dir = filepath.Join("..", "..")

@@ -15,10 +15,10 @@ func Match(filter, topic string) bool {
 	for {
 		fl, frest, fmore := strings.Cut(filter, "/")
 		tl, trest, tmore := strings.Cut(topic, "/")
-		switch {
-		case fl == "#":
+		switch fl {
+		case "#":
 			return true
-		case fl == "+" || fl == tl:
+		case "+", tl:
 		default:
 			return false
 		}

@@ -115,7 +115,7 @@ func (x *Index) valuePath(line int, tag, value string, is func(path string) bool
 			continue
 		}
 		cut, long := strings.CutSuffix(value, "...")
-		if value != "" && n.Value != value && !(long && len(n.Value) > 10 && strings.HasPrefix(n.Value, cut)) {
+		if value != "" && n.Value != value && (!long || len(n.Value) <= 10 || !strings.HasPrefix(n.Value, cut)) {
 			continue
 		}
 		ok := is(v.path)
