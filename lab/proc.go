@@ -3,7 +3,6 @@ package lab
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -219,5 +218,3 @@ func waitReadyFile(ctx context.Context, path string, c *child, timeout time.Dura
 		}
 	}
 }
-
-var errNoStats = errors.New("no stats JSON in output")

@@ -310,7 +310,6 @@ func (g *TimingGuard) RecordSend(l *records.Lateness) {
 // hostMark is a copy of the probe's histogram, for hostSince.
 type hostMark struct {
 	hist latHist
-	max  time.Duration
 }
 
 // markHost returns the probe's figures so far.

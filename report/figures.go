@@ -397,7 +397,7 @@ func selectCells(cs []*CellResult, prof, kind string) []*CellResult {
 func slug(s string) string {
 	b := []byte(s)
 	for i, ch := range b {
-		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '-') {
+		if (ch < 'a' || ch > 'z') && (ch < 'A' || ch > 'Z') && (ch < '0' || ch > '9') && ch != '-' {
 			b[i] = '-'
 		}
 	}

@@ -399,7 +399,7 @@ func TestManifestPowerLog(t *testing.T) {
 	os.MkdirAll(dir, 0o755)
 	writeFixture(t, dir)
 	b, _ := os.ReadFile(filepath.Join(dir, "manifest.json"))
-	b = bytes.Replace(b, []byte(`"cpu_active_mw": 2000,`), []byte(`"cpu_active_mw": 2000, "power_log": "meter.csv",`), -1)
+	b = bytes.ReplaceAll(b, []byte(`"cpu_active_mw": 2000,`), []byte(`"cpu_active_mw": 2000, "power_log": "meter.csv",`))
 	os.WriteFile(filepath.Join(dir, "manifest.json"), b, 0o644)
 	s, _ := generate(t, dir, Options{NoFigures: true})
 	if !strings.Contains(strings.Join(s.Notes, "\n"), "power log meter.csv named in manifest.json is missing") {
