@@ -373,6 +373,7 @@ type quicConn struct {
 	hsWatch chan struct{} // client: closed when the handshake finished or failed
 	// migrated closes the sockets Migrate added (quicmigrate.go); mu.
 	migrated []func()
+	migMu    sync.Mutex // serialises Migrate
 
 	wg sync.WaitGroup
 

@@ -64,8 +64,8 @@ func (c *quicConn) Migrate(ctx context.Context, laddr string) error {
 		ctx, cancel = context.WithTimeout(ctx, migrateProbeTimeout)
 		defer cancel()
 	}
-	// A path can only be probed once the handshake is confirmed; 0-RTT
-	// data may still be in flight before that.
+	// Migrate only a connection whose handshake completed (RFC 9000
+	// section 9: no migration before the handshake is confirmed).
 	select {
 	case <-c.conn.HandshakeComplete():
 	case <-c.conn.Context().Done():
@@ -84,6 +84,8 @@ func (c *quicConn) Migrate(ctx context.Context, laddr string) error {
 			return fail("%w (give HOST:PORT of this host, in the broker's address family %s)", err, network)
 		}
 	}
+	c.migMu.Lock() // one move at a time
+	defer c.migMu.Unlock()
 	c.mu.Lock()
 	closed, n := c.closed, len(c.migrated)
 	c.mu.Unlock()
@@ -114,10 +116,19 @@ func (c *quicConn) Migrate(ctx context.Context, laddr string) error {
 
 	path, err := c.conn.AddPath(tr)
 	if err != nil {
-		return fail("%w (the broker does not allow migration: reconnect instead)", err)
+		return fail("%w (reconnect instead)", err)
 	}
-	if err := path.Probe(ctx); err != nil {
+	// Probe waits for an answer or ctx, not for the connection: end it
+	// when the connection ends.
+	pctx, pcancel := context.WithCancel(ctx)
+	defer pcancel()
+	stop := context.AfterFunc(c.conn.Context(), pcancel)
+	defer stop()
+	if err := path.Probe(pctx); err != nil {
 		_ = path.Close()
+		if c.conn.Context().Err() != nil {
+			return fail("connection closed while probing: %w (reconnect)", context.Cause(c.conn.Context()))
+		}
 		return fail("probe the new path from %s: %w (the broker did not answer from there: check the route, or stay on the old path)", udp.LocalAddr(), err)
 	}
 	if err := path.Switch(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -119,4 +120,96 @@ func TestQUICMigrateMultiStream(t *testing.T) {
 	if ip := sc.RemoteAddr().(*net.UDPAddr).IP.String(); ip != "127.0.0.2" {
 		t.Fatalf("broker sees the client at %s, want 127.0.0.2", ip)
 	}
+}
+
+// TestQUICMigrateProbeUnanswered: the broker is reached through a relay
+// that forwards only from the client's first address, as a firewall
+// would; a move to 127.0.0.2 gets no answer to its probe, so Migrate
+// fails with a hint and the connection goes on on its old path.
+func TestQUICMigrateProbeUnanswered(t *testing.T) {
+	noLeak(t)
+	srvTLS, cliTLS := serverTLS(t, t.TempDir())
+	l, err := Listen("quic://127.0.0.1:0", ListenOptions{TLSConfig: srvTLS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startEcho(t, l)
+	front := filterRelay(t, l.Addr().(*net.UDPAddr))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, "quic://"+front, DialOptions{TLSConfig: cliTLS, QUIC: QUICOptions{Disable0RTT: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	roundTrip(t, c, []byte("before"))
+	pctx, pcancel := context.WithTimeout(ctx, time.Second)
+	err = Migrate(pctx, c, "127.0.0.2:0")
+	pcancel()
+	if err == nil || !strings.Contains(err.Error(), "did not answer") {
+		t.Fatalf("migrate behind a firewall: %v, want a probe error with a hint", err)
+	}
+	roundTrip(t, c, []byte("still on the old path"))
+}
+
+// filterRelay forwards datagrams to upstream from the first client
+// address it hears and drops those from any other, and returns its
+// address. It stops at cleanup.
+func filterRelay(t *testing.T, upstream *net.UDPAddr) string {
+	t.Helper()
+	front, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := net.DialUDP("udp4", nil, upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		cli *net.UDPAddr
+	)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		buf := make([]byte, 64<<10)
+		for {
+			n, from, err := front.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			if cli == nil {
+				cli = from
+			}
+			ok := cli.String() == from.String()
+			mu.Unlock()
+			if ok {
+				_, _ = up.Write(buf[:n])
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := up.Read(buf)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			to := cli
+			mu.Unlock()
+			if to != nil {
+				_, _ = front.WriteToUDP(buf[:n], to)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = front.Close()
+		_ = up.Close()
+		wg.Wait()
+	})
+	return front.LocalAddr().String()
 }
