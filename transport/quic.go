@@ -374,6 +374,11 @@ type quicConn struct {
 	// migrated closes the sockets Migrate added (quicmigrate.go); mu.
 	migrated []func()
 	migMu    sync.Mutex // serialises Migrate
+	// Client: what quic-go's Conn reports about addresses and state must
+	// not be read after a migration (quic-go v0.65.0 swaps its socket
+	// without a lock), so a client keeps its own copies; mu.
+	laddr, raddr net.Addr
+	hsState      *quic.ConnectionState // at handshake completion
 
 	wg sync.WaitGroup
 
@@ -385,6 +390,7 @@ func newQUICConn(conn *quic.Conn, str *quic.Stream, client bool, opts QUICOption
 	return &quicConn{
 		conn: conn, str: str, client: client, opts: opts, release: release,
 		peerFINCh: make(chan struct{}), closing: make(chan struct{}),
+		laddr: conn.LocalAddr(), raddr: conn.RemoteAddr(),
 	}
 }
 
@@ -402,6 +408,7 @@ func (c *quicConn) watchHandshake() {
 	st := c.conn.ConnectionState()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.hsState = &st
 	c.info.HandshakeDone = now
 	if c.info.TransportReady.IsZero() || c.info.TransportReady.After(now) {
 		c.info.TransportReady = now
@@ -429,12 +436,11 @@ func (c *quicConn) settleEarly() (rejected bool) {
 	if !pending {
 		return false
 	}
-	select {
-	case <-c.conn.HandshakeComplete():
-	default:
+	st, ok := c.stateAfterHandshake()
+	if !ok {
 		return false
 	}
-	if c.conn.ConnectionState().Used0RTT {
+	if st.Used0RTT {
 		c.mu.Lock()
 		c.earlyPending = false
 		c.mu.Unlock()
@@ -603,8 +609,15 @@ func (c *quicConn) waitHandshake() error {
 		defer t.Stop()
 		timeout = t.C
 	}
+	hs := c.conn.HandshakeComplete()
+	if c.hsWatch != nil {
+		hs = c.hsWatch // settleEarly reads what watchHandshake recorded
+	}
 	select {
-	case <-c.conn.HandshakeComplete():
+	case <-hs:
+		if _, ok := c.stateAfterHandshake(); c.hsWatch != nil && !ok {
+			return mapQUICError(context.Cause(c.conn.Context())) // failed
+		}
 		return nil
 	case <-c.conn.Context().Done():
 		return mapQUICError(context.Cause(c.conn.Context()))
@@ -760,8 +773,41 @@ func (c *quicConn) closeTimeout() time.Duration {
 	return min(time.Second+4*c.conn.ConnectionStats().SmoothedRTT, maxCloseTimeout)
 }
 
-func (c *quicConn) LocalAddr() net.Addr  { return c.conn.LocalAddr() }
-func (c *quicConn) RemoteAddr() net.Addr { return c.conn.RemoteAddr() }
+func (c *quicConn) LocalAddr() net.Addr {
+	if !c.client {
+		return c.conn.LocalAddr()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.laddr
+}
+
+// RemoteAddr is the peer's current address (a server's conn follows its
+// client's NAT rebinding and migration).
+func (c *quicConn) RemoteAddr() net.Addr {
+	if !c.client {
+		return c.conn.RemoteAddr()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.raddr
+}
+
+// stateAfterHandshake returns the connection state as it was when the
+// client's handshake completed; false before (or if it never did).
+func (c *quicConn) stateAfterHandshake() (quic.ConnectionState, bool) {
+	select {
+	case <-c.hsWatch:
+	default:
+		return quic.ConnectionState{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hsState == nil {
+		return quic.ConnectionState{}, false
+	}
+	return *c.hsState, true
+}
 
 func (c *quicConn) SetDeadline(t time.Time) error {
 	return errors.Join(c.SetReadDeadline(t), c.SetWriteDeadline(t))

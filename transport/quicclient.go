@@ -73,6 +73,7 @@ type clientMux struct {
 	pubrel   map[uint16]*cmFlow   // client packet id -> bidirectional flow of its QoS 2 PUBLISH
 	acks     sync.Map             // server packet id (uint16) -> *cmFlow it was delivered on
 	dataUsed bool                 // a data stream or datagram was used
+	dgRemote bool                 // the broker negotiated datagrams (known once ready)
 	flows    map[*cmFlow]struct{} // every open flow, closed with the conn
 	// Opened and not yet written (oneAhead): never seen by the broker.
 	spareUni  *quic.SendStream
@@ -554,13 +555,12 @@ func (m *clientMux) routeElsewhere(pk []byte) bool {
 // completed (0-RTT data stays on the control stream, which moves to the
 // 1-RTT connection if 0-RTT is rejected).
 func (m *clientMux) ready() bool {
-	select {
-	case <-m.conn.HandshakeComplete():
-		m.mqttNext = m.conn.ConnectionState().TLS.NegotiatedProtocol == ALPNMQTTNext
-		return true
-	default:
-		return false
+	st, ok := m.stateAfterHandshake() // not ConnectionState: see quicConn.hsState
+	if ok {
+		m.mqttNext = st.TLS.NegotiatedProtocol == ALPNMQTTNext
+		m.dgRemote = st.SupportsDatagrams.Remote
 	}
+	return ok
 }
 
 func (m *clientMux) routePublish(pk []byte) bool {
@@ -573,7 +573,7 @@ func (m *clientMux) routePublish(pk []byte) bool {
 		// the one that defines it.
 		return false
 	}
-	if p.qos == 0 && m.cs.Datagrams && m.conn.ConnectionState().SupportsDatagrams.Remote {
+	if p.qos == 0 && m.cs.Datagrams && m.dgRemote {
 		err := m.conn.SendDatagram(pk)
 		if err == nil {
 			m.cnt.dgSent.Add(1)
@@ -756,7 +756,11 @@ func (m *clientMux) shutdown() {
 func (m *clientMux) QUICStats() (QUICStats, bool) {
 	st := quicStats(m.conn)
 	st.StreamStrategy = m.cs.Strategy
-	ds := m.conn.ConnectionState().SupportsDatagrams
+	st0, ok := m.stateAfterHandshake()
+	if !ok { // no migration before the handshake: safe to ask quic-go
+		st0 = m.conn.ConnectionState()
+	}
+	ds := st0.SupportsDatagrams
 	st.Datagrams = ds.Local && ds.Remote
 	st.DataStreams = m.cnt.dataStreams.Load()
 	st.ServerStreams = m.cnt.serverStreams.Load()

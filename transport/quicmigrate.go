@@ -67,14 +67,17 @@ func (c *quicConn) Migrate(ctx context.Context, laddr string) error {
 	// Migrate only a connection whose handshake completed (RFC 9000
 	// section 9: no migration before the handshake is confirmed).
 	select {
-	case <-c.conn.HandshakeComplete():
+	case <-c.hsWatch: // the handshake's facts are recorded (watchHandshake)
 	case <-c.conn.Context().Done():
 		return fail("connection closed: %w (reconnect)", context.Cause(c.conn.Context()))
 	case <-ctx.Done():
 		return fail("handshake not complete: %w", ctx.Err())
 	}
+	if _, ok := c.stateAfterHandshake(); !ok {
+		return fail("handshake failed (reconnect)")
+	}
 	network := "udp6"
-	if ra, ok := c.conn.RemoteAddr().(*net.UDPAddr); ok && ra.IP.To4() != nil {
+	if ra, ok := c.RemoteAddr().(*net.UDPAddr); ok && ra.IP.To4() != nil {
 		network = "udp4"
 	}
 	var la *net.UDPAddr
@@ -135,6 +138,9 @@ func (c *quicConn) Migrate(ctx context.Context, laddr string) error {
 		_ = path.Close()
 		return fail("switch to the new path: %w", err)
 	}
+	c.mu.Lock()
+	c.laddr = udp.LocalAddr()
+	c.mu.Unlock()
 	return nil
 }
 
