@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -212,4 +213,34 @@ func filterRelay(t *testing.T, upstream *net.UDPAddr) string {
 		wg.Wait()
 	})
 	return front.LocalAddr().String()
+}
+
+// TestQUICMigrateLimit: a connection moves maxMigrations times (each
+// move a new socket, the data still echoed), then Migrate refuses with a
+// hint and the connection goes on.
+func TestQUICMigrateLimit(t *testing.T) {
+	noLeak(t)
+	srvTLS, cliTLS := serverTLS(t, t.TempDir())
+	l, err := Listen("quic://127.0.0.1:0", ListenOptions{TLSConfig: srvTLS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startEcho(t, l)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, "quic://"+l.Addr().String(), DialOptions{TLSConfig: cliTLS, QUIC: QUICOptions{Disable0RTT: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range maxMigrations {
+		if err := Migrate(ctx, c, "127.0.0.2:0"); err != nil {
+			t.Fatalf("migration %d: %v", i+1, err)
+		}
+		roundTrip(t, c, []byte("after migration "+strconv.Itoa(i+1)))
+	}
+	if err := Migrate(ctx, c, "127.0.0.2:0"); err == nil || !strings.Contains(err.Error(), "reconnect instead") {
+		t.Fatalf("migration past the limit: %v, want a refusal saying to reconnect", err)
+	}
+	roundTrip(t, c, []byte("after the refused migration"))
 }
