@@ -43,7 +43,8 @@
 #            the script end to end in about two minutes (figures meaningless)
 # Settings (environment): IOTQ, IOTQ_BASE, ROUNDS (3), DURATION (6),
 # WARMUP (1), PAYLOAD (100), FANOUT (20), LAT_RATE (10000), IDLE_N (10000),
-# IDLE_ROUNDS (= ROUNDS), RUN_TIMEOUT (seconds per bench run, 60),
+# IDLE_ROUNDS (= ROUNDS), IDLE_SETTLE (15s: when RSS is read after the last
+# CONNACK), RUN_TIMEOUT (seconds per bench run, 60),
 # IDLE_TIMEOUT (seconds per idle run, 600), BROKERS (space-separated subset
 # of the names above, default all), KEEP_RAW=0 (drop mqttv5's JSON).
 # Output (--out, default docs/bench/throughput-DATE):
@@ -94,6 +95,11 @@ IDLE_N=${IDLE_N:-$d_idle}
 IDLE_ROUNDS=${IDLE_ROUNDS:-$ROUNDS}
 RUN_TIMEOUT=${RUN_TIMEOUT:-60}
 IDLE_TIMEOUT=${IDLE_TIMEOUT:-600}
+# RSS is read IDLE_SETTLE after the last CONNACK: long enough for an idle
+# broker to reach its steady state (iotq returns free memory to the OS
+# about 10 s after its last garbage collection; at 2 s the figure still
+# holds the connection burst's garbage). Every broker is read the same way.
+IDLE_SETTLE=${IDLE_SETTLE:-15s}
 KEEP_RAW=${KEEP_RAW:-1}
 IOTQ=${IOTQ:-bin/iotq}
 IOTQ_BASE=${IOTQ_BASE:-}
@@ -459,9 +465,9 @@ if [ $do_idle = 1 ]; then
   idle_run() {
     local round=$1 name=$2 bin=$3 schemes=$4 rc=0
     local log="$tmp/idle-$round-$name.txt"
-    printf 'idle-%s-%s\tidle\t%s\tcd broker && IOTQ_BIN=%s IOTQ_IDLE_CONNS=%s IOTQ_IDLE_SCHEMES=%s go test -run %s -bench IdleConnectionMemory -benchtime 1x\n' \
-      "$round" "$name" "$name" "$bin" "$IDLE_N" "$schemes" "'^\$'" >> "$out/commands.txt"
-    run_timed "$IDLE_TIMEOUT" env -C "$repo/broker" IOTQ_BIN="$bin" IOTQ_IDLE_CONNS="$IDLE_N" IOTQ_IDLE_SCHEMES="$schemes" \
+    printf 'idle-%s-%s\tidle\t%s\tcd broker && IOTQ_BIN=%s IOTQ_IDLE_CONNS=%s IOTQ_IDLE_SETTLE=%s IOTQ_IDLE_SCHEMES=%s go test -run %s -bench IdleConnectionMemory -benchtime 1x\n' \
+      "$round" "$name" "$name" "$bin" "$IDLE_N" "$IDLE_SETTLE" "$schemes" "'^\$'" >> "$out/commands.txt"
+    run_timed "$IDLE_TIMEOUT" env -C "$repo/broker" IOTQ_BIN="$bin" IOTQ_IDLE_CONNS="$IDLE_N" IOTQ_IDLE_SETTLE="$IDLE_SETTLE" IOTQ_IDLE_SCHEMES="$schemes" \
       "$tmp/broker.test" -test.run '^$' -test.bench IdleConnectionMemory -test.benchtime 1x \
       -test.timeout "${IDLE_TIMEOUT}s" > "$log" 2>&1 || rc=$?
     # BenchmarkIdleConnectionMemory/broker=iotq/transport=quic-2  1  2806162703 ns/op  144.8 KB/conn

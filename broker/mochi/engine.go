@@ -249,20 +249,18 @@ func (e *Engine) Stats() engine.Stats {
 // Clients, so a session's messages count once.
 func (e *Engine) inflight() int64 {
 	var n int64
-	for _, cl := range e.srv.Clients.GetAll() {
-		n += int64(cl.State.Inflight.Len())
-	}
+	e.srv.Clients.Range(func(cl *mqttcore.Client) { n += int64(cl.State.Inflight.Len()) })
 	return n
 }
 
 // queuedBytes returns the bytes held for delivery by all sessions
 // (connected and offline) and by the largest one.
 func (e *Engine) QueuedBytes() (sum, largest int64) {
-	for _, cl := range e.srv.Clients.GetAll() {
+	e.srv.Clients.Range(func(cl *mqttcore.Client) {
 		b := cl.QueuedBytes()
 		sum += b
 		largest = max(largest, b)
-	}
+	})
 	return sum, largest
 }
 

@@ -64,6 +64,20 @@ func (cl *Clients) GetAll() map[string]*Client {
 	return m
 }
 
+// Range calls fn for every client, holding the read lock: unlike GetAll it
+// copies nothing. The engine's once-a-second expiry sweeps copied the map
+// twice a second through GetAll: 3.5 MB of garbage per second with 10 000
+// idle clients, which kept the collector running on an idle broker.
+// fn must not call methods of cl (it would lock cl again) nor block.
+// [iotq patch 37]
+func (cl *Clients) Range(fn func(*Client)) {
+	cl.RLock()
+	defer cl.RUnlock()
+	for _, c := range cl.internal {
+		fn(c)
+	}
+}
+
 // Get returns the value of a client if it exists.
 func (cl *Clients) Get(id string) (*Client, bool) {
 	cl.RLock()

@@ -2132,10 +2132,11 @@ func (s *Server) loadRetained(v []storage.Message) {
 // clearExpiredClients deletes all clients which have been disconnected for longer
 // than their given expiry intervals.
 func (s *Server) clearExpiredClients(dt int64) {
-	for id, client := range s.Clients.GetAll() {
+	var expired []*Client // [iotq patch 37]
+	s.Clients.Range(func(client *Client) {
 		disconnected := client.StopTime()
 		if disconnected == 0 {
-			continue
+			return
 		}
 
 		expire := s.Options.Capabilities.MaximumSessionExpiryInterval
@@ -2144,8 +2145,15 @@ func (s *Server) clearExpiredClients(dt int64) {
 		}
 
 		if disconnected+int64(expire) < dt {
+			expired = append(expired, client)
+		}
+	})
+	for _, client := range expired {
+		// Only if the id still names this session: a client that came
+		// back since the sweep has a new session under it.
+		if cur, ok := s.Clients.Get(client.ID); ok && cur == client {
 			s.hooks.OnClientExpired(client)
-			s.Clients.Delete(id) // [MQTT-4.1.0-2]
+			s.Clients.Delete(client.ID) // [MQTT-4.1.0-2]
 		}
 	}
 }
@@ -2169,7 +2177,13 @@ func (s *Server) clearExpiredRetainedMessages(now int64) {
 
 // clearExpiredInflights deletes any inflight messages which have expired.
 func (s *Server) clearExpiredInflights(now int64) {
-	for _, client := range s.Clients.GetAll() {
+	var holding []*Client // sessions with messages in flight [iotq patch 37]
+	s.Clients.Range(func(client *Client) {
+		if client.State.Inflight.Len() > 0 {
+			holding = append(holding, client)
+		}
+	})
+	for _, client := range holding {
 		if deleted := client.ClearExpiredInflights(now, s.Options.Capabilities.MaximumMessageExpiryInterval); len(deleted) > 0 {
 			for _, id := range deleted {
 				s.hooks.OnQosDropped(client, packets.Packet{PacketID: id})
