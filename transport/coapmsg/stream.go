@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 
 	"github.com/plgd-dev/go-coap/v3/message"
 	tcpcoder "github.com/plgd-dev/go-coap/v3/tcp/coder"
@@ -41,18 +42,40 @@ func ReadStreamMessage(r *bufio.Reader, max int) (*message.Message, error) {
 	if max < 0 || length > uint64(max) {
 		return nil, fmt.Errorf("coap stream: message of %d bytes exceeds the maximum %d", length, max)
 	}
-	n := int(length)
-	frame := make([]byte, 1+len(ext)+1+tkl+n)
-	frame[0] = first
-	copy(frame[1:], ext)
-	if _, err := io.ReadFull(r, frame[1+len(ext):]); err != nil {
-		return nil, fmt.Errorf("coap stream: truncated message: %w", err)
+	frame, err := readFrame(r, first, ext, 1+len(ext)+1+tkl+int(length))
+	if err != nil {
+		return nil, err
 	}
 	m := &message.Message{Options: make(message.Options, 0, 32), MessageID: -1, Type: -1}
 	if _, err := tcpcoder.DefaultCoder.Decode(frame, m); err != nil {
 		return nil, fmt.Errorf("coap stream: %w", err)
 	}
 	return m, nil
+}
+
+// frameChunk is the most readFrame allocates ahead of the data it has read.
+const frameChunk = 64 << 10
+
+// readFrame reads the rest of a frame of total bytes whose header begins
+// with first and ext. Its buffer grows with the data that arrived (doubling,
+// at most frameChunk ahead of it), not with the length the header declares:
+// a 5-byte header declaring 1 MB made the reader allocate the megabyte
+// before any of it arrived (found by FuzzReadStreamMessage).
+func readFrame(r io.Reader, first byte, ext []byte, total int) ([]byte, error) {
+	frame := make([]byte, 1+len(ext), min(total, 1+len(ext)+frameChunk))
+	frame[0] = first
+	copy(frame[1:], ext)
+	for len(frame) < total {
+		if len(frame) == cap(frame) {
+			frame = slices.Grow(frame, min(total-len(frame), max(len(frame), frameChunk)))
+		}
+		end := min(total, cap(frame))
+		if _, err := io.ReadFull(r, frame[len(frame):end]); err != nil {
+			return nil, fmt.Errorf("coap stream: truncated message: %w", err)
+		}
+		frame = frame[:end]
+	}
+	return frame, nil
 }
 
 // EncodeStream serialises m in RFC 8323 framing.
