@@ -198,7 +198,7 @@ func failoverFigure(s *Summary, save func(*plot.Plot, Figure) error) error {
 				return fmt.Errorf("failover figure: %w", err)
 			}
 			sc.Color = transportColor(tr, trs)
-			sc.GlyphStyle.Radius = vg.Points(3)
+			sc.Radius = vg.Points(3)
 			eb, err := plotter.NewYErrorBars(struct {
 				plotter.XYer
 				plotter.YErrorer
@@ -206,7 +206,7 @@ func failoverFigure(s *Summary, save func(*plot.Plot, Figure) error) error {
 			if err != nil {
 				return fmt.Errorf("failover figure: %w", err)
 			}
-			eb.LineStyle.Color = transportColor(tr, trs)
+			eb.Color = transportColor(tr, trs)
 			p.Add(sc, eb)
 			p.Legend.Add(transportLabel(tr), sc)
 		}
