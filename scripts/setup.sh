@@ -4,9 +4,10 @@
 # ping (the README's link example), Python paho-mqtt 2.1.0 (independent
 # client), the AMQP 1.0 peers (an embedded ActiveMQ Artemis 2.55.0 from Maven
 # Central, compiled into the cache directory; Python qpid-proton from apt),
-# nats-server (go install, pinned) and the pinned Go modules. It never stops
-# or reconfigures a service: tests start their own Mosquitto on free loopback
-# ports, so a system Mosquitto on 1883 may keep running.
+# nats-server and golangci-lint (go install, pinned) and the pinned Go
+# modules. It never stops or reconfigures a service: tests start their own
+# Mosquitto on free loopback ports, so a system Mosquitto on 1883 may keep
+# running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -73,6 +74,15 @@ nats_bin="$(go env GOPATH | cut -d: -f1)/bin/nats-server"
 if [ "$("$nats_bin" --version 2>/dev/null)" != "nats-server: $nats_version" ]; then
   echo "setup: building nats-server $nats_version with go install" >&2
   GOBIN="$(dirname "$nats_bin")" go install "github.com/nats-io/nats-server/v2@$nats_version"
+fi
+
+# golangci-lint: CI's lint step (.ci/run, config in .golangci.yml). Built
+# from source at the pinned version, about two minutes.
+golangci_version=2.15.0
+golangci_bin="$(go env GOPATH | cut -d: -f1)/bin/golangci-lint"
+if ! "$golangci_bin" version 2>/dev/null | grep -q "version $golangci_version "; then
+  echo "setup: building golangci-lint v$golangci_version with go install" >&2
+  GOFLAGS= GOBIN="$(dirname "$golangci_bin")" go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v$golangci_version"
 fi
 
 go mod download
