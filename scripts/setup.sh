@@ -86,5 +86,9 @@ if ! "$golangci_bin" version 2>/dev/null | grep -q "version $golangci_version ";
 fi
 
 go mod download
-go build -o bin/iotq ./cmd/iotq
+# -buildvcs=auto on the command line wins over a GOFLAGS of -buildvcs=false
+# (set on some machines): the binary, and every lab manifest it writes,
+# then names the commit it was built from (issue 18: manifests said
+# "unknown"). Outside a git checkout auto stamps nothing and still builds.
+go build -buildvcs=auto -o bin/iotq ./cmd/iotq
 echo "setup: done; binary at bin/iotq" >&2
