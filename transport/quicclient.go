@@ -58,10 +58,9 @@ type clientMux struct {
 	cur  []byte
 	rerr error // the control stream ended: sticky
 
-	dmu   sync.Mutex // guards the deadlines
-	rdl   time.Time
-	wdl   time.Time     // applied to data stream writes
-	rdlCh chan struct{} // closed when the read deadline changes
+	rdl readDeadline
+	dmu sync.Mutex // guards wdl
+	wdl time.Time  // applied to data stream writes
 
 	wmu      sync.Mutex // serialises Write and guards the fields below
 	wpend    []byte     // the start of a packet not yet written whole
@@ -191,7 +190,7 @@ func newClientMux(c *quicConn, cs QUICClientStreams) *clientMux {
 	ctx, cancel := context.WithCancel(c.conn.Context())
 	m := &clientMux{
 		quicConn: c, cs: cs, ctx: ctx, cancel: cancel,
-		in: make(chan cmItem, 64), closing: make(chan struct{}), rdlCh: make(chan struct{}),
+		in: make(chan cmItem, 64), closing: make(chan struct{}),
 		topics: map[string]*cmFlow{}, pubrel: map[uint16]*cmFlow{}, flows: map[*cmFlow]struct{}{},
 	}
 	m.wg.Add(3)
@@ -355,9 +354,7 @@ func (m *clientMux) Read(p []byte) (int, error) {
 		if m.rerr != nil {
 			return 0, m.rerr
 		}
-		m.dmu.Lock()
-		dl, ch := m.rdl, m.rdlCh
-		m.dmu.Unlock()
+		dl, ch := m.rdl.get()
 		var timeout <-chan time.Time
 		if !dl.IsZero() {
 			d := time.Until(dl)
@@ -424,11 +421,7 @@ func (m *clientMux) isV5() bool {
 }
 
 func (m *clientMux) SetReadDeadline(t time.Time) error {
-	m.dmu.Lock()
-	m.rdl = t
-	close(m.rdlCh)
-	m.rdlCh = make(chan struct{})
-	m.dmu.Unlock()
+	m.rdl.set(t)
 	return nil
 }
 

@@ -68,9 +68,7 @@ type muxConn struct {
 	firstDone bool
 	rerr      error // the control stream ended: sticky
 
-	dmu   sync.Mutex // guards the read deadline
-	rdl   time.Time
-	rdlCh chan struct{} // closed when the read deadline changes
+	rdl readDeadline
 
 	fmu        sync.Mutex          // guards the fields below
 	open       int                 // client data streams open
@@ -209,7 +207,6 @@ func newMuxConn(c *quicConn, so QUICStreamOptions, log *slog.Logger) *muxConn {
 		ctx:      ctx, cancel: cancel,
 		ctl: make(chan muxItem, 4), data: make(chan muxItem, 64),
 		connected: make(chan struct{}), closing: make(chan struct{}),
-		rdlCh:      make(chan struct{}),
 		clientAcks: map[uint16]*muxFlow{}, serverIDs: map[uint16]*muxFlow{},
 		topics: map[string]*muxFlow{},
 	}
@@ -423,9 +420,7 @@ const endQuiet = 25 * time.Millisecond
 // it came from.
 func (m *muxConn) next() (it muxItem, fromCtl bool, err error) {
 	for {
-		m.dmu.Lock()
-		dl, changed := m.rdl, m.rdlCh
-		m.dmu.Unlock()
+		dl, changed := m.rdl.get()
 		var timeout <-chan time.Time
 		if !dl.IsZero() {
 			d := time.Until(dl)
@@ -455,11 +450,7 @@ func (m *muxConn) next() (it muxItem, fromCtl bool, err error) {
 }
 
 func (m *muxConn) SetReadDeadline(t time.Time) error {
-	m.dmu.Lock()
-	m.rdl = t
-	close(m.rdlCh)
-	m.rdlCh = make(chan struct{})
-	m.dmu.Unlock()
+	m.rdl.set(t)
 	return nil
 }
 
