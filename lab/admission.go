@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/iotq/iotq/records"
@@ -14,14 +15,23 @@ import (
 // rarely: two wake-ups in a window are two late ones).
 const admitMinSamples = 100
 
+// admitRefWindows: the reference lateness of one cell is the median of
+// this many complete windows measured while one cell ran.
+const admitRefWindows = 3
+
 // admission decides how many cells may run at once from the timing
 // guard's window, the lateness measured over the last few seconds
-// (docs/lab.md, "Parallel cells"). Above the warn bound the limit halves
-// (once per window, and only when no more cells than the limit run: a
-// reduction takes effect as cells end); a complete window with at most
-// half the warn bound, measured while as many cells ran as the limit
-// allows, raises it: doubling until the first reduction, then by one. It
-// never exceeds the requested jobs. Only Run's goroutine uses it.
+// (docs/lab.md, "Admission control"). It first measures a reference: the
+// median 99th percentile of a few windows while one cell runs, the
+// lateness a cell meets on this host however many run. More cells add
+// lateness to it: above the lowering bound (the warn bound, or the
+// reference plus half of it, whichever is larger) the limit halves (once
+// per window, and only when no more cells than the limit run: a reduction
+// takes effect as cells end); a complete window under the raising bound
+// (half the warn bound, or the reference plus a quarter of it), measured
+// while as many cells ran as the limit allows, raises it: doubling until
+// the first reduction, then by one. It never exceeds the requested jobs.
+// Only Run's goroutine uses it.
 type admission struct {
 	g         *TimingGuard
 	requested int
@@ -30,6 +40,19 @@ type admission struct {
 	fixed     bool // never raise: the idle host is already late
 	window    time.Duration
 	fullSince time.Time // since when running >= limit; zero while below
+	refWins   []time.Duration
+	ref       time.Duration // the reference; 0 until measured
+	measured  bool          // ref is measured (it may be 0 on a quiet host)
+}
+
+// bounds returns the lateness above which the limit is lowered and at
+// or under which it may be raised. A reference above twice the warn
+// bound counts as twice the warn bound: a host that late with one cell
+// gets no more.
+func (a *admission) bounds() (lower, raise time.Duration) {
+	warn, _ := a.g.bounds()
+	ref := min(a.ref, 2*warn)
+	return max(warn, ref+warn/2), max(warn/2, ref+warn/4)
 }
 
 // newAdmission starts at limit cells at once (at most jobs).
@@ -60,23 +83,41 @@ func (a *admission) observe(now time.Time, running int) {
 func (a *admission) evaluate(now time.Time, running int) *records.AdmissionStep {
 	n, p99, start := a.g.window()
 	age := now.Sub(start)
-	warn, _ := a.g.bounds()
+	lower, raise := a.bounds()
 	enough := n >= admitMinSamples || (age >= a.window && n > 0)
-	if enough && p99 > warn && running <= a.limit {
+	// While the reference is measured (one cell) every window runs to
+	// its end: a late one is a measurement, not a reason to act.
+	if enough && p99 > lower && running <= a.limit && (a.limit > 1 || a.measured) {
 		a.g.resetWindow(now)
 		if a.limit <= 1 {
 			return nil
 		}
 		a.slowStart = false
 		return a.step(now, running, max(1, a.limit/2), n, p99,
-			fmt.Sprintf("lateness p99 %s over the last %s with %s running, above the warn bound %s", fmtMs(p99), age.Round(time.Millisecond), cellsWord(running), fmtMs(warn)))
+			fmt.Sprintf("lateness p99 %s over the last %s with %s running, above %s (%s)", fmtMs(p99), age.Round(time.Millisecond), cellsWord(running), fmtMs(lower), a.boundWords()))
 	}
 	if age < a.window {
 		return nil
 	}
 	a.g.resetWindow(now)
 	full := !a.fullSince.IsZero() && !a.fullSince.After(start) // the window measured the limit in use
-	if a.fixed || a.limit >= a.requested || n < admitMinSamples || p99 > warn/2 || !full {
+	if a.fixed || a.limit >= a.requested || n < admitMinSamples || !full {
+		return nil
+	}
+	if !a.measured {
+		// Windows of one cell alone, all of them complete and full.
+		if a.limit != 1 || running != 1 {
+			return nil
+		}
+		a.refWins = append(a.refWins, p99)
+		if len(a.refWins) < admitRefWindows {
+			return nil
+		}
+		a.ref, a.measured = median(a.refWins), true
+		a.g.setAdmitRef(a.ref)
+		lower, raise = a.bounds()
+	}
+	if p99 > raise {
 		return nil
 	}
 	next := a.limit + 1
@@ -84,7 +125,22 @@ func (a *admission) evaluate(now time.Time, running int) *records.AdmissionStep 
 		next = 2 * a.limit
 	}
 	return a.step(now, running, min(next, a.requested), n, p99,
-		fmt.Sprintf("lateness p99 %s over the last %s with %s running, under half the warn bound", fmtMs(p99), age.Round(time.Millisecond), cellsWord(running)))
+		fmt.Sprintf("lateness p99 %s over the last %s with %s running, at most %s (%s)", fmtMs(p99), age.Round(time.Millisecond), cellsWord(running), fmtMs(raise), a.boundWords()))
+}
+
+// boundWords says what the bounds derive from, for the steps' reasons.
+func (a *admission) boundWords() string {
+	warn, _ := a.g.bounds()
+	if !a.measured {
+		return fmt.Sprintf("warn bound %s", fmtMs(warn))
+	}
+	return fmt.Sprintf("one cell alone: %s; warn bound %s", fmtMs(a.ref), fmtMs(warn))
+}
+
+// median returns the median of ds (not empty); it sorts ds.
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }
 
 func (a *admission) step(now time.Time, running, limit int, n int64, p99 time.Duration, reason string) *records.AdmissionStep {
@@ -104,7 +160,10 @@ func (a *admission) step(now time.Time, running, limit int, n int64, p99 time.Du
 // the fail bound: no cell would be timed accurately. msg says what was
 // measured and decided ("" when nothing was).
 func (g *TimingGuard) admitStart(ctx context.Context, jobs int) (limit int, fixed bool, msg string, err error) {
-	idle := g.calibrate(ctx)
+	idle, err := g.calibrate(ctx)
+	if err != nil {
+		return 0, false, "", err
+	}
 	if err := ctx.Err(); err != nil {
 		return 0, false, "", err
 	}

@@ -217,8 +217,24 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 	// writes done markers, the progress bar and the aggregates.
 	cctx, cancelCells := context.WithCancel(ctx)
 	defer cancelCells()
-	stopProbe := opts.Timing.startProbe()
-	defer stopProbe()
+	stopProbe, err := opts.Timing.startProbe()
+	if err != nil {
+		return res, fmt.Errorf("timing guard: the host probe could not start: %w", err)
+	}
+	probeStopped := false
+	endProbe := func() {
+		if probeStopped {
+			return
+		}
+		probeStopped = true
+		if err := stopProbe(); err != nil {
+			log.Error("timing guard: the host probe failed: the host samples end where it did", "err", err)
+			if opts.Progress != nil {
+				fmt.Fprintf(opts.Progress, "timing guard: the host probe failed: %v\n", err)
+			}
+		}
+	}
+	defer endProbe()
 	type outcome struct {
 		c          Cell
 		dir        string

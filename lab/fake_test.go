@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("IOTQ_LAB_FAKE") == "1" {
 		os.Exit(fakeMain(os.Args[1:]))
 	}
+	if every := os.Getenv(probeChildEnv); every != "" {
+		os.Exit(probeChildMain(every))
+	}
 	code := m.Run()
 	if built.dir != "" {
 		os.RemoveAll(built.dir)

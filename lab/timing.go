@@ -60,9 +60,14 @@ type TimingGuard struct {
 	// goroutine runs again, stands for the scheduling delay of the node
 	// processes.
 	ProbeEvery time.Duration
-	// ProbeThread, when set, is called by the probe on its own locked OS
-	// thread before it starts (to keep that thread at normal priority
-	// when the rest of the process runs real-time).
+	// ProbeCommand, when set, runs the probe as a child process of its
+	// own (a program running ProbeLoop, e.g. `iotq lab probe --every
+	// 10ms`), scheduled like the node processes; otherwise the probe is a
+	// goroutine of this process.
+	ProbeCommand []string
+	// ProbeThread, when set, is called by an in-process probe on its own
+	// locked OS thread before it starts (to keep that thread at normal
+	// priority when the rest of the process runs real-time).
 	ProbeThread func()
 	// Calibrate is how long the probe measures the idle host before the
 	// first cell (with ProbeEvery): 0 means DefaultCalibration, negative
@@ -96,6 +101,12 @@ type TimingGuard struct {
 	winStart time.Time
 	jobsRun  int
 	steps    []records.AdmissionStep
+	// admitRef is the admission control's reference: the lateness while
+	// one cell ran (0: not yet measured).
+	admitRef time.Duration
+	// hostProbeName records where the probe ran (hostProbe), set when
+	// the calibration or the campaign's probe starts.
+	hostProbeName string
 }
 
 // latHist counts lateness in power-of-two buckets of microseconds, keyed
@@ -178,12 +189,38 @@ func capAt(p, largest time.Duration) time.Duration {
 }
 
 // startProbe starts the host timer probe (when ProbeEvery is set) and
-// returns the function that stops it and waits for it.
-func (g *TimingGuard) startProbe() (stop func()) {
+// returns the function that stops it and waits for it; stop reports a
+// probe process that ended early.
+func (g *TimingGuard) startProbe() (stop func() error, err error) {
 	if g == nil || g.ProbeEvery <= 0 {
-		return func() {}
+		return func() error { return nil }, nil
 	}
-	return runProbe(g.ProbeEvery, g.ProbeThread, g.recordHost)
+	return g.probe(g.recordHost)
+}
+
+// probe runs the probe, in a child process with ProbeCommand, else on a
+// goroutine, passing record each lateness.
+func (g *TimingGuard) probe(record func(time.Duration)) (stop func() error, err error) {
+	g.mu.Lock()
+	g.hostProbeName = g.hostProbe()
+	g.mu.Unlock()
+	if len(g.ProbeCommand) > 0 {
+		return startProbeProcess(g.ProbeCommand, record)
+	}
+	s := runProbe(g.ProbeEvery, g.ProbeThread, record)
+	return func() error { s(); return nil }, nil
+}
+
+// HostProbe says where the host probe runs: "process" (ProbeCommand),
+// "in-process", or "" without a probe.
+func (g *TimingGuard) hostProbe() string {
+	switch {
+	case g == nil || g.ProbeEvery <= 0:
+		return ""
+	case len(g.ProbeCommand) > 0:
+		return records.HostProbeProcess
+	}
+	return records.HostProbeInProcess
 }
 
 // runProbe runs an ordinary timer of period every on its own goroutine
@@ -375,6 +412,13 @@ func (g *TimingGuard) noteRunning(n int) {
 	g.mu.Unlock()
 }
 
+// setAdmitRef records the admission control's reference lateness.
+func (g *TimingGuard) setAdmitRef(d time.Duration) {
+	g.mu.Lock()
+	g.admitRef = d
+	g.mu.Unlock()
+}
+
 func (g *TimingGuard) addStep(s records.AdmissionStep) {
 	g.mu.Lock()
 	g.steps = append(g.steps, s)
@@ -384,9 +428,9 @@ func (g *TimingGuard) addStep(s records.AdmissionStep) {
 // calibrate runs the probe for the calibration time on the host before
 // any cell runs and records its lateness; nil when it does not run (no
 // probe, calibration off) or ctx ended first.
-func (g *TimingGuard) calibrate(ctx context.Context) *records.Lateness {
+func (g *TimingGuard) calibrate(ctx context.Context) (*records.Lateness, error) {
 	if g == nil || g.ProbeEvery <= 0 || g.Calibrate < 0 {
-		return nil
+		return nil, nil
 	}
 	d := g.Calibrate
 	if d == 0 {
@@ -394,28 +438,36 @@ func (g *TimingGuard) calibrate(ctx context.Context) *records.Lateness {
 	}
 	var mu sync.Mutex
 	var samples []time.Duration
-	stop := runProbe(g.ProbeEvery, g.ProbeThread, func(late time.Duration) {
+	stop, err := g.probe(func(late time.Duration) {
 		mu.Lock()
 		samples = append(samples, late)
 		mu.Unlock()
 	})
+	if err != nil {
+		return nil, fmt.Errorf("timing guard: the host probe could not start: %w", err)
+	}
 	t := time.NewTimer(d)
 	select {
 	case <-t.C:
 	case <-ctx.Done():
 	}
 	t.Stop()
-	stop()
+	if err := stop(); err != nil {
+		return nil, fmt.Errorf("timing guard: the host probe failed in the calibration: %w", err)
+	}
 	if ctx.Err() != nil {
-		return nil
+		return nil, nil
 	}
+	mu.Lock()
 	l := summarizeLateness(samples)
-	if l != nil {
-		g.mu.Lock()
-		g.idle = *l
-		g.mu.Unlock()
+	mu.Unlock()
+	if l == nil {
+		return nil, errors.New("timing guard: the host probe reported nothing in the calibration")
 	}
-	return l
+	g.mu.Lock()
+	g.idle = *l
+	g.mu.Unlock()
+	return l, nil
 }
 
 // sampleLoad records the 1-minute load average now.
@@ -471,6 +523,8 @@ func (g *TimingGuard) Report(jobs int) TimingReport {
 	}
 	r.IdleP99, r.IdleSamples = g.idle.P99, g.idle.N
 	r.Admission = slices.Clone(g.steps)
+	r.HostProbe = g.hostProbeName
+	r.AdmitReference = g.admitRef
 	judgeTiming(&r)
 	return r
 }
@@ -619,6 +673,13 @@ func CombineTiming(rs ...*TimingReport) *TimingReport {
 		out.SendCellP99Worst = max(out.SendCellP99Worst, r.SendCellP99Worst)
 		out.IdleP99 = max(out.IdleP99, r.IdleP99)
 		out.IdleSamples += r.IdleSamples
+		out.AdmitReference = max(out.AdmitReference, r.AdmitReference)
+		switch {
+		case out.HostProbe == "":
+			out.HostProbe = r.HostProbe
+		case r.HostProbe != "" && r.HostProbe != out.HostProbe:
+			out.HostProbe = records.HostProbeMixed
+		}
 		out.Admission = append(out.Admission, r.Admission...)
 		if len(r.CellP99s) > 0 {
 			out.CellP99s = append(out.CellP99s, r.CellP99s...)

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -278,9 +280,9 @@ func oldProbe(every time.Duration, record func(time.Duration)) (stop func()) {
 func TestHostProbeSeesLoad(t *testing.T) {
 	const every = time.Millisecond
 	idle := &TimingGuard{ProbeEvery: every}
-	stop := idle.startProbe()
+	stop, _ := idle.startProbe()
 	time.Sleep(300 * time.Millisecond)
-	stop()
+	_ = stop()
 
 	g := &TimingGuard{ProbeEvery: every}
 	var mu sync.Mutex
@@ -289,10 +291,10 @@ func TestHostProbeSeesLoad(t *testing.T) {
 	stopBusy := busyEveryP(3 * time.Second)
 	defer stopBusy()
 	time.Sleep(20 * time.Millisecond) // the loops hold the Ps
-	stopProbe := g.startProbe()
+	stopProbe, _ := g.startProbe()
 	stopOld := oldProbe(every, func(d time.Duration) { mu.Lock(); old.add(d); oldN++; mu.Unlock() })
 	time.Sleep(time.Second)
-	stopProbe()
+	_ = stopProbe()
 	stopOld()
 	stopBusy()
 
@@ -351,9 +353,10 @@ func TestCalibrationJudgesTheIdleHost(t *testing.T) {
 }
 
 // TestAdmissionControl drives the admission control with measured
-// windows: calm windows at the limit raise it (doubling, then by one after
-// a reduction), a late window halves it once the running cells are within
-// it, never beyond the requested jobs or below one.
+// windows: three windows of one cell give the reference, calm windows at
+// the limit raise it (doubling, then by one after a reduction), a late
+// window halves it once the running cells are within it, never beyond the
+// requested jobs or below one.
 func TestAdmissionControl(t *testing.T) {
 	g := &TimingGuard{Window: 100 * time.Millisecond}
 	t0 := time.Unix(1_700_000_000, 0)
@@ -372,28 +375,35 @@ func TestAdmissionControl(t *testing.T) {
 	}
 	a.observe(at(0), 1)
 	feed(100 * time.Microsecond)
-	want(a.evaluate(at(50), 1), 1) // the window is not complete
-	want(a.evaluate(at(150), 1), 2)
-	a.observe(at(160), 2) // the second cell started after the window began
+	want(a.evaluate(at(50), 1), 1)  // the window is not complete
+	want(a.evaluate(at(150), 1), 1) // the reference's first window
 	feed(100 * time.Microsecond)
-	want(a.evaluate(at(300), 2), 2)
+	want(a.evaluate(at(300), 1), 1)
 	feed(100 * time.Microsecond)
-	want(a.evaluate(at(450), 2), 4)
-	a.observe(at(460), 4)
+	want(a.evaluate(at(450), 1), 2) // reference 0.1 ms: raise
+	if g.Report(5).AdmitReference != 100*time.Microsecond {
+		t.Fatalf("reference %v", g.Report(5).AdmitReference)
+	}
+	a.observe(at(460), 2) // the second cell started after the window began
+	feed(100 * time.Microsecond)
+	want(a.evaluate(at(600), 2), 2)
+	feed(100 * time.Microsecond)
+	want(a.evaluate(at(750), 2), 4)
+	a.observe(at(760), 4)
 	feed(700 * time.Microsecond) // above half the warn bound: hold
-	want(a.evaluate(at(600), 4), 4)
+	want(a.evaluate(at(900), 4), 4)
 	feed(3 * time.Millisecond)
-	want(a.evaluate(at(610), 4), 2)
+	want(a.evaluate(at(910), 4), 2)
 	feed(3 * time.Millisecond)
-	want(a.evaluate(at(620), 4), 2) // four still run: the reduction has not taken effect
-	a.observe(at(630), 2)
+	want(a.evaluate(at(920), 4), 2) // four still run: the reduction has not taken effect
+	a.observe(at(930), 2)
 	feed(3 * time.Millisecond)
-	want(a.evaluate(at(640), 2), 1)
+	want(a.evaluate(at(940), 2), 1)
 	feed(3 * time.Millisecond)
-	want(a.evaluate(at(650), 1), 1)
-	a.observe(at(660), 1)
+	want(a.evaluate(at(950), 1), 1)
+	a.observe(at(960), 1)
 	feed(100 * time.Microsecond)
-	want(a.evaluate(at(800), 1), 2) // after a reduction: one more, not double
+	want(a.evaluate(at(1100), 1), 2) // after a reduction: one more, not double
 	if n := len(g.Report(5).Admission); n != 5 {
 		t.Fatalf("%d admission steps recorded, want 5", n)
 	}
@@ -402,6 +412,149 @@ func TestAdmissionControl(t *testing.T) {
 	feed(100 * time.Microsecond)
 	if fixed.evaluate(at(200), 1); fixed.limit != 1 {
 		t.Fatalf("a fixed limit rose to %d", fixed.limit)
+	}
+}
+
+// TestAdmissionReference: on a host where one cell alone already meets
+// 1.2 ms (above the warn bound: a VM's timer wake-ups), more cells are
+// allowed while they add at most a quarter of the warn bound to that, and
+// taken away when they add more than half of it; a host at 5 ms with one
+// cell gets no second one.
+func TestAdmissionReference(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	run := func(ref time.Duration) (*admission, *TimingGuard, func(time.Duration)) {
+		g := &TimingGuard{Window: 100 * time.Millisecond}
+		feed := func(late time.Duration) {
+			for range 150 {
+				g.recordHost(late)
+			}
+		}
+		a := newAdmission(g, 8, 1, false, t0)
+		a.observe(at(0), 1)
+		for i := range 3 {
+			feed(ref)
+			a.evaluate(at(150*(i+1)), 1)
+		}
+		return a, g, feed
+	}
+	a, g, feed := run(1200 * time.Microsecond)
+	if a.limit != 2 || g.Report(8).AdmitReference != 1200*time.Microsecond {
+		t.Fatalf("limit %d reference %v: one cell's own lateness must not keep the limit at one", a.limit, g.Report(8).AdmitReference)
+	}
+	steps := g.Report(8).Admission
+	if r := steps[len(steps)-1].Reason; !strings.Contains(r, "one cell alone: 1.20 ms") {
+		t.Fatalf("reason %q does not name the reference", r)
+	}
+	a.observe(at(460), 2) // the second cell started after the window began
+	feed(1400 * time.Microsecond)
+	a.evaluate(at(600), 2)
+	feed(1400 * time.Microsecond) // adds 0.2 ms: raise
+	if a.evaluate(at(750), 2); a.limit != 4 {
+		t.Fatalf("limit %d after a window of 1.4 ms", a.limit)
+	}
+	a.observe(at(760), 4)
+	feed(1600 * time.Microsecond)
+	a.evaluate(at(900), 4)
+	feed(1600 * time.Microsecond) // adds 0.4 ms: hold
+	if a.evaluate(at(1050), 4); a.limit != 4 {
+		t.Fatalf("limit %d after a window of 1.6 ms", a.limit)
+	}
+	feed(1800 * time.Microsecond) // adds 0.6 ms: lower
+	if a.evaluate(at(1060), 4); a.limit != 2 {
+		t.Fatalf("limit %d after a window of 1.8 ms", a.limit)
+	}
+
+	a, _, _ = run(5 * time.Millisecond)
+	if a.limit != 1 {
+		t.Fatalf("a host 5 ms late with one cell got %d at once", a.limit)
+	}
+}
+
+// TestProbeProcessSeesLoad: the probe as a process of its own (this test
+// binary, re-run as the probe) measures the host as the node processes
+// meet it: with CPU-bound loops on every CPU beside it, its 99th
+// percentile exceeds the warn bound; idle, it stays under it.
+func TestProbeProcessSeesLoad(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := []string{self}
+	t.Setenv(probeChildEnv, "1ms")
+	measure := func(busy bool) TimingReport {
+		g := &TimingGuard{ProbeEvery: time.Millisecond, ProbeCommand: cmd}
+		if busy {
+			// Four loops per CPU, each on a thread of its own: the probe
+			// process competes with all of them for a CPU.
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4 * runtime.NumCPU()))
+			stopBusy := busyEveryP(3 * time.Second)
+			defer stopBusy()
+		}
+		stop, err := g.startProbe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		return g.Report(1)
+	}
+	idle, busy := measure(false), measure(true)
+	t.Logf("probe process p99: idle %v (%d wake-ups), busy loops on %d CPUs: %v (%d wake-ups, max %v)",
+		idle.HostP99, idle.HostSamples, runtime.NumCPU(), busy.HostP99, busy.HostSamples, busy.HostMax)
+	if idle.HostProbe != records.HostProbeProcess || idle.HostSamples < 100 || busy.HostSamples < 10 {
+		t.Fatalf("probe %q, %d and %d wake-ups", idle.HostProbe, idle.HostSamples, busy.HostSamples)
+	}
+	if busy.HostP99 <= TimingWarnP99 {
+		t.Fatalf("with every CPU busy the probe process's p99 is %v, not above the warn bound %v", busy.HostP99, TimingWarnP99)
+	}
+}
+
+// probeChildEnv makes this test binary the probe (TestProbeChildProcess)
+// with the period it holds.
+const probeChildEnv = "IOTQ_LAB_TEST_PROBE_EVERY"
+
+// probeChildMain is the probe process of TestProbeProcessSeesLoad (see
+// TestMain).
+func probeChildMain(every string) int {
+	d, err := time.ParseDuration(every)
+	if err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	if err := ProbeLoop(ctx, d, os.Stdout); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// TestProbeProcessErrors: a probe command that does not exist, or that
+// prints something else than samples, is reported.
+func TestProbeProcessErrors(t *testing.T) {
+	g := &TimingGuard{ProbeEvery: time.Millisecond, ProbeCommand: []string{"/nonexistent/iotq", "lab", "probe"}}
+	if _, err := g.startProbe(); err == nil || !strings.Contains(err.Error(), "/nonexistent/iotq") {
+		t.Fatalf("got %v", err)
+	}
+	g = &TimingGuard{ProbeEvery: time.Millisecond, ProbeCommand: []string{"sh", "-c", "echo hello; sleep 5"}}
+	stop, err := g.startProbe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := stop(); err == nil || !strings.Contains(err.Error(), `"hello"`) {
+		t.Fatalf("got %v", err)
+	}
+	g = &TimingGuard{ProbeEvery: time.Millisecond, ProbeCommand: []string{"sh", "-c", "echo 5; echo oops >&2; exit 3"}}
+	stop, err = g.startProbe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if err := stop(); err == nil || !strings.Contains(err.Error(), "ended before") || !strings.Contains(err.Error(), "oops") {
+		t.Fatalf("got %v", err)
 	}
 }
 
@@ -496,9 +649,14 @@ func TestHistQuantile(t *testing.T) {
 // emulator.
 func TestHostProbe(t *testing.T) {
 	g := &TimingGuard{ProbeEvery: time.Millisecond}
-	stop := g.startProbe()
+	stop, err := g.startProbe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(300 * time.Millisecond)
-	stop()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
 	r := g.Report(1)
 	if r.HostSamples < 20 || r.HostMax < 0 {
 		t.Fatalf("probe: %+v", r)

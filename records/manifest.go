@@ -94,6 +94,16 @@ type EmulatorTiming struct {
 	// idle calibration before the first cell (0: none ran).
 	IdleP99     time.Duration `json:"idle_p99_ns,omitempty"`
 	IdleSamples int64         `json:"idle_samples,omitempty"`
+	// HostProbe says where the host probe ran: HostProbeProcess (a child
+	// process of its own, scheduled like the node processes),
+	// HostProbeInProcess (a thread of the lab process: every record before
+	// this field; it read 0.3-1 ms later than a probe process beside it),
+	// or HostProbeMixed for combined runs that differ.
+	HostProbe string `json:"host_probe,omitempty"`
+	// AdmitReference is the lateness (99th percentile) the admission
+	// control measured while one cell ran: more cells at once are allowed
+	// while they add little to it (docs/lab.md, "Admission control").
+	AdmitReference time.Duration `json:"admit_reference_p99_ns,omitempty"`
 	// Admission lists the changes of the number of cells allowed at once.
 	Admission []AdmissionStep `json:"admission,omitempty"`
 	// CellP99s holds every judged cell's 99th percentile, so that combined
@@ -126,6 +136,13 @@ type EmulatorTiming struct {
 func (t *EmulatorTiming) Failed() bool {
 	return t != nil && (t.Status == TimingStatusFail || t.Status == TimingStatusRefused)
 }
+
+// Where the host probe ran (EmulatorTiming.HostProbe).
+const (
+	HostProbeProcess   = "process"
+	HostProbeInProcess = "in-process"
+	HostProbeMixed     = "mixed"
+)
 
 // Timing guard statuses (EmulatorTiming.Status, CellTiming.Status).
 const (

@@ -22,7 +22,7 @@ import (
 func (a *app) labCommand() *Command {
 	c := &Command{
 		Name:      "lab",
-		UsageLine: "iotq lab run SCENARIO|FILE [flags] | list | show SCENARIO|FILE [--scale S] | merge OUT DIR...",
+		UsageLine: "iotq lab run SCENARIO|FILE [flags] | list | show SCENARIO|FILE [--scale S] | merge OUT DIR... | probe",
 		Short:     "run experiment campaigns end to end (scenarios, cells, results directory)",
 		Long: `Lab runs the experiments of docs/experiments.md end to end: for each cell it builds the
 topology with the link emulator (one network namespace per node), starts "iotq broker",
@@ -36,6 +36,9 @@ pattern, and collects the records into a results directory (docs/records.md, doc
                                      the resolved scenario (YAML), every cell, the estimate
   iotq lab run SCENARIO [flags]      run a campaign
   iotq lab merge OUT DIR...          join shard directories into OUT
+  iotq lab probe [--every D]         the timing guard's host probe: print how late an
+                                     ordinary timer wakes (ns per line) until stopped;
+                                     "lab run" starts it as a process of its own
 
 SCENARIO is a built-in name (smoke, e1, e2, e3, e3a, e3b, e4, e4b, e5, e6, e7, e7s, e8; e1-both, e2-both,
 e3b-both impair both directions of the publisher's link instead of its egress only) or a YAML
@@ -54,9 +57,10 @@ Flags of "lab run" (also "lab show" takes --scale and the overrides):
   --jobs N           let up to N independent cells run at once (default 1; at most 64). Each
                      cell has its own namespaces; slow periodic cells are mostly idle. The
                      timing guard decides how many run: a 2 s calibration first (p99 wake-up
-                     lateness above 10 ms: no start; above 1 ms: one cell at a time), then
-                     fewer cells at once while lateness exceeds 1 ms; a campaign above 10 ms
-                     is marked fail in manifest.json (not evidence) and exits 1
+                     lateness above 10 ms: no start; above 1 ms: one cell at a time), then one
+                     cell to measure the lateness a cell meets alone, then more cells while
+                     they add little to it (docs/lab.md, "Admission control"); a campaign
+                     above 10 ms is marked fail in manifest.json (not evidence) and exits 1
   --start-gap D      least time between two cell starts (default 250ms): a cell's set-up is
                      its busiest moment, and many cells setting up at once starve the
                      running ones (0: no gap)
@@ -92,6 +96,8 @@ Ctrl-C stops after abandoning the running cell; the directory stays consistent a
 			return a.labList(args[1:])
 		case "show":
 			return a.labShow(args[1:])
+		case "probe":
+			return a.labProbe(ctx, args[1:])
 		case "merge":
 			if len(args) < 3 {
 				return usageErrorf("merge needs OUT and at least one shard DIR")
@@ -102,7 +108,7 @@ Ctrl-C stops after abandoning the running cell; the directory stays consistent a
 			fmt.Fprintf(a.stdout, "merged %d directories into %s\n", len(args)-2, args[1])
 			return nil
 		default:
-			return usageErrorf("unknown subcommand %q: want run, list, show or merge", args[0])
+			return usageErrorf("unknown subcommand %q: want run, list, show, merge or probe", args[0])
 		}
 	})
 	return c
@@ -281,6 +287,24 @@ func checkJobs(n int) error {
 	return nil
 }
 
+// labProbe runs the timing guard's host probe until ctx ends (SIGTERM or
+// Ctrl-C) or stdout closes.
+func (a *app) labProbe(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("lab probe", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	every := fs.Duration("every", 10*time.Millisecond, "the probe timer's period")
+	if err := parseSub(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("lab probe takes no arguments, got %q", fs.Args())
+	}
+	if *every <= 0 {
+		return usageErrorf("--every %s: want a positive duration such as 10ms", *every)
+	}
+	return lab.ProbeLoop(ctx, *every, a.stdout)
+}
+
 func (a *app) labShow(args []string) error {
 	fs := flag.NewFlagSet("lab show", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -402,7 +426,12 @@ func (a *app) labRun(ctx context.Context, args []string) error {
 		return usageErrorf("%v", err)
 	}
 	var fab lab.Fabric
-	timing := &lab.TimingGuard{ProbeEvery: 10 * time.Millisecond}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("lab: finding this program to run the timing guard's probe: %w", err)
+	}
+	timing := &lab.TimingGuard{ProbeEvery: 10 * time.Millisecond,
+		ProbeCommand: []string{self, "lab", "probe", "--every", "10ms"}}
 	switch *fabric {
 	case "link":
 		lf := lab.LinkFabric{Logger: logger, Timing: timing}
@@ -411,8 +440,8 @@ func (a *app) labRun(ctx context.Context, args []string) error {
 		}
 		fab = lf
 		// This process hosts the emulators of every running cell: all
-		// its threads run real-time (the node processes it starts do not),
-		// except the probe that stands for those ordinary processes.
+		// its threads run real-time (the node processes it starts do not,
+		// nor the probe process that stands for them).
 		// Each cell's forwarding thread needs one of the runtime's Ps
 		// for a moment after every timer wake-up; with the default (one
 		// per CPU) 50 cells wait for 2 Ps, and the emulator ran 5-16 ms
@@ -427,7 +456,6 @@ func (a *app) labRun(ctx context.Context, args []string) error {
 			logger.Warn("the lab process runs without real-time priority; the emulator's timing error grows with load", "err", err)
 		} else {
 			defer rt.Stop()
-			timing.ProbeThread = rt.ExemptThisThread
 		}
 	case "local":
 		fab = lab.LocalFabric{}
