@@ -8,6 +8,7 @@ import (
 
 	"github.com/iotq/iotq/link"
 	"github.com/iotq/iotq/records"
+	"github.com/iotq/iotq/transport"
 )
 
 // LinkParams are the resolved parameters of one emulated link
@@ -123,7 +124,7 @@ func Cells(specs []Spec) ([]Cell, error) {
 															Kind: s.Topology.Kind, Publishers: n, Retries: r,
 															DelayConvention: s.Delay, PubLink: pubLink, SubLink: subLink,
 															TCPCongestion: s.TCPCongestion, GraceNs: int64(s.Grace),
-															Protocol: ProtocolOf(tr), QUIC0RTT: cell.policy,
+															Protocol: ProtocolOf(tr), QUIC0RTT: cell.policy, QUICStreams: cell.streams,
 														}
 														if records.IsReconnectPattern(pat) {
 															c.Messages = 1
@@ -152,10 +153,12 @@ func Cells(specs []Spec) ([]Cell, error) {
 }
 
 // transportPolicy is a transport and, for MQTT over QUIC, the broker's
-// QUIC 0-RTT policy of one cell.
+// QUIC 0-RTT policy and the clients' stream strategy (Cell.QUICStreams) of
+// one cell.
 type transportPolicy struct {
 	transport string
 	policy    records.EarlyPolicy
+	streams   string
 }
 
 // withPolicies expands the transports by the spec's QUIC 0-RTT policies:
@@ -165,11 +168,11 @@ func withPolicies(s Spec, transports []string) []transportPolicy {
 	var out []transportPolicy
 	for _, tr := range transports {
 		if tr != TransportQUIC {
-			out = append(out, transportPolicy{tr, ""})
+			out = append(out, transportPolicy{tr, "", ""})
 			continue
 		}
 		for _, p := range s.QUIC0RTT {
-			out = append(out, transportPolicy{tr, p})
+			out = append(out, transportPolicy{tr, p, transport.StrategyControl})
 		}
 	}
 	return out

@@ -293,7 +293,23 @@ func TestSmokeCampaignLocalFabric(t *testing.T) {
 	if len(rows) != 6 || res.Failed != 0 {
 		t.Fatalf("%d cells, %+v", len(rows), res)
 	}
+	for _, r := range rows {
+		// the clients' stream strategy of MQTT over QUIC cells; nothing
+		// for TCP
+		if want := map[string]string{TransportQUIC: "control"}[r.Transport]; r.QUICStreams != want {
+			t.Errorf("cells.csv %s: quic_streams %q, want %q", r.Cell, r.QUICStreams, want)
+		}
+	}
 	conns, _, _ := records.ReadFile[records.Connection](filepath.Join(dir, FileConnections))
+	if len(conns) == 0 {
+		t.Fatal("no connections.csv rows")
+	}
+	for _, c := range conns {
+		// what each client reported in its --stats json
+		if want := map[string]string{TransportQUIC: "control"}[c.Transport]; c.QUICStreamStrategy != want || c.QUICDatagrams {
+			t.Errorf("connection %s %s %s: quic_stream_strategy %q datagrams %v, want %q without", c.Cell, c.Role, c.Transport, c.QUICStreamStrategy, c.QUICDatagrams, want)
+		}
+	}
 	resumed := map[string]bool{}
 	for _, c := range conns {
 		if c.Role == records.RolePubResume {

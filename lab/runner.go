@@ -816,7 +816,10 @@ func (cr *cellRun) connRow(rep int, role, node string, cs records.ConnectionStat
 	// the lab's transport name (mqtts, quic), as in messages.csv
 	return cr.w.connections.Write(records.Connection{Cell: cr.c.ID, Rep: rep, Role: role, Node: node, Transport: cr.c.Transport,
 		DialStartNs: cs.DialStartNs, TransportReadyNs: cs.TransportReadyNs, ConnackNs: cs.ConnackNs,
-		FirstDeliveryNs: firstDelivery, Resumed: cs.TLSResumed, Used0RTT: cs.Used0RTT, EarlySentNs: cs.EarlySentNs})
+		FirstDeliveryNs: firstDelivery, Resumed: cs.TLSResumed, Used0RTT: cs.Used0RTT, EarlySentNs: cs.EarlySentNs,
+		// what the client used, from its own stats (empty off MQTT over
+		// QUIC), not what the cell asked for
+		QUICStreamStrategy: cs.QUICStreamStrategy, QUICDatagrams: cs.QUICDatagrams})
 }
 
 func (cr *cellRun) cpuRow(rep int, c *child) {
