@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,7 +71,23 @@ func startProbeProcess(cmd []string, record func(time.Duration)) (stop func() er
 		cancel()
 		return nil, fmt.Errorf("probe: %w", err)
 	}
-	if err := c.Start(); err != nil {
+	// The parent-death signal fires when the thread that started the
+	// child exits, and the runtime ends threads that a locked goroutine
+	// (an emulator's forwarding thread) leaves: start and wait for the
+	// child on a thread of its own that lives as long as the child.
+	started := make(chan error, 1)
+	waited := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := c.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		waited <- c.Wait()
+	}()
+	if err := <-started; err != nil {
 		cancel()
 		return nil, fmt.Errorf("probe: starting %q: %w", strings.Join(cmd, " "), err)
 	}
@@ -98,7 +115,7 @@ func startProbeProcess(cmd []string, record func(time.Duration)) (stop func() er
 	return func() error {
 		cancel()
 		wg.Wait()
-		werr := c.Wait()
+		werr := <-waited
 		switch {
 		case readErr != nil:
 			return readErr

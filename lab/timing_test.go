@@ -776,3 +776,34 @@ type runnerFunc func(ctx context.Context, c Cell, dir string) (CellSummary, erro
 func (f runnerFunc) RunCell(ctx context.Context, c Cell, dir string) (CellSummary, error) {
 	return f(ctx, c, dir)
 }
+
+// TestProbeProcessOutlivesItsStarter: the probe process is started from a
+// goroutine locked to its thread that then exits locked, so the runtime
+// ends the thread (as it does an emulator's forwarding thread): the
+// probe's parent-death signal must not fire, it keeps sampling.
+func TestProbeProcessOutlivesItsStarter(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(probeChildEnv, "1ms")
+	g := &TimingGuard{ProbeEvery: time.Millisecond, ProbeCommand: []string{self}}
+	var stop func() error
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		var err error
+		stop, err = g.startProbe()
+		started <- err
+	}()
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := stop(); err != nil {
+		t.Fatalf("the probe died with the thread that started it: %v", err)
+	}
+	if n := g.Report(1).HostSamples; n < 200 {
+		t.Fatalf("%d samples in 500 ms at 1 ms", n)
+	}
+}
