@@ -1,5 +1,6 @@
 // Package report turns a lab results directory into statistics, figures
-// (PNG and SVG, drawn with gonum.org/v1/plot), one self-contained HTML page,
+// (PNG and SVG, drawn with gonum.org/v1/plot through package figplot; what
+// each experiment's figures show is decided here), one self-contained HTML page,
 // a Markdown summary and machine-readable tables (tables.csv,
 // summary.json).
 //

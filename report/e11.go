@@ -12,6 +12,7 @@ import (
 
 	"github.com/iotq/iotq/internal/stats"
 	"github.com/iotq/iotq/records"
+	"github.com/iotq/iotq/report/figplot"
 )
 
 // FailoverResult is one E11 cell (pattern failover): a node of the cluster
@@ -170,7 +171,7 @@ func failoverFigure(s *Summary, save func(*plot.Plot, Figure) error) error {
 		{"failover-recover", "time to recover (s)", func(f *FailoverResult) stats.Interval { return f.RecoverS }},
 		{"failover-gap", "delivery gap (s)", func(f *FailoverResult) stats.Interval { return f.GapS }},
 	} {
-		p := newPlot("E11: "+m.label+" after a node is killed", "profile, loss", m.label)
+		p := figplot.New("E11: "+m.label+" after a node is killed", "profile, loss", m.label)
 		drawn := 0
 		for i, tr := range trs {
 			var pts plotter.XYs

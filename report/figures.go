@@ -1,14 +1,10 @@
 package report
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"image/color"
-	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -16,21 +12,12 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/iotq/iotq/internal/stats"
 	"github.com/iotq/iotq/records"
-)
-
-var (
-	colTCP   = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
-	colQUIC  = color.RGBA{R: 0xd6, G: 0x5f, B: 0x00, A: 0xff}
-	colBound = color.RGBA{R: 0x55, G: 0x55, B: 0x55, A: 0xff}
-	palette  = []color.RGBA{{0x2c, 0xa0, 0x2c, 0xff}, {0x94, 0x67, 0xbd, 0xff}, {0x8c, 0x56, 0x4b, 0xff}, {0xe3, 0x77, 0xc2, 0xff}}
+	"github.com/iotq/iotq/report/figplot"
 )
 
 // transportColor gives every transport of a figure its own colour: the
@@ -57,9 +44,9 @@ func transportColor(tr string, all []string) color.Color {
 	quic := primary(true, func(o string) bool { return o == "quic" })
 	switch tr {
 	case quic:
-		return colQUIC
+		return figplot.Orange()
 	case tcp:
-		return colTCP
+		return figplot.Blue()
 	}
 	n := 0
 	for _, o := range all {
@@ -67,125 +54,32 @@ func transportColor(tr string, all []string) color.Color {
 			continue
 		}
 		if o == tr {
-			return palette[n%len(palette)]
+			return figplot.Other(n)
 		}
 		n++
 	}
 	if isQUIC(tr) {
-		return colQUIC
+		return figplot.Orange()
 	}
-	return colTCP
+	return figplot.Blue()
 }
 
-const (
-	// figW and figH are the plotting area's figure size; the legend gets a
-	// column of its own to the right, so it never covers data.
-	figW = 16 * vg.Centimeter
-	figH = 10 * vg.Centimeter
-	// minPNGWidth is the least width of a PNG in pixels, readable on a
-	// screen without zooming.
-	minPNGWidth = 1200
-)
-
-// textSlack is how much wider than Liberation Serif (the font the
-// layout is measured with) a viewer's font may set a text and still fit:
-// a browser without Liberation Serif or a Times-compatible font falls back
-// to a wider serif (DejaVu Serif sets the same text about a quarter wider).
-const textSlack = 1.25
-
-// svgFonts is the font-family list the SVG files name instead of the bare
-// "Liberation Serif": Times-compatible fonts of the same metrics first, so
-// that a viewer without Liberation sets text as wide as it was laid out.
-const svgFonts = "font-family:'Liberation Serif','Times New Roman',Times,'Nimbus Roman','Nimbus Roman No9 L',serif;"
-
-// renderFigure writes p as name.svg and name.png into dir: the title above
-// everything (wrapped to the plot's width), the plot on the left, its
-// legend in a column on the right, a margin around all of them.
-func renderFigure(p *plot.Plot, dir, name string) error {
-	margin := vg.Points(6)
-	p.Title.Text = wrapText(p.Title.TextStyle, p.Title.Text, (figW-2*margin)/textSlack)
-	leg := p.Legend
-	p.Legend = plot.NewLegend() // the plot itself draws no legend
-	p.Legend.Top, p.Legend.Left = true, true
-	leg.Top, leg.Left = true, true
-	leg.Padding = vg.Points(4)
-	leg.TextStyle.Font.Size = vg.Points(11)
-	lr := leg.Rectangle(draw.Canvas{})
-	legW := lr.Max.X - lr.Min.X
-	if legW > 0 {
-		// the thumbnails are fixed, the text may be set wider
-		legW = leg.ThumbnailWidth + (legW-leg.ThumbnailWidth)*textSlack + vg.Points(16)
+// boxSeries orders, colours and names the series of a box plot as
+// transports: over TCP before over QUIC, then by name; a series may name a
+// variant after its transport ("quic, broker 0-RTT accept") and sorts
+// with its transport.
+func boxSeries() figplot.Series {
+	overQUIC := func(series string) bool { tr, _, _ := strings.Cut(series, ","); return isQUIC(tr) }
+	return figplot.Series{
+		Less: func(a, b string) bool {
+			if overQUIC(a) != overQUIC(b) {
+				return !overQUIC(a)
+			}
+			return a < b
+		},
+		Color: transportColor,
+		Label: transportLabel,
 	}
-	w, h := figW+legW, figH
-	// a long legend (a CDF's line per transport and loss) makes the
-	// figure taller rather than running off its bottom
-	titleH := vg.Length(0)
-	if p.Title.Text != "" {
-		titleH = p.Title.TextStyle.Rectangle(p.Title.Text).Size().Y + p.Title.Padding
-	}
-	if need := (lr.Max.Y - lr.Min.Y) + titleH + 2*margin + vg.Points(4); need > h {
-		h = need
-	}
-	paint := func(c draw.Canvas) {
-		c = draw.Crop(c, margin, -margin, margin, -margin)
-		main := c
-		main.Max.X -= legW
-		p.Draw(main)
-		if legW > 0 {
-			lc := c
-			lc.Min.X = main.Max.X + vg.Points(10)
-			lc.Max.Y -= titleH // level with the top of the plotting area, below the title
-			leg.Draw(lc)
-		}
-	}
-	svg := vgsvg.New(w, h)
-	paint(draw.New(svg))
-	dpi := int(math.Ceil(minPNGWidth / (float64(w) / vg.Inch.Points())))
-	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(max(dpi, 150)))
-	paint(draw.New(img))
-	var svgText bytes.Buffer
-	if _, err := svg.WriteTo(&svgText); err != nil {
-		return fmt.Errorf("figure %s.svg: %w", name, err)
-	}
-	svgOut := bytes.ReplaceAll(svgText.Bytes(), []byte("font-family:Liberation Serif;"), []byte(svgFonts))
-	for _, out := range []struct {
-		ext string
-		wt  io.WriterTo
-	}{{".svg", bytes.NewReader(svgOut)}, {".png", vgimg.PngCanvas{Canvas: img}}} {
-		path := filepath.Join(dir, name+out.ext)
-		f, err := os.Create(path)
-		if err != nil {
-			return fmt.Errorf("figure %s%s: %w", name, out.ext, err)
-		}
-		_, err = out.wt.WriteTo(f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("figure %s%s: %w", name, out.ext, err)
-		}
-	}
-	return nil
-}
-
-// wrapText breaks s into lines no wider than width in style sty, at
-// spaces (a word longer than width keeps a line of its own).
-func wrapText(sty text.Style, s string, width vg.Length) string {
-	words := strings.Fields(s)
-	var lines []string
-	cur := ""
-	for _, w := range words {
-		if cur != "" && sty.Width(cur+" "+w) > width {
-			lines = append(lines, cur)
-			cur = w
-			continue
-		}
-		cur = strings.TrimPrefix(cur+" "+w, " ")
-	}
-	if cur != "" {
-		lines = append(lines, cur)
-	}
-	return strings.Join(lines, "\n")
 }
 
 // keepsYRange says whether a figure keeps its data's y range: box plots
@@ -271,7 +165,7 @@ func drawFigures(ctx context.Context, s *Summary, dir string, logCDF bool) ([]Fi
 			p.Y.Max++
 			p.Y.Min--
 		}
-		if err := renderFigure(p, dir, f.Name); err != nil {
+		if err := figplot.Render(p, dir, f.Name); err != nil {
 			return err
 		}
 		figs = append(figs, f)
@@ -447,39 +341,6 @@ func minQoS(cs []*CellResult) int {
 	return q
 }
 
-func newPlot(title, x, y string) *plot.Plot {
-	p := plot.New()
-	p.Title.Text = title
-	p.Title.Padding = vg.Points(10) // clear of the frame and the top tick label
-	p.X.Label.Text = x
-	p.Y.Label.Text = y
-	p.Legend.Top = true
-	p.Legend.Left = true
-	p.Add(plotter.NewGrid())
-	return p
-}
-
-func addLine(p *plot.Plot, name string, xys plotter.XYs, col color.Color, dashes []vg.Length, glyph draw.GlyphDrawer) error {
-	if len(xys) == 0 {
-		return nil
-	}
-	l, pts, err := plotter.NewLinePoints(xys)
-	if err != nil {
-		return fmt.Errorf("line %s: %w", name, err)
-	}
-	l.Color = col
-	l.Width = vg.Points(1.5)
-	l.Dashes = dashes
-	pts.Color = col
-	if glyph != nil {
-		pts.Shape = glyph
-	}
-	pts.Radius = vg.Points(3)
-	p.Add(l, pts)
-	p.Legend.Add(name, l, pts)
-	return nil
-}
-
 // lossTicks labels the x axis with the loss rates that were measured.
 func lossTicks(p *plot.Plot, ls []float64) {
 	if len(ls) == 0 {
@@ -511,7 +372,7 @@ func lineByLoss(p *plot.Plot, cs []*CellResult, keep func(*CellResult) bool, val
 			}
 		}
 		sort.SliceStable(xys, func(i, j int) bool { return xys[i].X < xys[j].X })
-		if err := addLine(p, label(tr), xys, transportColor(tr, trs), nil, nil); err != nil {
+		if err := figplot.AddLine(p, label(tr), xys, transportColor(tr, trs), nil, nil); err != nil {
 			return n, err
 		}
 		n += len(xys)
@@ -526,7 +387,7 @@ func lineByLoss(p *plot.Plot, cs []*CellResult, keep func(*CellResult) bool, val
 			}
 		}
 		sort.SliceStable(xys, func(i, j int) bool { return xys[i].X < xys[j].X })
-		if err := addLine(p, "physical lower bound", xys, colBound, []vg.Length{vg.Points(4), vg.Points(3)}, draw.PlusGlyph{}); err != nil {
+		if err := figplot.AddLine(p, "physical lower bound", xys, figplot.Grey(), []vg.Length{vg.Points(4), vg.Points(3)}, draw.PlusGlyph{}); err != nil {
 			return n, err
 		}
 	}
@@ -539,7 +400,7 @@ func periodicFigures(cs []*CellResult, fname, prof string, logCDF bool, save fun
 	qlabel := "QoS " + strconv.Itoa(q0)
 	name := slug(fname)
 
-	p := newPlot(fmt.Sprintf("Mean one-way delay vs loss: %s (%s)", prof, qlabel), "loss (%)", "mean one-way delay (ms)")
+	p := figplot.New(fmt.Sprintf("Mean one-way delay vs loss: %s (%s)", prof, qlabel), "loss (%)", "mean one-way delay (ms)")
 	n, err := lineByLoss(p, cs, keep, func(c *CellResult) float64 { return c.DelayMs.Mean }, transportLabel,
 		func(c *CellResult) float64 { return c.DelayBoundMs })
 	if err != nil {
@@ -553,20 +414,20 @@ func periodicFigures(cs []*CellResult, fname, prof string, logCDF bool, save fun
 	}
 
 	// box plots, whiskers at the 5th and 95th percentiles
-	var groups []boxGroup
+	var groups []figplot.BoxGroup
 	for _, c := range cs {
 		if keep(c) {
-			groups = append(groups, boxGroup{label: loss(c.LossPct) + "%", transport: c.Transport,
-				box: stats.BoxPercentile(c.delays, 5, 95), bound: c.DelayBoundMs})
+			groups = append(groups, figplot.BoxGroup{Category: loss(c.LossPct) + "%", Series: c.Transport,
+				Box: stats.BoxPercentile(c.delays, 5, 95), Bound: c.DelayBoundMs})
 		}
 	}
 	if len(groups) > 0 {
-		p := newPlot(fmt.Sprintf("One-way delay: %s (%s)", prof, qlabel), "loss", "one-way delay (ms)")
-		if err := addBoxes(p, groups); err != nil {
+		p := figplot.New(fmt.Sprintf("One-way delay: %s (%s)", prof, qlabel), "loss", "one-way delay (ms)")
+		if err := figplot.AddBoxes(p, groups, boxSeries()); err != nil {
 			return err
 		}
 		if err := save(p, Figure{Name: "delay-box-" + name, Title: "Delay distribution, " + prof,
-			Caption: "Box: 25th, 50th, 75th percentiles; whiskers: 5th and 95th percentiles; points: values outside; triangles: physical lower bound. " + clippedNote}); err != nil {
+			Caption: "Box: 25th, 50th, 75th percentiles; whiskers: 5th and 95th percentiles; points: values outside; triangles: physical lower bound. " + figplot.BoxNote}); err != nil {
 			return err
 		}
 	}
@@ -585,7 +446,7 @@ func periodicFigures(cs []*CellResult, fname, prof string, logCDF bool, save fun
 		qos[c.QoS] = true
 	}
 	if len(qos) > 1 {
-		p := newPlot("Mean one-way delay by QoS: "+prof, "loss (%)", "mean one-way delay (ms)")
+		p := figplot.New("Mean one-way delay by QoS: "+prof, "loss (%)", "mean one-way delay (ms)")
 		lossTicks(p, losses(cs))
 		trs := transports(cs)
 		var qs []int
@@ -603,7 +464,7 @@ func periodicFigures(cs []*CellResult, fname, prof string, logCDF bool, save fun
 						xys = append(xys, plotter.XY{X: c.LossPct, Y: c.DelayMs.Mean})
 					}
 				}
-				if err := addLine(p, fmt.Sprintf("%s QoS %d", transportLabel(tr), q), xys, transportColor(tr, trs), dashes[qi%len(dashes)], glyphs[qi%len(glyphs)]); err != nil {
+				if err := figplot.AddLine(p, fmt.Sprintf("%s QoS %d", transportLabel(tr), q), xys, transportColor(tr, trs), dashes[qi%len(dashes)], glyphs[qi%len(glyphs)]); err != nil {
 					return err
 				}
 			}
@@ -617,7 +478,7 @@ func periodicFigures(cs []*CellResult, fname, prof string, logCDF bool, save fun
 			}
 		}
 		sort.SliceStable(bxys, func(i, j int) bool { return bxys[i].X < bxys[j].X })
-		if err := addLine(p, "physical lower bound", bxys, colBound, []vg.Length{vg.Points(4), vg.Points(3)}, draw.PlusGlyph{}); err != nil {
+		if err := figplot.AddLine(p, "physical lower bound", bxys, figplot.Grey(), []vg.Length{vg.Points(4), vg.Points(3)}, draw.PlusGlyph{}); err != nil {
 			return err
 		}
 		if err := save(p, Figure{Name: "qos-" + name, Title: "QoS comparison, " + prof,
@@ -634,7 +495,7 @@ func periodicFigures(cs []*CellResult, fname, prof string, logCDF bool, save fun
 		}
 	}
 	if hasEnergy {
-		p := newPlot(fmt.Sprintf("Publisher energy per delivered message: %s (%s)", prof, qlabel), "loss (%)", "energy per delivered message (mJ)")
+		p := figplot.New(fmt.Sprintf("Publisher energy per delivered message: %s (%s)", prof, qlabel), "loss (%)", "energy per delivered message (mJ)")
 		if _, err := lineByLoss(p, cs, keep, func(c *CellResult) float64 {
 			if c.Energy == nil {
 				return math.NaN()
@@ -665,7 +526,7 @@ func periodicFigures(cs []*CellResult, fname, prof string, logCDF bool, save fun
 			{"pps-sent-", "sent by the publisher", "IP packets per second the publisher sent into its link (emulator counters; lost ones included, as a device counts what it sends), over the cell's window.", func(c *CellResult) float64 { return c.PacketsSentPerSecond }},
 			{"pps-received-", "received by the publisher", "IP packets per second that reached the publisher through its link (sent towards it minus the link's drops; emulator counters), over the cell's window.", func(c *CellResult) float64 { return c.PacketsReceivedPerSecond }},
 		} {
-			p := newPlot(fmt.Sprintf("Packets per second %s: %s (%s)", d.words, prof, qlabel), "loss (%)", "packets per second "+d.words)
+			p := figplot.New(fmt.Sprintf("Packets per second %s: %s (%s)", d.words, prof, qlabel), "loss (%)", "packets per second "+d.words)
 			if _, err := lineByLoss(p, cs, keep, d.value, func(tr string) string { return tr }, nil); err != nil {
 				return err
 			}
@@ -680,7 +541,7 @@ func periodicFigures(cs []*CellResult, fname, prof string, logCDF bool, save fun
 func rsdBars(cs []*CellResult, keep func(*CellResult) bool, name, prof, qlabel string, save func(*plot.Plot, Figure) error) error {
 	ls := losses(cs)
 	trs := transports(cs)
-	p := newPlot(fmt.Sprintf("RSD of the one-way delay: %s (%s)", prof, qlabel), "loss", "RSD (%)")
+	p := figplot.New(fmt.Sprintf("RSD of the one-way delay: %s (%s)", prof, qlabel), "loss", "RSD (%)")
 	w := vg.Points(float64(200 / max(1, len(ls)*len(trs))))
 	w = min(w, vg.Points(24))
 	drawn := 0
@@ -722,7 +583,7 @@ func completionFigures(cs []*CellResult, xi []*XiResult, fname, prof string, sav
 	for _, c := range cs {
 		inGroup[c.Cell] = true
 	}
-	var groups []boxGroup
+	var groups []figplot.BoxGroup
 	for _, c := range cs {
 		if len(c.completion) == 0 {
 			continue
@@ -731,22 +592,22 @@ func completionFigures(cs []*CellResult, xi []*XiResult, fname, prof string, sav
 		for _, r := range sortedReps(c.completion) {
 			vals = append(vals, c.completion[r])
 		}
-		groups = append(groups, boxGroup{label: loss(c.LossPct) + "%", transport: c.Transport, box: stats.BoxTukey(vals), bound: c.completionBound()})
+		groups = append(groups, figplot.BoxGroup{Category: loss(c.LossPct) + "%", Series: c.Transport, Box: stats.BoxTukey(vals), Bound: c.completionBound()})
 	}
 	if len(groups) == 0 {
 		return nil
 	}
-	p := newPlot("Completion time (pattern A): "+prof, "loss", "completion time T (s)")
-	if err := addBoxes(p, groups); err != nil {
+	p := figplot.New("Completion time (pattern A): "+prof, "loss", "completion time T (s)")
+	if err := figplot.AddBoxes(p, groups, boxSeries()); err != nil {
 		return err
 	}
 	if err := save(p, Figure{Name: "completion-box-" + slug(fname), Title: "Completion time, " + prof,
-		Caption: "Box: quartiles and median; whiskers: most extreme values within 1.5 IQR; points: outliers; triangles: lower bound (messages x one-way path delay). " + clippedNote}); err != nil {
+		Caption: "Box: quartiles and median; whiskers: most extreme values within 1.5 IQR; points: outliers; triangles: lower bound (messages x one-way path delay). " + figplot.BoxNote}); err != nil {
 		return err
 	}
 	// xi
 	var pts plotter.XYs
-	var ivs []interval
+	var ivs []figplot.Interval
 	var reps plotter.XYs
 	for _, x := range xi {
 		if !inGroup[x.QUICCell] || !finite(x.OfMeans.Estimate) {
@@ -754,7 +615,7 @@ func completionFigures(cs []*CellResult, xi []*XiResult, fname, prof string, sav
 		}
 		pts = append(pts, plotter.XY{X: x.LossPct, Y: x.OfMeans.Estimate})
 		if finite(x.OfMeans.Lo) && finite(x.OfMeans.Hi) {
-			ivs = append(ivs, interval{x: x.LossPct, lo: x.OfMeans.Lo, hi: x.OfMeans.Hi})
+			ivs = append(ivs, figplot.Interval{X: x.LossPct, Lo: x.OfMeans.Lo, Hi: x.OfMeans.Hi})
 		}
 		for _, r := range x.perRep {
 			reps = append(reps, plotter.XY{X: x.LossPct, Y: r})
@@ -764,7 +625,7 @@ func completionFigures(cs []*CellResult, xi []*XiResult, fname, prof string, sav
 		return nil
 	}
 	sort.SliceStable(pts, func(i, j int) bool { return pts[i].X < pts[j].X })
-	p = newPlot("Completion ratio xi = T_QUIC / T_TCP: "+prof, "loss (%)", "xi")
+	p = figplot.New("Completion ratio xi = T_QUIC / T_TCP: "+prof, "loss (%)", "xi")
 	lossTicks(p, losses(cs))
 	if len(reps) > 0 {
 		sc, err := plotter.NewScatter(reps)
@@ -777,15 +638,15 @@ func completionFigures(cs []*CellResult, xi []*XiResult, fname, prof string, sav
 		p.Add(sc)
 		p.Legend.Add("per repetition", sc)
 	}
-	if err := addLine(p, "of the means", pts, colQUIC, nil, nil); err != nil {
+	if err := figplot.AddLine(p, "of the means", pts, figplot.Orange(), nil, nil); err != nil {
 		return err
 	}
-	p.Add(&intervals{ivs: ivs, col: colQUIC})
+	p.Add(figplot.Intervals(ivs, figplot.Orange()))
 	lo, hi := pts[0].X, pts[len(pts)-1].X
 	if lo == hi {
 		lo, hi = lo-0.5, hi+0.5
 	}
-	if err := addLine(p, "xi = 1 (equal)", plotter.XYs{{X: lo, Y: 1}, {X: hi, Y: 1}}, colBound, []vg.Length{vg.Points(4), vg.Points(3)}, draw.PlusGlyph{}); err != nil {
+	if err := figplot.AddLine(p, "xi = 1 (equal)", plotter.XYs{{X: lo, Y: 1}, {X: hi, Y: 1}}, figplot.Grey(), []vg.Length{vg.Points(4), vg.Points(3)}, draw.PlusGlyph{}); err != nil {
 		return err
 	}
 	return save(p, Figure{Name: "xi-" + slug(fname), Title: "Completion ratio xi, " + prof,
@@ -801,7 +662,7 @@ func (c *CellResult) completionBound() float64 {
 }
 
 func startupFigures(cs []*CellResult, fname, prof string, save func(*plot.Plot, Figure) error) error {
-	var groups []boxGroup
+	var groups []figplot.BoxGroup
 	for _, c := range cs {
 		if len(c.startup) == 0 {
 			continue
@@ -810,316 +671,18 @@ func startupFigures(cs []*CellResult, fname, prof string, save func(*plot.Plot, 
 		if c.QUIC0RTT != "" && c.QUIC0RTT != string(records.EarlyHold) {
 			series += ", broker 0-RTT " + c.QUIC0RTT // a box of its own, beside hold's
 		}
-		groups = append(groups, boxGroup{label: loss(c.LossPct) + "%", transport: series,
-			box: stats.BoxPercentile(c.startup, 5, 95), bound: c.StartupBoundMs})
+		groups = append(groups, figplot.BoxGroup{Category: loss(c.LossPct) + "%", Series: series,
+			Box: stats.BoxPercentile(c.startup, 5, 95), Bound: c.StartupBoundMs})
 	}
 	if len(groups) == 0 {
 		return nil
 	}
-	p := newPlot("Startup latency (pattern B): "+prof, "loss", "startup latency (ms)")
-	if err := addBoxes(p, groups); err != nil {
+	p := figplot.New("Startup latency (pattern B): "+prof, "loss", "startup latency (ms)")
+	if err := figplot.AddBoxes(p, groups, boxSeries()); err != nil {
 		return err
 	}
 	return save(p, Figure{Name: "startup-box-" + slug(fname), Title: "Startup latency, " + prof,
-		Caption: "Second connection's dial start to delivery at the subscriber (QUIC boxes without a policy named: the broker's default 0-RTT policy, hold). Box: quartiles and median; whiskers: 5th and 95th percentiles; points: values outside; triangles: physical lower bound (round trips the protocol needs before the PUBLISH x the publisher link's RTT + the message's one-way bound). " + clippedNote})
-}
-
-// boxGroup is one box of a box plot: a category label and a transport.
-type boxGroup struct {
-	label, transport string
-	box              stats.Box
-	bound            float64
-}
-
-// addBoxes lays the boxes out by category (loss), side by side per
-// transport, with a lower-bound marker per box.
-func addBoxes(p *plot.Plot, groups []boxGroup) error {
-	// boxes of very different sizes: a log axis keeps the small ones boxes
-	lo, hi := math.Inf(1), 0.0
-	for _, g := range groups {
-		if finite(g.box.Q1) {
-			lo, hi = math.Min(lo, g.box.Low), math.Max(hi, g.box.High)
-		}
-		if finite(g.bound) && g.bound > 0 {
-			lo = math.Min(lo, g.bound)
-		}
-	}
-	if lo > 0 && hi/lo > logAxisRatio {
-		groups = logBoxes(groups)
-		logTicks(p)
-		p.Y.Label.Text = strings.Replace(p.Y.Label.Text, " (", ", log scale (", 1)
-	}
-	var cats []string
-	catIdx := map[string]int{}
-	var trs []string
-	trSeen := map[string]bool{}
-	for _, g := range groups {
-		if _, ok := catIdx[g.label]; !ok {
-			catIdx[g.label] = len(cats)
-			cats = append(cats, g.label)
-		}
-		if !trSeen[g.transport] {
-			trSeen[g.transport] = true
-			trs = append(trs, g.transport)
-		}
-	}
-	// a series may name a variant after its transport ("quic, broker
-	// 0-RTT accept"): it sorts with its transport
-	overQUIC := func(series string) bool { tr, _, _ := strings.Cut(series, ","); return isQUIC(tr) }
-	sort.SliceStable(trs, func(i, j int) bool {
-		if overQUIC(trs[i]) != overQUIC(trs[j]) {
-			return !overQUIC(trs[i])
-		}
-		return trs[i] < trs[j]
-	})
-	trIdx := map[string]int{}
-	for i, t := range trs {
-		trIdx[t] = i
-	}
-	width := 0.7 / float64(len(trs))
-	legend := map[string]bool{}
-	var bounds plotter.XYs
-	for _, g := range groups {
-		x := float64(catIdx[g.label]) + (float64(trIdx[g.transport])-float64(len(trs)-1)/2)*width
-		b := &boxes{x: x, width: width * 0.8, b: g.box, col: transportColor(g.transport, trs)}
-		p.Add(b)
-		if !legend[g.transport] {
-			legend[g.transport] = true
-			p.Legend.Add(transportLabel(g.transport), b)
-		}
-		if finite(g.bound) {
-			bounds = append(bounds, plotter.XY{X: x, Y: g.bound})
-		}
-	}
-	if len(bounds) > 0 {
-		sc, err := plotter.NewScatter(bounds)
-		if err != nil {
-			return err
-		}
-		sc.Shape = draw.TriangleGlyph{}
-		sc.Color = colBound
-		sc.Radius = vg.Points(3)
-		p.Add(sc)
-		p.Legend.Add("physical lower bound", sc)
-	}
-	// room for the counts of clipped outliers at an edge, clear of the
-	// points drawn next to it
-	clipAbove, clipBelow := false, false
-	for _, g := range groups {
-		for _, o := range g.box.Outliers {
-			clipAbove = clipAbove || o > p.Y.Max
-			clipBelow = clipBelow || o < p.Y.Min
-		}
-	}
-	if span := p.Y.Max - p.Y.Min; span > 0 {
-		if clipAbove {
-			p.Y.Max += countRoom * span
-		}
-		if clipBelow {
-			p.Y.Min -= countRoom * span
-		}
-	}
-	p.NominalX(cats...)
-	p.X.Min, p.X.Max = -0.6, float64(len(cats))-0.4
-	return nil
-}
-
-// logBoxes returns the groups with every value replaced by its decimal
-// logarithm (the plot then runs on a linear axis with logTicks).
-func logBoxes(groups []boxGroup) []boxGroup {
-	lg := func(v float64) float64 {
-		if v <= 0 {
-			return math.NaN()
-		}
-		return math.Log10(v)
-	}
-	out := make([]boxGroup, len(groups))
-	for i, g := range groups {
-		b := g.box
-		b.Q1, b.Median, b.Q3, b.Low, b.High = lg(b.Q1), lg(b.Median), lg(b.Q3), lg(b.Low), lg(b.High)
-		b.Outliers = make([]float64, 0, len(g.box.Outliers))
-		for _, o := range g.box.Outliers {
-			if o > 0 {
-				b.Outliers = append(b.Outliers, math.Log10(o))
-			}
-		}
-		g.box, g.bound = b, lg(g.bound)
-		out[i] = g
-	}
-	return out
-}
-
-// logTicks labels a log10-transformed y axis (original units).
-func logTicks(p *plot.Plot) {
-	p.Y.Tick.Marker = logMarker()
-}
-
-// logMarker labels a log10-transformed axis at 1, 2 and 5 times the powers
-// of ten within the axis (also 3 on an axis of two decades or less), in
-// original units.
-func logMarker() plot.Ticker {
-	return plot.TickerFunc(func(lo, hi float64) []plot.Tick {
-		ms := []float64{1, 2, 5}
-		if hi-lo <= 2 {
-			ms = []float64{1, 2, 3, 5}
-		}
-		var ticks []plot.Tick
-		for e := math.Floor(lo); e <= math.Ceil(hi); e++ {
-			for _, m := range ms {
-				v := m * math.Pow(10, e)
-				if lv := math.Log10(v); lv >= lo && lv <= hi {
-					ticks = append(ticks, plot.Tick{Value: lv, Label: logLabel(v)})
-				}
-			}
-		}
-		if len(ticks) < 2 { // less than one step: label the ends
-			ticks = []plot.Tick{
-				{Value: lo, Label: logLabel(math.Pow(10, lo))},
-				{Value: hi, Label: logLabel(math.Pow(10, hi))},
-			}
-		}
-		return ticks
-	})
-}
-
-// logLabel writes a tick value of a log axis: whole numbers from 1 up,
-// three significant digits below.
-func logLabel(v float64) string {
-	if v >= 1 {
-		return strconv.FormatFloat(math.Round(v), 'f', 0, 64)
-	}
-	return strconv.FormatFloat(v, 'g', 3, 64)
-}
-
-// countRoom is the part of the y axis added at an edge where boxes count
-// clipped outliers, so that the counts do not sit on the data.
-const countRoom = 0.08
-
-// logAxisRatio: box plots whose whiskers span more than this factor get a
-// logarithmic y axis.
-const logAxisRatio = 20
-
-// boxes draws one box from precomputed statistics; its x and width are in
-// data units.
-type boxes struct {
-	x, width float64
-	b        stats.Box
-	col      color.Color
-}
-
-func (bx *boxes) Plot(c draw.Canvas, plt *plot.Plot) {
-	trX, trY := plt.Transforms(&c)
-	if !finite(bx.b.Q1) {
-		return
-	}
-	x0, x1, xm := trX(bx.x-bx.width/2), trX(bx.x+bx.width/2), trX(bx.x)
-	q1, q3, med := trY(bx.b.Q1), trY(bx.b.Q3), trY(bx.b.Median)
-	lo, hi := trY(bx.b.Low), trY(bx.b.High)
-	fill := translucent(bx.col)
-	poly := []vg.Point{{X: x0, Y: q1}, {X: x0, Y: q3}, {X: x1, Y: q3}, {X: x1, Y: q1}}
-	c.FillPolygon(fill, c.ClipPolygonY(poly))
-	ls := draw.LineStyle{Color: bx.col, Width: vg.Points(1)}
-	c.StrokeLines(ls, c.ClipLinesY(append(poly, vg.Point{X: x0, Y: q1}))...)
-	c.StrokeLines(draw.LineStyle{Color: bx.col, Width: vg.Points(2)}, c.ClipLinesY([]vg.Point{{X: x0, Y: med}, {X: x1, Y: med}})...)
-	capW := (x1 - x0) / 4
-	c.StrokeLines(ls, c.ClipLinesY(
-		[]vg.Point{{X: xm, Y: q3}, {X: xm, Y: hi}}, []vg.Point{{X: xm - capW, Y: hi}, {X: xm + capW, Y: hi}},
-		[]vg.Point{{X: xm, Y: q1}, {X: xm, Y: lo}}, []vg.Point{{X: xm - capW, Y: lo}, {X: xm + capW, Y: lo}})...)
-	gs := draw.GlyphStyle{Color: bx.col, Radius: vg.Points(2), Shape: draw.CircleGlyph{}}
-	above, below := 0, 0
-	for _, o := range bx.b.Outliers {
-		y := trY(o)
-		switch {
-		case y > c.Max.Y:
-			above++
-		case y < c.Min.Y:
-			below++
-		default:
-			c.DrawGlyphNoClip(gs, vg.Point{X: xm, Y: y})
-		}
-	}
-	// outliers beyond the axis are counted at its edge, so they do not
-	// squeeze the boxes into a line
-	sty := plt.Y.Tick.Label
-	sty.Font.Size = vg.Points(9)
-	sty.Color = bx.col
-	sty.XAlign = draw.XCenter
-	if above > 0 {
-		sty.YAlign = draw.YTop
-		c.FillText(sty, vg.Point{X: xm, Y: c.Max.Y - vg.Points(1)}, fmt.Sprintf("+%d", above))
-	}
-	if below > 0 {
-		sty.YAlign = draw.YBottom
-		c.FillText(sty, vg.Point{X: xm, Y: c.Min.Y + vg.Points(1)}, fmt.Sprintf("+%d", below))
-	}
-}
-
-// clippedNote explains the counts boxes print for clipped outliers.
-const clippedNote = "Outliers farther than one whisker span beyond a whisker are left off the axis and counted (+n at the top or bottom edge); the y axis is logarithmic when the whiskers span more than a factor of 20."
-
-// DataRange spans the whiskers, the lower bound and the outliers within
-// one whisker span of them; farther outliers are counted, not scaled to.
-func (bx *boxes) DataRange() (xmin, xmax, ymin, ymax float64) {
-	ymin, ymax = bx.b.Low, bx.b.High
-	span := bx.b.High - bx.b.Low
-	if !finite(span) || span <= 0 {
-		span = math.Max(math.Abs(bx.b.High), 1e-9)
-	}
-	for _, o := range bx.b.Outliers {
-		if o >= bx.b.Low-span && o <= bx.b.High+span {
-			ymin, ymax = math.Min(ymin, o), math.Max(ymax, o)
-		}
-	}
-	if !finite(ymin) {
-		ymin, ymax = 0, 0
-	}
-	return bx.x - bx.width/2, bx.x + bx.width/2, ymin, ymax
-}
-
-// Thumbnail draws the legend entry.
-func (bx *boxes) Thumbnail(c *draw.Canvas) {
-	pts := []vg.Point{{X: c.Min.X, Y: c.Min.Y}, {X: c.Min.X, Y: c.Max.Y}, {X: c.Max.X, Y: c.Max.Y}, {X: c.Max.X, Y: c.Min.Y}}
-	c.FillPolygon(translucent(bx.col), pts)
-	c.StrokeLines(draw.LineStyle{Color: bx.col, Width: vg.Points(1)}, append(pts, pts[0]))
-}
-
-// translucent returns col at one third opacity.
-func translucent(col color.Color) color.Color {
-	n := color.NRGBAModel.Convert(col).(color.NRGBA)
-	n.A = 0x55
-	return n
-}
-
-// interval is a vertical confidence interval at x.
-type interval struct{ x, lo, hi float64 }
-
-type intervals struct {
-	ivs []interval
-	col color.Color
-}
-
-func (iv *intervals) Plot(c draw.Canvas, plt *plot.Plot) {
-	trX, trY := plt.Transforms(&c)
-	ls := draw.LineStyle{Color: iv.col, Width: vg.Points(1)}
-	for _, i := range iv.ivs {
-		x, lo, hi := trX(i.x), trY(i.lo), trY(i.hi)
-		capW := vg.Points(4)
-		c.StrokeLines(ls, c.ClipLinesY([]vg.Point{{X: x, Y: lo}, {X: x, Y: hi}},
-			[]vg.Point{{X: x - capW, Y: lo}, {X: x + capW, Y: lo}}, []vg.Point{{X: x - capW, Y: hi}, {X: x + capW, Y: hi}})...)
-	}
-}
-
-func (iv *intervals) DataRange() (xmin, xmax, ymin, ymax float64) {
-	xmin, ymin = math.Inf(1), math.Inf(1)
-	xmax, ymax = math.Inf(-1), math.Inf(-1)
-	for _, i := range iv.ivs {
-		xmin, xmax = math.Min(xmin, i.x), math.Max(xmax, i.x)
-		ymin, ymax = math.Min(ymin, i.lo), math.Max(ymax, i.hi)
-	}
-	if len(iv.ivs) == 0 {
-		return 0, 0, 1, 1
-	}
-	return
+		Caption: "Second connection's dial start to delivery at the subscriber (QUIC boxes without a policy named: the broker's default 0-RTT policy, hold). Box: quartiles and median; whiskers: 5th and 95th percentiles; points: values outside; triangles: physical lower bound (round trips the protocol needs before the PUBLISH x the publisher link's RTT + the message's one-way bound). " + figplot.BoxNote})
 }
 
 // variantFigures compares the variants of one profile at a single loss
@@ -1165,7 +728,7 @@ func variantFigures(cs []*CellResult, prof string, save func(*plot.Plot, Figure)
 	}
 	trs := transports(keep)
 	for _, m := range metrics {
-		p := newPlot(fmt.Sprintf("%s: %s (%s)", m.title, prof, setting), "variant", m.ylabel)
+		p := figplot.New(fmt.Sprintf("%s: %s (%s)", m.title, prof, setting), "variant", m.ylabel)
 		w := min(vg.Points(float64(300/max(1, len(groups)*len(trs)))), vg.Points(20))
 		drawn := 0
 		for i, tr := range trs {
@@ -1240,7 +803,7 @@ func splitCommonParts(labels []string) ([]string, string) {
 // of every cell of a group that keep selects: one line per transport and
 // loss (darker for more loss). The x axis ends at the largest 99.9th
 // percentile of the cells; the caption counts the values beyond it. The
-// axis is logarithmic when the delays span more than logAxisRatio, or
+// axis is logarithmic when the delays span more than figplot.LogAxisRatio, or
 // always with forceLog (Options.LogCDF).
 func delayCDF(cs []*CellResult, keep func(*CellResult) bool, name, prof, qlabel string, forceLog bool, save func(*plot.Plot, Figure) error) error {
 	var sel []*CellResult
@@ -1261,15 +824,15 @@ func delayCDF(cs []*CellResult, keep func(*CellResult) bool, name, prof, qlabel 
 		xmax = math.Max(xmax, v[int(math.Ceil(0.999*float64(len(v))))-1])
 		xmin = math.Min(xmin, v[0])
 	}
-	p := newPlot(fmt.Sprintf("Distribution of the one-way delay: %s (%s)", prof, qlabel), "one-way delay (ms)", "fraction of messages at or below")
-	// delays over more than a factor logAxisRatio (a 25 ms link whose
+	p := figplot.New(fmt.Sprintf("Distribution of the one-way delay: %s (%s)", prof, qlabel), "one-way delay (ms)", "fraction of messages at or below")
+	// delays over more than a factor figplot.LogAxisRatio (a 25 ms link whose
 	// slowest cells take seconds): a log axis keeps the fast cells readable
 	xOf := func(v float64) float64 { return v }
-	logX := xmin > 0 && (forceLog || xmax/xmin > logAxisRatio)
+	logX := xmin > 0 && (forceLog || xmax/xmin > figplot.LogAxisRatio)
 	if logX {
 		xOf = math.Log10
 		p.X.Label.Text = "one-way delay, log scale (ms)"
-		p.X.Tick.Marker = logMarker()
+		p.X.Tick.Marker = figplot.LogTicks()
 	}
 	beyond := 0
 	for _, tr := range trs {
@@ -1306,7 +869,7 @@ func delayCDF(cs []*CellResult, keep func(*CellResult) bool, name, prof, qlabel 
 					return fmt.Errorf("cdf %s: %w", c.Cell, err)
 				}
 				line.StepStyle = plotter.PostStep
-				line.Color = shade(transportColor(tr, trs), li, len(ls))
+				line.Color = figplot.Shade(transportColor(tr, trs), li, len(ls))
 				line.Width = vg.Points(1.5)
 				if isQUIC(tr) {
 					line.Dashes = []vg.Length{vg.Points(5), vg.Points(2)}
@@ -1330,23 +893,6 @@ func delayCDF(cs []*CellResult, keep func(*CellResult) bool, name, prof, qlabel 
 	}
 	return save(p, Figure{Name: "delay-cdf-" + name, Title: "Delay distribution (CDF), " + prof,
 		Caption: "Fraction of messages delivered within a given one-way delay, per transport (" + qlabel + ", QUIC dashed) and loss rate (darker: more loss)." + note})
-}
-
-// shade darkens col for the i-th of n steps (i = 0 is the lightest).
-func shade(col color.Color, i, n int) color.Color {
-	c := color.NRGBAModel.Convert(col).(color.NRGBA)
-	if n <= 1 {
-		return c
-	}
-	// from 40 % towards white to 40 % towards black
-	f := -0.4 + 0.8*float64(i)/float64(n-1)
-	mix := func(v uint8) uint8 {
-		if f < 0 {
-			return uint8(float64(v) + (255-float64(v))*(-f))
-		}
-		return uint8(float64(v) * (1 - f))
-	}
-	return color.NRGBA{R: mix(c.R), G: mix(c.G), B: mix(c.B), A: 0xff}
 }
 
 // directionName names an impairment direction for a legend.
@@ -1385,7 +931,7 @@ func directionFigure(cs []*CellResult, prof string, save func(*plot.Plot, Figure
 	}
 	sort.Slice(ds, func(i, j int) bool { return directionName(ds[i]) > directionName(ds[j]) }) // egress first
 	qlabel := "QoS " + strconv.Itoa(q0)
-	p := newPlot(fmt.Sprintf("Mean one-way delay by impairment direction: %s (%s)", prof, qlabel), "loss (%)", "mean one-way delay (ms)")
+	p := figplot.New(fmt.Sprintf("Mean one-way delay by impairment direction: %s (%s)", prof, qlabel), "loss (%)", "mean one-way delay (ms)")
 	lossTicks(p, losses(cs))
 	trs := transports(cs)
 	for di, d := range ds {
@@ -1402,7 +948,7 @@ func directionFigure(cs []*CellResult, prof string, save func(*plot.Plot, Figure
 				}
 			}
 			sort.SliceStable(xys, func(i, j int) bool { return xys[i].X < xys[j].X })
-			if err := addLine(p, transportLabel(tr)+", "+directionName(d), xys, transportColor(tr, trs), dashes, glyph); err != nil {
+			if err := figplot.AddLine(p, transportLabel(tr)+", "+directionName(d), xys, transportColor(tr, trs), dashes, glyph); err != nil {
 				return err
 			}
 		}

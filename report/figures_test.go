@@ -7,7 +7,6 @@ import (
 	"image/color"
 	"image/png"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,9 +21,10 @@ import (
 
 	"github.com/iotq/iotq/internal/stats"
 	"github.com/iotq/iotq/records"
+	"github.com/iotq/iotq/report/figplot"
 )
 
-// TestFiguresForReaders: every PNG is at least minPNGWidth pixels wide,
+// TestFiguresForReaders: every PNG is at least figplot.MinPNGWidth pixels wide,
 // every text of the SVG lies inside the figure (checkFigureText),
 // the legend sits in a column of its own right of the plotting area,
 // each delay group has a CDF, and no table is printed empty.
@@ -49,8 +49,8 @@ func TestFiguresForReaders(t *testing.T) {
 			t.Fatalf("%s.png: %v", f.Name, err)
 		}
 		b := img.Bounds()
-		if b.Dx() < minPNGWidth {
-			t.Errorf("%s.png is %d px wide, want at least %d", f.Name, b.Dx(), minPNGWidth)
+		if b.Dx() < figplot.MinPNGWidth {
+			t.Errorf("%s.png is %d px wide, want at least %d", f.Name, b.Dx(), figplot.MinPNGWidth)
 		}
 		// The legend has a column of its own: somewhere in the right third
 		// a column of background (between the plot's frame, whose grid
@@ -92,35 +92,6 @@ func TestFiguresForReaders(t *testing.T) {
 		if !strings.Contains(body, "\n|") && !strings.Contains(body, "\n- ") && !strings.HasPrefix(strings.TrimSpace(body), "|") && !strings.HasPrefix(strings.TrimSpace(body), "- ") && head != "Methods" {
 			t.Errorf("report.md section %q has no table or list", head)
 		}
-	}
-}
-
-// TestBoxesKeepFarOutliersOffTheAxis: an outlier 100 times the whiskers
-// does not set the axis (it is counted instead), a near one does.
-func TestBoxesKeepFarOutliersOffTheAxis(t *testing.T) {
-	bx := &boxes{x: 0, width: 1, b: stats.Box{Q1: 10, Median: 11, Q3: 12, Low: 9, High: 14, Outliers: []float64{15, 1400}}}
-	_, _, lo, hi := bx.DataRange()
-	if lo != 9 || hi != 15 {
-		t.Fatalf("range %v..%v, want 9..15", lo, hi)
-	}
-}
-
-func TestLogAxisForBoxesOfVeryDifferentSize(t *testing.T) {
-	p := newPlot("t", "loss", "startup latency (ms)")
-	small := stats.Box{Q1: 10, Median: 11, Q3: 12, Low: 9, High: 13}
-	big := stats.Box{Q1: 100, Median: 500, Q3: 900, Low: 90, High: 1000}
-	if err := addBoxes(p, []boxGroup{{label: "0%", transport: "quic", box: small}, {label: "5%", transport: "quic", box: big}}); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(p.Y.Label.Text, "log scale") || p.Y.Max > 3.1 || p.Y.Min < 0.9 {
-		t.Fatalf("label %q, y %v..%v: want a log10 axis", p.Y.Label.Text, p.Y.Min, p.Y.Max)
-	}
-	q := newPlot("t", "loss", "delay (ms)")
-	if err := addBoxes(q, []boxGroup{{label: "0%", transport: "quic", box: small}}); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(q.Y.Label.Text, "log") {
-		t.Fatal("similar boxes need no log axis")
 	}
 }
 
@@ -228,13 +199,13 @@ func readSVGTexts(t *testing.T, path string) (w, h float64, texts []svgText) {
 // checkFigureText: every upright text of the SVG figure lies inside its
 // view box; the title lines (12 pt, at the top) and the legend entries
 // (right of the plotting area) still do when a viewer's font sets them
-// textSlack times wider. It returns the texts for further checks.
+// figplot.TextSlack times wider. It returns the texts for further checks.
 func checkFigureText(t *testing.T, path string) []svgText {
 	t.Helper()
 	w, h, texts := readSVGTexts(t, path)
 	name := filepath.Base(path)
 	sty := plot.New().Title.TextStyle
-	plotRight := float64(figW) - 6 // the plot's canvas ends at figW less the margin
+	plotRight := float64(figplot.PlotWidth) - 6 // the plot's canvas ends at figplot.PlotWidth less the margin
 	for _, tx := range texts {
 		if tx.rotated {
 			continue
@@ -247,12 +218,12 @@ func checkFigureText(t *testing.T, path string) []svgText {
 		switch {
 		case tx.size == 12 && tx.baseline < 45: // a title line, centred
 			c := tx.x + tw/2
-			if c-tw*textSlack/2 < 0 || c+tw*textSlack/2 > w {
-				t.Errorf("%s: title line %q would be cut off in a font %.2f times wider", name, tx.text, textSlack)
+			if c-tw*figplot.TextSlack/2 < 0 || c+tw*figplot.TextSlack/2 > w {
+				t.Errorf("%s: title line %q would be cut off in a font %.2f times wider", name, tx.text, figplot.TextSlack)
 			}
 		case tx.x > plotRight: // a legend entry
-			if tx.x+tw*textSlack > w {
-				t.Errorf("%s: legend entry %q would be cut off in a font %.2f times wider", name, tx.text, textSlack)
+			if tx.x+tw*figplot.TextSlack > w {
+				t.Errorf("%s: legend entry %q would be cut off in a font %.2f times wider", name, tx.text, figplot.TextSlack)
 			}
 		}
 	}
@@ -265,14 +236,14 @@ func checkFigureText(t *testing.T, path string) []svgText {
 func TestFigureTitleAndLegendInsideTheFrame(t *testing.T) {
 	dir := t.TempDir()
 	title := "Publisher energy per delivered message: satellite, E1 100B, every 1s, publisher egress impaired, sub link 12.5ms 20Mbit/s (QoS 0)"
-	p := newPlot(title, "loss (%)", "energy per delivered message (mJ)")
+	p := figplot.New(title, "loss (%)", "energy per delivered message (mJ)")
 	legend := []string{"mqtts, publisher egress only", "quic, broker 0-RTT accept, both directions impaired"}
 	for i, name := range legend {
-		if err := addLine(p, name, plotter.XYs{{X: 0, Y: float64(i)}, {X: 5, Y: float64(i + 1)}}, colTCP, nil, nil); err != nil {
+		if err := figplot.AddLine(p, name, plotter.XYs{{X: 0, Y: float64(i)}, {X: 5, Y: float64(i + 1)}}, figplot.Blue(), nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := renderFigure(p, dir, "long"); err != nil {
+	if err := figplot.Render(p, dir, "long"); err != nil {
 		t.Fatal(err)
 	}
 	texts := checkFigureText(t, filepath.Join(dir, "long.svg"))
@@ -291,8 +262,8 @@ func TestFigureTitleAndLegendInsideTheFrame(t *testing.T) {
 	}
 	for _, name := range legend {
 		x, ok := legendX[name]
-		if !ok || x <= float64(figW)-6 {
-			t.Errorf("legend entry %q at x %.1f (found %v), want right of the plotting area (%.1f)", name, x, ok, float64(figW)-6)
+		if !ok || x <= float64(figplot.PlotWidth)-6 {
+			t.Errorf("legend entry %q at x %.1f (found %v), want right of the plotting area (%.1f)", name, x, ok, float64(figplot.PlotWidth)-6)
 		}
 	}
 }
@@ -361,10 +332,10 @@ func TestTransportColorsDiffer(t *testing.T) {
 		}
 	}
 	e7 := []string{"coap", "mqtt", "coap+quic", "quic"}
-	if transportColor("mqtt", e7) != colTCP || transportColor("quic", e7) != colQUIC {
+	if transportColor("mqtt", e7) != figplot.Blue() || transportColor("quic", e7) != figplot.Orange() {
 		t.Error("E7: mqtt is not blue or quic not orange")
 	}
-	if transportColor("amqps", []string{"amqps", "amqp+quic"}) != colTCP || transportColor("amqp+quic", []string{"amqps", "amqp+quic"}) != colQUIC {
+	if transportColor("amqps", []string{"amqps", "amqp+quic"}) != figplot.Blue() || transportColor("amqp+quic", []string{"amqps", "amqp+quic"}) != figplot.Orange() {
 		t.Error("E8: amqps is not blue or amqp+quic not orange")
 	}
 }
@@ -373,13 +344,13 @@ func TestTransportColorsDiffer(t *testing.T) {
 // of four transports at six loss rates) stays inside the figure.
 func TestLongLegendMakesTheFigureTaller(t *testing.T) {
 	dir := t.TempDir()
-	p := newPlot("CDF", "delay (ms)", "fraction")
+	p := figplot.New("CDF", "delay (ms)", "fraction")
 	for i := range 24 {
-		if err := addLine(p, fmt.Sprintf("coap+quic, %d%% loss", i), plotter.XYs{{X: 0, Y: 0}, {X: 1, Y: float64(i)}}, colQUIC, nil, nil); err != nil {
+		if err := figplot.AddLine(p, fmt.Sprintf("coap+quic, %d%% loss", i), plotter.XYs{{X: 0, Y: 0}, {X: 1, Y: float64(i)}}, figplot.Orange(), nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := renderFigure(p, dir, "tall"); err != nil {
+	if err := figplot.Render(p, dir, "tall"); err != nil {
 		t.Fatal(err)
 	}
 	texts := checkFigureText(t, filepath.Join(dir, "tall.svg"))
@@ -418,27 +389,6 @@ func TestDelayCDFLogAxisForWideSpreads(t *testing.T) {
 		if isLog := strings.Contains(got.X.Label.Text, "log scale"); isLog != c.log {
 			t.Errorf("spread %v..%v: x label %q, want log scale %v", c.vals[0], c.vals[len(c.vals)-1], got.X.Label.Text, c.log)
 		}
-	}
-}
-
-// TestLogMarkerLabelsTheAxis: a log axis is labelled within its range, in
-// plain numbers, also when it spans less than one 1-2-5 step.
-func TestLogMarkerLabelsTheAxis(t *testing.T) {
-	label := func(lo, hi float64) []string {
-		var out []string
-		for _, tk := range logMarker().Ticks(math.Log10(lo), math.Log10(hi)) {
-			out = append(out, tk.Label)
-		}
-		return out
-	}
-	if got := strings.Join(label(22, 12000), " "); got != "50 100 200 500 1000 2000 5000 10000" {
-		t.Errorf("22..12000: %s", got)
-	}
-	if got := strings.Join(label(22, 600), " "); got != "30 50 100 200 300 500" {
-		t.Errorf("22..600: %s", got)
-	}
-	if got := label(25, 28); len(got) != 2 || got[0] != "25" || got[1] != "28" {
-		t.Errorf("25..28: %q", got)
 	}
 }
 
