@@ -63,7 +63,11 @@ func startProbeProcess(cmd []string, record func(time.Duration)) (stop func() er
 	c := exec.CommandContext(ctx, cmd[0], cmd[1:]...)
 	c.Cancel = func() error { return c.Process.Signal(syscall.SIGTERM) }
 	c.WaitDelay = 2 * time.Second
-	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// A process group of its own: a Ctrl-C (or timeout's signal) to the
+	// lab's group must not end the probe before the lab has written its
+	// records; the lab stops it, and its parent-death signal covers a lab
+	// that dies.
+	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	var stderr strings.Builder
 	c.Stderr = &limitedWriter{w: &stderr, n: 4096}
 	out, err := c.StdoutPipe()
@@ -72,9 +76,9 @@ func startProbeProcess(cmd []string, record func(time.Duration)) (stop func() er
 		return nil, fmt.Errorf("probe: %w", err)
 	}
 	// The parent-death signal fires when the thread that started the
-	// child exits, and the runtime ends threads that a locked goroutine
-	// (an emulator's forwarding thread) leaves: start and wait for the
-	// child on a thread of its own that lives as long as the child.
+	// child exits, and the runtime ends a thread that a goroutine leaves
+	// locked (an emulator's forwarding thread does): start and wait for
+	// the child on a thread of its own that lives as long as the child.
 	started := make(chan error, 1)
 	waited := make(chan error, 1)
 	go func() {

@@ -739,6 +739,17 @@ func histQuantile(h []records.TimingBucket, q float64) time.Duration {
 // fmtMs prints a duration in milliseconds with two decimals.
 func fmtMs(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + " ms" }
 
+// probeWords names where the host probe ran, for the note.
+func probeWords(where string) string {
+	switch where {
+	case records.HostProbeProcess:
+		return "the probe process"
+	case records.HostProbeMixed:
+		return "the probe, in the lab process in some runs and a process of its own in others"
+	}
+	return "the probe inside the lab process"
+}
+
 // explainTiming says in one sentence what a warn or fail report means;
 // "" when it is ok.
 func explainTiming(r TimingReport) string {
@@ -753,7 +764,7 @@ func explainTiming(r TimingReport) string {
 	var what string
 	switch which {
 	case "host":
-		what = fmt.Sprintf("ordinary processes (broker, pub, sub) woke %s late at the 99th percentile (the lab's probe; the emulator: %s)", fmtMs(judged), fmtMs(r.P99))
+		what = fmt.Sprintf("ordinary processes (broker, pub, sub) woke %s late at the 99th percentile (%s; the emulator: %s)", fmtMs(judged), probeWords(r.HostProbe), fmtMs(r.P99))
 	case "send":
 		what = fmt.Sprintf("the publishers sent their paced messages %s late at the 99th percentile (the emulator: %s)", fmtMs(judged), fmtMs(r.P99))
 	default:
