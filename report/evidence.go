@@ -145,7 +145,9 @@ func EvidenceIndex(dir string) ([]byte, error) {
 
 const guardLegend = "Timing guard: the emulator's forwarding lateness (p99 over the campaign, worst cell's p99) and the guard's status. " +
 	"\"blind probe\": the host probe of that campaign read the timer's own time, not when its goroutine ran, so its p99 is no evidence of an " +
-	"idle host (issue 18); campaigns run under the fixed guard give the idle calibration and the processes' wake-up p99 instead. " +
+	"idle host (issue 18); campaigns run under the fixed guard give the idle calibration and the processes' wake-up p99 instead, " +
+	"measured inside the lab process (which reads 0.3-1 ms later than the node processes meet) or, from records of a probe process, " +
+	"by a process of its own; \"one cell alone\" is the admission control's reference (docs/lab.md). " +
 	"Load = 1-minute load average at the start and the highest seen during the run; cells at once = the --jobs asked (and run, when the guard lowered it)."
 
 // readCampaign reads one campaign folder; ok is false when it is not one.
@@ -339,7 +341,14 @@ func guardText(t *records.EmulatorTiming) string {
 			parts = append(parts, "idle calibration p99 "+ms(t.IdleP99))
 		}
 		if t.HostP99 > 0 {
-			parts = append(parts, "processes' wake-up p99 "+ms(t.HostP99))
+			where := " (probe in the lab process)"
+			if t.HostProbe == records.HostProbeProcess {
+				where = " (probe process)"
+			}
+			parts = append(parts, "processes' wake-up p99 "+ms(t.HostP99)+where)
+		}
+		if t.AdmitReference > 0 {
+			parts = append(parts, "one cell alone p99 "+ms(t.AdmitReference))
 		}
 		if t.Send != nil && t.Send.N > 0 {
 			parts = append(parts, "publishers' send lateness p99 "+ms(t.Send.P99))
