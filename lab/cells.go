@@ -161,9 +161,10 @@ type transportPolicy struct {
 	streams   string
 }
 
-// withPolicies expands the transports by the spec's QUIC 0-RTT policies:
-// every policy for MQTT over QUIC (in the order listed, right after each
-// other), none for the other transports.
+// withPolicies expands the transports by the spec's QUIC 0-RTT policies,
+// stream strategies and datagram choices: every combination for MQTT over
+// QUIC (in the order listed, right after each other), none for the other
+// transports.
 func withPolicies(s Spec, transports []string) []transportPolicy {
 	var out []transportPolicy
 	for _, tr := range transports {
@@ -172,10 +173,56 @@ func withPolicies(s Spec, transports []string) []transportPolicy {
 			continue
 		}
 		for _, p := range s.QUIC0RTT {
-			out = append(out, transportPolicy{tr, p, transport.StrategyControl})
+			for _, st := range s.QUICStreamStrategies {
+				for _, dg := range s.QUICDatagrams {
+					out = append(out, transportPolicy{tr, p, quicStreams(st, dg)})
+				}
+			}
 		}
 	}
 	return out
+}
+
+// datagramsSuffix marks, in Cell.QUICStreams, clients that send QoS 0 as
+// QUIC datagrams ("control+datagrams").
+const datagramsSuffix = "+datagrams"
+
+// quicStreams is the Cell.QUICStreams of a stream strategy and datagram
+// choice.
+func quicStreams(strategy string, datagrams bool) string {
+	if datagrams {
+		return strategy + datagramsSuffix
+	}
+	return strategy
+}
+
+// quicStreamsOf splits a cell's QUICStreams into the clients' stream
+// strategy and datagram choice; a cell without one (not MQTT over QUIC,
+// or written before version 5) reads as control without datagrams.
+func quicStreamsOf(c Cell) (strategy string, datagrams bool) {
+	strategy, datagrams = strings.CutSuffix(c.QUICStreams, datagramsSuffix)
+	if strategy == "" {
+		strategy = transport.StrategyControl
+	}
+	return strategy, datagrams
+}
+
+// quicClientArgs are the `iotq pub/sub` flags of the cell's QUIC stream
+// strategy, none for the default (control, no datagrams): cells that do not
+// sweep it run the command lines they always ran.
+func quicClientArgs(c Cell) []string {
+	if c.Transport != TransportQUIC {
+		return nil
+	}
+	var args []string
+	strategy, dg := quicStreamsOf(c)
+	if strategy != transport.StrategyControl {
+		args = append(args, "--quic-stream-strategy", strategy)
+	}
+	if dg {
+		args = append(args, "--quic-datagrams")
+	}
+	return args
 }
 
 // cellID names a cell; it is stable for a given spec and scale and safe as
@@ -205,6 +252,17 @@ func cellID(c Cell, namedSub bool) string {
 		// the broker's default keeps the ids cells had before the policy
 		// was a setting
 		parts = append(parts, "0rtt-"+string(c.QUIC0RTT))
+	}
+	if c.Transport == TransportQUIC {
+		// named only when not the default, which keeps the ids cells had
+		// before the strategy was a setting
+		strategy, dg := quicStreamsOf(c)
+		if strategy != transport.StrategyControl {
+			parts = append(parts, strategy)
+		}
+		if dg {
+			parts = append(parts, "dgram")
+		}
 	}
 	id := strings.Join(parts, "_")
 	return strings.Map(func(r rune) rune {

@@ -297,6 +297,7 @@ func (cr *cellRun) subArgs(node, base string, rep int, topic, recFile, readyFile
 		"-n", strconv.Itoa(n), "--timeout", timeout.String(), "--connect-timeout", cr.handshakeAllowance().String(),
 		"--records", recFile, "--stats", "json", "--quiet",
 		"--ready-file", readyFile, "--client-id", fmt.Sprintf("lab-%s-%d", base, rep)}
+	args = append(args, quicClientArgs(cr.c)...)
 	if notify {
 		args = append(args, "--notify", "stdout")
 	}
@@ -307,6 +308,7 @@ func (cr *cellRun) pubArgs(node, clientID, topic, recFile string, n int, interva
 	args := []string{"pub", "--url", cr.url(node), "--ca", cr.ca, "-t", topic, "-q", strconv.Itoa(cr.c.QoS),
 		"--size", strconv.Itoa(cr.c.Size), "-n", strconv.Itoa(n), "--interval", interval.String(),
 		"--records", recFile, "--stats", "json", "--client-id", clientID, "--timeout", cr.handshakeAllowance().String()}
+	args = append(args, quicClientArgs(cr.c)...)
 	return append(args, extra...)
 }
 

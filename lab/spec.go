@@ -18,6 +18,7 @@ import (
 	"github.com/iotq/iotq/link/profile"
 	"github.com/iotq/iotq/link/trace"
 	"github.com/iotq/iotq/records"
+	"github.com/iotq/iotq/transport"
 	"github.com/iotq/iotq/transport/endpoint"
 	"go.yaml.in/yaml/v3"
 )
@@ -159,6 +160,15 @@ type Spec struct {
 	// MQTT over QUIC; other transports run one cell each, without it.
 	// Default [hold], the broker's default.
 	QUIC0RTT []records.EarlyPolicy `yaml:"quic_0rtt,omitempty,flow"`
+	// QUICStreamStrategies sweeps the clients' stream strategy over the
+	// cells of MQTT over QUIC (`iotq pub/sub --quic-stream-strategy`:
+	// control, per-topic, per-publish; docs/mqtt-quic.md); other transports
+	// run one cell each, without it. Default [control].
+	QUICStreamStrategies []string `yaml:"quic_stream_strategies,omitempty,flow"`
+	// QUICDatagrams sweeps whether the clients of MQTT over QUIC cells send
+	// QoS 0 messages as QUIC datagrams (`--quic-datagrams`); true needs
+	// qos: [0]. Default [false].
+	QUICDatagrams []bool `yaml:"quic_datagrams,omitempty,flow"`
 	// Intervals between publishes (periodic pattern; background publishers
 	// of a shared medium). Default [1s].
 	Intervals []Duration `yaml:"intervals"`
@@ -326,6 +336,12 @@ func (s Spec) withDefaults() Spec {
 	}
 	if len(s.QUIC0RTT) == 0 {
 		s.QUIC0RTT = []records.EarlyPolicy{records.EarlyHold}
+	}
+	if len(s.QUICStreamStrategies) == 0 {
+		s.QUICStreamStrategies = []string{transport.StrategyControl}
+	}
+	if len(s.QUICDatagrams) == 0 {
+		s.QUICDatagrams = []bool{false}
 	}
 	if s.Messages == 0 {
 		s.Messages = 100
@@ -562,6 +578,35 @@ func (s Spec) Validate() error {
 		}
 	}
 	dupCheck(d.QUIC0RTT, "quic_0rtt", bad)
+	for i, st := range d.QUICStreamStrategies {
+		switch st {
+		case transport.StrategyControl, transport.StrategyPerTopic, transport.StrategyPerPublish:
+		default:
+			bad(fmt.Sprintf("quic_stream_strategies[%d]", i), "%q: want control, per-topic or per-publish (the clients' QUIC stream strategy, docs/mqtt-quic.md)", st)
+		}
+	}
+	dupCheck(d.QUICStreamStrategies, "quic_stream_strategies", bad)
+	if slices.Contains(d.Patterns, PatternFailover) && (!slices.Equal(d.QUICStreamStrategies, []string{transport.StrategyControl}) || slices.Contains(d.QUICDatagrams, true)) {
+		// E11's runner builds its own client command lines
+		bad("quic_stream_strategies", "the failover pattern (E11) runs its clients with the default stream strategy only; leave quic_stream_strategies and quic_datagrams out")
+	}
+	seenDgram := map[bool]bool{}
+	for i, dg := range d.QUICDatagrams {
+		p := fmt.Sprintf("quic_datagrams[%d]", i)
+		if seenDgram[dg] {
+			bad(p, "%v listed twice", dg)
+		}
+		seenDgram[dg] = true
+		if !dg {
+			continue
+		}
+		for _, q := range d.QoS {
+			if q != 0 {
+				bad(p, "true with QoS %d: only QoS 0 messages go as QUIC datagrams (a QoS %d message stays on a stream, so the cell would measure nothing new); set qos: [0] or give this sweep its own experiment", q, q)
+				break
+			}
+		}
+	}
 	for i, iv := range d.Intervals {
 		if iv <= 0 {
 			bad(fmt.Sprintf("intervals[%d]", i), "must be positive, for example 1s or 10ms")

@@ -345,7 +345,7 @@ func (a *app) labShow(args []string) error {
 	}
 	fmt.Fprintf(a.stdout, "# %d cells; estimated wall time %s with --jobs %d (%s one at a time)\n", len(cells),
 		lab.FormatWall(lab.EstimateWall(cells, *jobs)), *jobs, lab.FormatWall(lab.EstimateWall(cells, 1)))
-	fmt.Fprintf(a.stdout, "# %-60s %-9s %-7s %-7s %-10s %-10s %-8s %-4s %5s %8s %5s  %s\n", "cell", "profile", "loss%", "impair", "pub_delay", "sub_delay", "rate", "qos", "msgs", "interval", "reps", "broker_0rtt")
+	fmt.Fprintf(a.stdout, "# %-60s %-9s %-7s %-7s %-10s %-10s %-8s %-4s %5s %8s %5s  %-11s  %s\n", "cell", "profile", "loss%", "impair", "pub_delay", "sub_delay", "rate", "qos", "msgs", "interval", "reps", "broker_0rtt", "quic_streams")
 	for _, c := range cells {
 		dir := c.PubLink.Direction
 		if dir == "" {
@@ -355,8 +355,12 @@ func (a *app) labShow(args []string) error {
 		if policy == "" {
 			policy = "-"
 		}
-		fmt.Fprintf(a.stdout, "  %-60s %-9s %-7s %-7s %-10s %-10s %-8s %-4d %5d %8s %5d  %s\n", c.ID, c.Profile, strconv.FormatFloat(c.LossPct, 'f', -1, 64), dir,
-			c.PubLink.Delay(), c.SubLink.Delay(), lab.Rate(c.PubLink.RateBps), c.QoS, c.Messages, c.Interval(), c.Repetitions, policy)
+		streams := c.QUICStreams // the clients' QUIC stream strategy (MQTT over QUIC cells)
+		if streams == "" {
+			streams = "-"
+		}
+		fmt.Fprintf(a.stdout, "  %-60s %-9s %-7s %-7s %-10s %-10s %-8s %-4d %5d %8s %5d  %-11s  %s\n", c.ID, c.Profile, strconv.FormatFloat(c.LossPct, 'f', -1, 64), dir,
+			c.PubLink.Delay(), c.SubLink.Delay(), lab.Rate(c.PubLink.RateBps), c.QoS, c.Messages, c.Interval(), c.Repetitions, policy, streams)
 	}
 	return nil
 }
