@@ -64,6 +64,7 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 		set(&c.delayConvention, r.DelayConvention)
 		set(&c.protocol, r.Protocol)
 		set(&c.QUIC0RTT, string(r.QUIC0RTT))
+		set(&c.QUICStreams, r.QUICStreams)
 		c.LossPct, c.QoS, c.IntervalNs = r.LossPct, r.QoS, r.IntervalNs
 		if r.Size > 0 {
 			c.Size = r.Size
@@ -302,11 +303,30 @@ func newCell(dir, id string) *CellResult {
 	c.Experiment, c.Profile, c.LossPct, c.Transport, c.QoS = p.Experiment, p.Profile, p.LossPct, p.Transport, p.QoS
 	c.Pattern, c.Size, c.IntervalNs, c.Publishers, c.Retries = p.Pattern, p.Size, p.IntervalNs, p.Publishers, p.Retries
 	c.delayConvention, c.Status, c.Error = p.DelayConvention, d.Status, d.Error
-	c.protocol, c.QUIC0RTT = p.Protocol, string(p.QUIC0RTT)
+	c.protocol, c.QUIC0RTT, c.QUICStreams = p.Protocol, string(p.QUIC0RTT), p.QUICStreams
 	c.Link = Link{PubDelayNs: p.PubLink.DelayNs, PubRateBps: float64(p.PubLink.RateBps),
 		SubDelayNs: p.SubLink.DelayNs, SubRateBps: float64(p.SubLink.RateBps), PubDirection: p.PubLink.Direction,
 		Source: path.Join(records.DirCells, id, records.FileDone)}
 	return c
+}
+
+// streamsLabel is the cell's QUIC stream strategy when it is not the
+// default (control, no datagrams; also what cells written before version 5
+// ran), else "": a label names it only for the cells that swept it.
+func (c *CellResult) streamsLabel() string {
+	if !isQUIC(c.Transport) || c.QUICStreams == "" || c.QUICStreams == "control" {
+		return ""
+	}
+	return c.QUICStreams
+}
+
+// transportName is the cell's transport for the cell tables, with its QUIC
+// stream strategy when not the default ("quic (per-topic)").
+func (c *CellResult) transportName() string {
+	if l := c.streamsLabel(); l != "" {
+		return c.Transport + " (" + l + ")"
+	}
+	return c.Transport
 }
 
 // variant describes what, besides profile, loss, transport and QoS,
@@ -761,8 +781,12 @@ func xiPairs(cells []*CellResult, seed uint64, resamples int) []*XiResult {
 		g := groups[k]
 		for _, q := range g.quic {
 			for _, o := range g.other {
+				variant := q.variantLabel()
+				if l := q.streamsLabel(); l != "" {
+					variant = strings.TrimPrefix(variant+", QUIC streams "+l, ", ")
+				}
 				x := &XiResult{Experiment: q.Experiment, Profile: q.Profile, LossPct: q.LossPct, QoS: q.QoS, Size: q.Size,
-					Variant: q.variantLabel(), TCPCell: o.Cell, QUICCell: q.Cell, TCP: o.Transport}
+					Variant: variant, TCPCell: o.Cell, QUICCell: q.Cell, TCP: o.Transport}
 				var qs, ts []float64
 				for _, rep := range sortedReps(q.completion) {
 					qs = append(qs, q.completion[rep])

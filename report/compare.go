@@ -130,6 +130,9 @@ func pairCells(cells []*CellResult) []cellPair {
 		if isQUIC(c.Transport) && c.QUIC0RTT != "" && c.QUIC0RTT != string(records.EarlyHold) {
 			k += "|0rtt-" + c.QUIC0RTT
 		}
+		if l := c.streamsLabel(); l != "" {
+			k += "|streams-" + l // a configuration of its own, beside the same TCP cell
+		}
 		p := pairs[k]
 		if p == nil {
 			p = &pair{cellPair: cellPair{key: c}, base: base}

@@ -55,6 +55,12 @@ func startLabel(c *CellResult) string {
 		}
 		label += "broker 0-RTT " + c.QUIC0RTT
 	}
+	if l := c.streamsLabel(); l != "" {
+		if label != "" {
+			label += ", "
+		}
+		label += "QUIC streams " + l
+	}
 	return label
 }
 

@@ -66,6 +66,10 @@ type CellResult struct {
 	// QUIC0RTT is the broker's QUIC 0-RTT policy of an MQTT over QUIC cell
 	// (cells.csv quic_0rtt; records version 3), empty otherwise.
 	QUIC0RTT string `json:"quic_0rtt,omitempty"`
+	// QUICStreams is the clients' QUIC stream strategy of an MQTT over QUIC
+	// cell (cells.csv quic_streams, records version 5: control, per-topic,
+	// per-publish, "+datagrams"), empty otherwise and in older files.
+	QUICStreams string `json:"quic_streams,omitempty"`
 
 	CompletionS stats.Summary `json:"completion_s"`
 	// Incomplete counts pattern-A repetitions left out of CompletionS

@@ -52,7 +52,7 @@ func tables(s *Summary) []tab {
 		if c.Published == 0 && c.DelayMs.N == 0 {
 			continue
 		}
-		delay.rows = append(delay.rows, []string{c.Cell, c.Experiment, c.Profile, loss(c.LossPct), c.Transport,
+		delay.rows = append(delay.rows, []string{c.Cell, c.Experiment, c.Profile, loss(c.LossPct), c.transportName(),
 			strconv.Itoa(c.QoS), c.Pattern, strconv.Itoa(c.DelayMs.N), strconv.Itoa(c.Published), fmtF(c.DeliveryRatio, 4),
 			fmtF(c.DelayMs.Mean, 3), fmtF(c.DelayMs.Median, 3), fmtF(c.DelayMs.P5, 3), fmtF(c.DelayMs.P95, 3),
 			pct(c.DelayMs.RSD, 2), fmtF(c.DelayBoundMs, 3), fmtF(c.StartupMs.Median, 3)})
@@ -71,7 +71,7 @@ func tables(s *Summary) []tab {
 		if c.Kind != KindB {
 			continue
 		}
-		st.rows = append(st.rows, []string{c.Cell, c.Profile, loss(c.LossPct), c.Transport, c.Pattern, c.QUIC0RTT, strconv.Itoa(c.StartupMs.N),
+		st.rows = append(st.rows, []string{c.Cell, c.Profile, loss(c.LossPct), c.transportName(), c.Pattern, c.QUIC0RTT, strconv.Itoa(c.StartupMs.N),
 			strconv.Itoa(c.Resumed), strconv.Itoa(c.ZeroRTT), fmtF(c.StartupMs.Mean, 3), fmtF(c.StartupMs.Median, 3),
 			fmtF(c.StartupMs.P5, 3), fmtF(c.StartupMs.P95, 3), pct(c.StartupMs.RSD, 2), fmtF(c.StartupBoundMs, 3),
 			fmtF(c.StartupBoundRTTs, 0), fmtF(c.StartupRatio, 2)})
@@ -85,7 +85,7 @@ func tables(s *Summary) []tab {
 		if c.Kind != KindA {
 			continue
 		}
-		ct.rows = append(ct.rows, []string{c.Cell, c.Profile, loss(c.LossPct), c.Transport, strconv.Itoa(c.QoS),
+		ct.rows = append(ct.rows, []string{c.Cell, c.Profile, loss(c.LossPct), c.transportName(), strconv.Itoa(c.QoS),
 			strconv.Itoa(c.CompletionS.N), strconv.Itoa(c.Incomplete), fmtF(c.CompletionS.Mean, 3), fmtF(c.CompletionS.Median, 3),
 			fmtF(c.CompletionS.P5, 3), fmtF(c.CompletionS.P95, 3), pct(c.CompletionS.RSD, 2)})
 	}
@@ -113,7 +113,7 @@ func tables(s *Summary) []tab {
 		if !c.hasLinks {
 			continue
 		}
-		wt.rows = append(wt.rows, []string{c.Cell, c.Profile, loss(c.LossPct), c.Transport, strconv.Itoa(c.QoS),
+		wt.rows = append(wt.rows, []string{c.Cell, c.Profile, loss(c.LossPct), c.transportName(), strconv.Itoa(c.QoS),
 			strconv.FormatInt(c.PacketsSent, 10), strconv.FormatInt(c.PacketsReceived, 10),
 			fmtF(c.PacketsSentPerSecond, 3), fmtF(c.PacketsReceivedPerSecond, 3),
 			strconv.FormatInt(c.Packets, 10), strconv.FormatInt(c.Bytes, 10), strconv.FormatInt(c.Drops, 10),
@@ -129,7 +129,7 @@ func tables(s *Summary) []tab {
 		if !finite(c.CPUSeconds) {
 			continue
 		}
-		cpuT.rows = append(cpuT.rows, []string{c.Cell, c.Profile, loss(c.LossPct), c.Transport, strconv.Itoa(c.QoS), strconv.Itoa(c.Size),
+		cpuT.rows = append(cpuT.rows, []string{c.Cell, c.Profile, loss(c.LossPct), c.transportName(), strconv.Itoa(c.QoS), strconv.Itoa(c.Size),
 			time.Duration(c.IntervalNs).String(), fmtF(c.CPUSeconds, 4), fmtF(c.CPUMsPerMessage, 4)})
 	}
 	out = append(out, cpuT)
@@ -212,7 +212,7 @@ func comparison(s *Summary) tab {
 			label = strings.TrimPrefix(label+", broker 0-RTT "+q.QUIC0RTT, ", ")
 		}
 		row := []string{c.Experiment, c.Profile, loss(c.LossPct), strconv.Itoa(c.QoS), c.Pattern, label,
-			get(p.tcp, func(c *CellResult) string { return c.Transport }), get(p.quic, func(c *CellResult) string { return c.Transport })}
+			get(p.tcp, func(c *CellResult) string { return c.Transport }), get(p.quic, func(c *CellResult) string { return c.transportName() })}
 		for _, f := range []func(*CellResult) string{
 			func(c *CellResult) string { return fmtF(c.DelayMs.Mean, 3) },
 			func(c *CellResult) string { return pct(c.DelayMs.RSD, 2) },
@@ -351,7 +351,7 @@ func tablesCSV(s *Summary) ([]byte, error) {
 	}
 	g := func(v float64) string { return fmtF(v, 6) }
 	for _, c := range s.Cells {
-		row := []string{c.Cell, c.Experiment, c.Profile, loss(c.LossPct), c.Transport, strconv.Itoa(c.QoS), c.Pattern,
+		row := []string{c.Cell, c.Experiment, c.Profile, loss(c.LossPct), c.transportName(), strconv.Itoa(c.QoS), c.Pattern,
 			strconv.Itoa(c.Size), strconv.FormatInt(c.IntervalNs, 10), strconv.Itoa(c.Publishers), strconv.Itoa(c.Retries),
 			c.Status, strconv.Itoa(c.Published), strconv.Itoa(c.Received), g(c.DeliveryRatio),
 			strconv.Itoa(c.DelayMs.N), g(c.DelayMs.Mean), g(c.DelayMs.Median), g(c.DelayMs.P5), g(c.DelayMs.P25), g(c.DelayMs.P75),
