@@ -115,7 +115,7 @@ func (a *admission) evaluate(now time.Time, running int) *records.AdmissionStep 
 		}
 		a.ref, a.measured = median(a.refWins), true
 		a.g.setAdmitRef(a.ref)
-		lower, raise = a.bounds()
+		_, raise = a.bounds()
 	}
 	if p99 > raise {
 		return nil
