@@ -119,6 +119,15 @@ func (n *Network) addLink(ctx context.Context, plan *subnetPlan, k int, l Link, 
 		out: b, link: l.Name, from: l.A, to: l.B}
 	pba := &path{mu: new(sync.Mutex), arrive: dba.Arrive, serve: dba.Serve, wake: dba.Wake, stats: dba.Stats,
 		out: a, link: l.Name, from: l.B, to: l.A}
+	pab.refuse, pba.refuse = dab.Refuse, dba.Refuse
+	if t := newNAT(ab); t != nil { // a sits behind it
+		pab.natOut, pba.natIn = t, t
+		n.nats = append(n.nats, t)
+	}
+	if t := newNAT(ba); t != nil { // b sits behind it
+		pba.natOut, pab.natIn = t, t
+		n.nats = append(n.nats, t)
+	}
 	a.route = func([4]byte) *path { return pab }
 	b.route = func([4]byte) *path { return pba }
 	n.paths = append(n.paths, pab, pba)

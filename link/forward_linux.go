@@ -189,10 +189,27 @@ func (n *Network) read(e *endpoint) {
 			n.bufs.Put(bp)
 			continue
 		}
+		if (p.natOut != nil || p.natIn != nil) && !p.translate(now, pkt) {
+			p.mu.Lock()
+			p.refuse(nr, CauseNAT)
+			p.mu.Unlock()
+			n.bufs.Put(bp)
+			continue
+		}
 		p.mu.Lock()
 		n.schedule(p, p.arrive(now, nr, bp))
 		p.mu.Unlock()
 	}
+}
+
+// translate passes pkt through the NATs of p, in the order the packet
+// meets them: the sender's, then the receiver's. False means a NAT
+// dropped it.
+func (p *path) translate(now time.Duration, pkt []byte) bool {
+	if p.natOut != nil && !p.natOut.outbound(now, pkt) {
+		return false
+	}
+	return p.natIn == nil || p.natIn.inbound(now, pkt)
 }
 
 // schedule turns a model's events into heap entries: departures are

@@ -17,6 +17,7 @@ const (
 	CauseRetries       // shared medium: every link-layer try failed
 	CauseDown          // the link was down (schedule)
 	CauseMTU           // the packet was larger than the MTU
+	CauseNAT           // a rebinding NAT no longer maps its port (Step.Rebind)
 )
 
 func (c Cause) String() string {
@@ -33,6 +34,8 @@ func (c Cause) String() string {
 		return "down"
 	case CauseMTU:
 		return "mtu"
+	case CauseNAT:
+		return "nat"
 	}
 	return "unknown"
 }
@@ -392,6 +395,16 @@ func (d *Dir) Stats() DirStats {
 		s.Queue = d.q.String()
 	}
 	return s
+}
+
+// Refuse counts a packet of size bytes that entered the direction but was
+// dropped with cause c before the model saw it (by the NAT in front of it).
+func (d *Dir) Refuse(size int, c Cause) {
+	d.stats.Arrived++
+	d.stats.ArrivedBytes += uint64(size)
+	if c == CauseNAT {
+		d.stats.DropNAT++
+	}
 }
 
 // Queue returns the direction's queue (for its String, Len and Bytes).

@@ -32,6 +32,7 @@ type Network struct {
 	paths []*path
 	nets  map[string]*subnet // link or medium name -> subnet
 	dirs  []*Dir             // link directions, for the schedule origin
+	nats  []*nat             // rebinding NATs, for the schedule origin
 
 	mu    sync.Mutex // guards deps, seq, armed
 	deps  departures
@@ -86,14 +87,19 @@ type path struct {
 	// arrive, serve and wake are the model's (serve and wake are nil for
 	// a medium: its departures are fixed on arrival). Their events are
 	// valid until the next call.
-	arrive   func(now time.Duration, size int, ref any) []Event
-	serve    func(now time.Duration) []Event
-	wake     func() (time.Duration, bool)
-	wakeAt   time.Duration // the earliest service entry in the heap (0: none)
-	stats    func() DirStats
-	out      *endpoint
-	link     string
-	from, to string
+	arrive func(now time.Duration, size int, ref any) []Event
+	serve  func(now time.Duration) []Event
+	wake   func() (time.Duration, bool)
+	wakeAt time.Duration // the earliest service entry in the heap (0: none)
+	stats  func() DirStats
+	// natOut and natIn are the rebinding NATs this direction leaves
+	// (sender behind it) and enters (receiver behind it); nil without.
+	// refuse counts a packet a NAT dropped (links only).
+	natOut, natIn *nat
+	refuse        func(size int, c Cause)
+	out           *endpoint
+	link          string
+	from, to      string
 }
 
 // Up builds topo and starts forwarding. ctx bounds the setup only; the
@@ -155,6 +161,9 @@ func Up(ctx context.Context, topo Topology, opts Options) (*Network, error) {
 	n.start = monoNow()
 	for _, d := range n.dirs {
 		d.start = n.start
+	}
+	for _, t := range n.nats {
+		t.start = n.start
 	}
 	n.run()
 	return n, nil

@@ -112,12 +112,24 @@ func GEBursts(mean, burst float64) (GE, error) {
 // before Up returns). A step with Down > 0 takes the link down from At
 // for Down (every packet that arrives meanwhile is dropped with cause
 // "down"). Non-nil Loss, Delay or Rate replace the current value from At on.
+//
+// Rebind models a NAT in front of the direction's sending end (A for
+// A->B) whose mappings change at At, as when a mapping times out and the
+// next packet gets a new external port: from At on, every TCP and UDP
+// flow leaving A gets a new source port (from 40000 up) on its next
+// packet, packets coming back to the new port are translated to the
+// flow's own port, and packets to a port of an earlier mapping (before the
+// first Rebind: the flow's own port) are dropped with cause "nat".
+// Several Rebind steps make several epochs. Other packets pass untouched.
+// TCP connections die (the peer answers the unknown 4-tuple with a reset);
+// QUIC connections survive by migrating to the new path.
 type Step struct {
-	At    time.Duration
-	Down  time.Duration
-	Loss  *float64
-	Delay *time.Duration
-	Rate  *int64
+	At     time.Duration
+	Down   time.Duration
+	Loss   *float64
+	Delay  *time.Duration
+	Rate   *int64
+	Rebind bool
 }
 
 // MinQueueBytes is the smallest default queue: a bandwidth-delay product
@@ -208,6 +220,16 @@ func (p Params) Validate(path string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// rebinds reports whether a step of the schedule rebinds the NAT.
+func (p Params) rebinds() bool {
+	for _, s := range p.Schedule {
+		if s.Rebind {
+			return true
+		}
+	}
+	return false
 }
 
 // mtu returns the MTU with its default applied.

@@ -25,6 +25,9 @@ type DirStats struct {
 	DropRetries uint64 `json:"drop_retries"`
 	DropDown    uint64 `json:"drop_down"`
 	DropMTU     uint64 `json:"drop_mtu"`
+	// DropNAT counts packets addressed to a port a rebinding NAT no longer
+	// maps (Step.Rebind).
+	DropNAT uint64 `json:"drop_nat,omitempty"`
 	// Tries counts link-layer transmission attempts (shared medium only).
 	Tries uint64 `json:"tries,omitempty"`
 	// QueueLimit is the queue's limit in bytes (0: unlimited or packets only).
@@ -38,7 +41,7 @@ type DirStats struct {
 
 // Drops is the sum of the drops of every cause.
 func (s DirStats) Drops() uint64 {
-	return s.DropRandom + s.DropQueue + s.DropRetries + s.DropDown + s.DropMTU
+	return s.DropRandom + s.DropQueue + s.DropRetries + s.DropDown + s.DropMTU + s.DropNAT
 }
 
 // DelaySummary summarises a delay histogram (microsecond resolution,

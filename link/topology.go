@@ -182,6 +182,15 @@ func (t Topology) Validate() error {
 		default:
 			bad("%s: direction %q is unknown: use up (a to b only), down (b to a only) or both", path, l.Direction)
 		}
+		for _, c := range []struct {
+			dir  string
+			p    Params
+			gone Direction
+		}{{"a_to_b", l.AtoB, DirectionDown}, {"b_to_a", l.BtoA, DirectionUp}} {
+			if l.Direction == c.gone && c.p.rebinds() {
+				bad("%s.%s: a rebind step in a direction that direction %q leaves clean would never run: use direction both", path, c.dir, l.Direction)
+			}
+		}
 		if err := l.AtoB.Validate(path + ".a_to_b"); err != nil {
 			errs = append(errs, err)
 		}

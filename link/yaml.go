@@ -249,7 +249,7 @@ func (y yParams) apply(p Params) Params {
 	if y.Schedule != nil {
 		p.Schedule = nil
 		for _, s := range *y.Schedule {
-			st := Step{At: time.Duration(s.At), Down: time.Duration(s.Down)}
+			st := Step{At: time.Duration(s.At), Down: time.Duration(s.Down), Rebind: s.Rebind}
 			if s.Loss != nil {
 				v := float64(*s.Loss)
 				st.Loss = &v
@@ -319,11 +319,12 @@ type yGE struct {
 }
 
 type yStep struct {
-	At    yDur   `yaml:"at"`
-	Down  yDur   `yaml:"down"`
-	Loss  *yLoss `yaml:"loss"`
-	Delay *yDur  `yaml:"delay"`
-	Rate  *yRate `yaml:"rate"`
+	At     yDur   `yaml:"at"`
+	Down   yDur   `yaml:"down"`
+	Loss   *yLoss `yaml:"loss"`
+	Delay  *yDur  `yaml:"delay"`
+	Rate   *yRate `yaml:"rate"`
+	Rebind bool   `yaml:"rebind"`
 }
 
 type yDur time.Duration
@@ -379,7 +380,7 @@ func friendlyYAMLError(err error) string {
 		"in type link.yMedia", "in a medium (use name, hub, stations, capacity, fer, retries, slot, delay, jitter, jitter_dist, queue, mtu)",
 		"in type link.yParams", "in a direction (use delay, rtt, jitter, jitter_dist, loss, gilbert_elliott, rate, queue, mtu, reorder, schedule)",
 		"in type link.yGE", "in gilbert_elliott (use p, r, 1-h, 1-k)",
-		"in type link.yStep", "in a schedule step (use at, down, loss, delay, rate)",
+		"in type link.yStep", "in a schedule step (use at, down, loss, delay, rate, rebind)",
 	)
 	return strings.TrimSpace(r.Replace(msg))
 }

@@ -70,3 +70,24 @@ func TestParseTopologyErrorsNameLineAndField(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRebind: "rebind: true" in a direction's schedule sets
+// Step.Rebind; a rebind in a direction the link leaves clean is refused.
+func TestParseRebind(t *testing.T) {
+	f, err := ParseTopology([]byte("nodes: [pub, broker]\nlinks:\n  - name: l\n    a: pub\n    b: broker\n    a_to_b:\n      schedule: [{at: 10s, rebind: true}, {at: 20s, loss: 1%}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := f.Topology.Links[0]
+	if s := l.AtoB.Schedule; len(s) != 2 || !s[0].Rebind || s[0].At != 10*time.Second || s[1].Rebind || len(l.BtoA.Schedule) != 0 {
+		t.Errorf("schedules %+v / %+v", l.AtoB.Schedule, l.BtoA.Schedule)
+	}
+	_, err = ParseTopology([]byte("nodes: [a, b]\nlinks:\n  - {name: l, a: a, b: b, direction: down, a_to_b: {schedule: [{at: 1s, rebind: true}]}}\n"))
+	if err == nil || !strings.Contains(err.Error(), "rebind") {
+		t.Errorf("rebind in a clean direction: error %v, want it refused", err)
+	}
+	_, err = ParseTopology([]byte("nodes: [a, b]\nlinks:\n  - {name: l, a: a, b: b, schedule: [{at: 1s, rebound: true}]}\n"))
+	if err == nil || !strings.Contains(err.Error(), "rebind") {
+		t.Errorf("unknown step key: error %v, want the list of keys with rebind", err)
+	}
+}
