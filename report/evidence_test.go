@@ -34,7 +34,7 @@ func TestEvidenceIndexIsUpToDate(t *testing.T) {
 		}
 		t.Fatalf("evidence/README.md's generated section is stale (run `iotq report --evidence-index evidence`): %d lines, want %d", len(got), len(exp))
 	}
-	for _, must := range []string{"| [e2-full](e2-full/report.md) |", "load 4.35 at the start", "worst cell 77.50 ms", "ran at the same time as e1-full"} {
+	for _, must := range []string{"| [e2-full](e2-full/report.md) |", "load 4.35 at the start", "worst cell 77.50 ms", "ran at the same time as e5-full"} {
 		if !bytes.Contains(sec, []byte(must)) {
 			t.Errorf("generated section lacks %q", must)
 		}
