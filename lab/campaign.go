@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/iotq/iotq/records"
 )
 
 // CellRunner runs one cell. It writes the cell's record files (see
@@ -593,7 +595,14 @@ func Merge(out string, dirs []string) error {
 	if err != nil {
 		return err
 	}
-	man.Shard = "merged"
+	return writeCombinedManifest(out, man, records.ShardMerged, order, done)
+}
+
+// writeCombinedManifest writes out's manifest for a directory built from
+// the campaigns in man.Shards (merged shards or pooled repetitions): its
+// cell counts from done, its timing, jobs, start and end from the sources.
+func writeCombinedManifest(out string, man Manifest, kind string, order []string, done []Done) error {
+	man.Shard = kind
 	man.Cells = CellCounts{Total: len(order), InShard: len(order)}
 	for _, d := range done {
 		if d.Status == StatusOK {
@@ -604,6 +613,7 @@ func Merge(out string, dirs []string) error {
 	}
 	man.Cells.Pending = len(order) - man.Cells.OK - man.Cells.Failed
 	man.EmulatorTiming = nil
+	man.Start, man.StartNs, man.End, man.EndNs = time.Time{}, 0, time.Time{}, 0
 	for _, s := range man.Shards {
 		man.EmulatorTiming = CombineTiming(man.EmulatorTiming, s.EmulatorTiming)
 		man.Jobs = max(man.Jobs, s.Jobs)

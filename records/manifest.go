@@ -6,6 +6,15 @@ import (
 	"time"
 )
 
+// Manifest.Shard of a directory built from other campaigns: ShardMerged
+// joins a campaign's shards (lab merge), ShardPooled campaigns of the same
+// cells run with different seeds, as repetitions (lab pool); Shards holds
+// their manifests.
+const (
+	ShardMerged = "merged"
+	ShardPooled = "pooled"
+)
+
 // Manifest is DIR/manifest.json: everything needed to interpret and
 // reproduce a campaign.
 type Manifest struct {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -80,7 +81,7 @@ func EvidenceIndex(dir string) ([]byte, error) {
 	b.WriteString("| campaign | scale | cells | experiments | commit | host during the run | timing guard |\n|---|---|---|---|---|---|---|\n")
 	for _, c := range cs {
 		fmt.Fprintf(&b, "| [%s](%s/report.md) | %s | %d | %s | %s | %s | %s |\n", c.name, c.name, c.man.Scale, c.rows,
-			strings.Join(experimentNames(c.man), ", "), commitText(c.man.Tool.Commit), hostText(c, cs), guardText(c.man.EmulatorTiming))
+			strings.Join(experimentNames(c.man), ", "), campaignCommits(c.man), hostText(c, cs), guardText(c.man.EmulatorTiming))
 	}
 	fmt.Fprintf(&b, "\n%s\n", guardLegend)
 	b.WriteString("\n### Per experiment, in plain words (all profiles pooled; per-profile rows in the tables below)\n\n")
@@ -270,6 +271,21 @@ func firstLoad(s string) string {
 	return f[0]
 }
 
+// campaignCommits is the commit column: the campaign's commit, or each
+// pooled campaign's when they differ.
+func campaignCommits(m records.Manifest) string {
+	if m.Shard != records.ShardPooled {
+		return commitText(m.Tool.Commit)
+	}
+	var cs []string
+	for _, sh := range m.Shards {
+		if t := commitText(sh.Tool.Commit); !slices.Contains(cs, t) {
+			cs = append(cs, t)
+		}
+	}
+	return strings.Join(cs, " + ")
+}
+
 // hostText is the host column: CPUs, load, cells at once, wall time, and
 // the other published campaigns that ran at the same time.
 func hostText(c *campaign, all []*campaign) string {
@@ -292,7 +308,11 @@ func hostText(c *campaign, all []*campaign) string {
 		parts = append(parts, at)
 	}
 	if n := len(c.man.Shards); n > 1 {
-		parts = append(parts, fmt.Sprintf("%d shards merged", n))
+		if c.man.Shard == records.ShardPooled {
+			parts = append(parts, fmt.Sprintf("%d campaigns pooled as repetitions", n))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d shards merged", n))
+		}
 	}
 	var run time.Duration
 	for _, sp := range c.spans {

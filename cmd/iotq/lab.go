@@ -36,6 +36,9 @@ pattern, and collects the records into a results directory (docs/records.md, doc
                                      the resolved scenario (YAML), every cell, the estimate
   iotq lab run SCENARIO [flags]      run a campaign
   iotq lab merge OUT DIR...          join shard directories into OUT
+  iotq lab pool OUT DIR...           join campaigns of the same cells run with different
+                                     seeds (--seed) into OUT, as more repetitions of each
+                                     cell (numbered one after the other, in DIR order)
   iotq lab probe [--every D]         the timing guard's host probe: print how late an
                                      ordinary timer wakes (ns per line) until stopped;
                                      "lab run" starts it as a process of its own
@@ -77,6 +80,9 @@ Flags of "lab run" (also "lab show" takes --scale and the overrides):
                      cells: accept, hold, refuse (docs/0rtt.md; e5 runs hold and accept)
   --repetitions N    repetitions per cell, replacing the scale's (message counts, intervals
                      and links stay the scale's; the manifest records the number)
+  --seed N           the seed of the emulator's random loss, replacing the scenario's (each
+                     cell derives its own from it); a second campaign of the same cells run
+                     with another seed adds independent repetitions: join them with pool
   --check            validate the scenario, print the number of cells and exit
   --log-level L      debug, info, warn or error for the log on stderr (default error; the
                      progress lines already name failed cells)
@@ -87,7 +93,7 @@ Ctrl-C stops after abandoning the running cell; the directory stays consistent a
 	}
 	c.Run = runE(func(ctx context.Context, args []string) error {
 		if len(args) == 0 {
-			return usageErrorf("missing subcommand: run, list, show or merge")
+			return usageErrorf("missing subcommand: run, list, show, merge, pool or probe")
 		}
 		switch args[0] {
 		case "run":
@@ -98,6 +104,15 @@ Ctrl-C stops after abandoning the running cell; the directory stays consistent a
 			return a.labShow(args[1:])
 		case "probe":
 			return a.labProbe(ctx, args[1:])
+		case "pool":
+			if len(args) < 4 {
+				return usageErrorf("pool needs OUT and at least two results DIRs")
+			}
+			if err := lab.Pool(args[1], args[2:]); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "pooled %d campaigns into %s\n", len(args)-2, args[1])
+			return nil
 		case "merge":
 			if len(args) < 3 {
 				return usageErrorf("merge needs OUT and at least one shard DIR")
@@ -108,7 +123,7 @@ Ctrl-C stops after abandoning the running cell; the directory stays consistent a
 			fmt.Fprintf(a.stdout, "merged %d directories into %s\n", len(args)-2, args[1])
 			return nil
 		default:
-			return usageErrorf("unknown subcommand %q: want run, list, show, merge or probe", args[0])
+			return usageErrorf("unknown subcommand %q: want run, list, show, merge, pool or probe", args[0])
 		}
 	})
 	return c
@@ -120,6 +135,7 @@ type labSelect struct {
 	profiles, losses, transports, qoss, directions string
 	quic0rtt                                       string
 	repetitions                                    int
+	seed                                           int64
 }
 
 func (s *labSelect) register(fs *flag.FlagSet) {
@@ -130,6 +146,7 @@ func (s *labSelect) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.qoss, "qos", "", "replace the QoS levels (comma separated)")
 	fs.StringVar(&s.directions, "directions", "", "replace the impairment directions: egress, ingress, both")
 	fs.IntVar(&s.repetitions, "repetitions", 0, "replace the scale's repetitions per cell")
+	fs.Int64Var(&s.seed, "seed", 0, "replace the scenario's seed of the emulator's random loss (0: the scenario's)")
 	fs.StringVar(&s.quic0rtt, "quic-0rtt", "", "replace the broker's QUIC 0-RTT policies of MQTT over QUIC cells: accept, hold, refuse")
 }
 
@@ -166,6 +183,9 @@ func (s *labSelect) resolve(name string) ([]lab.Spec, error) {
 		}
 		if s.transports != "" {
 			sp.Transports = splitList(s.transports)
+		}
+		if s.seed != 0 {
+			sp.Seed = s.seed
 		}
 		if s.directions != "" {
 			sp.Topology.Directions = splitList(s.directions)

@@ -50,6 +50,9 @@ func TestLabCommandExitCodes(t *testing.T) {
 		{"bad fabric", []string{"lab", "run", "smoke", "--fabric", "moon", "--out", filepath.Join(dir, "o")}, exitUsage, "--fabric"},
 		{"merge needs dirs", []string{"lab", "merge", filepath.Join(dir, "m")}, exitUsage, "merge needs"},
 		{"merge of non-results", []string{"lab", "merge", filepath.Join(dir, "m2"), shard1, shard2}, exitFailure, "not a results directory"},
+		{"pool needs two dirs", []string{"lab", "pool", filepath.Join(dir, "p"), shard1}, exitUsage, "pool needs"},
+		{"pool of non-results", []string{"lab", "pool", filepath.Join(dir, "p2"), shard1, shard2}, exitFailure, "not a results directory"},
+		{"seed not a number", []string{"lab", "run", "smoke", "--seed", "x"}, exitUsage, "seed"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
