@@ -230,7 +230,7 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 		}
 		probeStopped = true
 		if err := stopProbe(); err != nil {
-			log.Error("timing guard: the host probe failed: the host samples end where it did", "err", err)
+			log.Error("timing guard: the host probe failed: the host samples end where it did", "error", err)
 			if opts.Progress != nil {
 				fmt.Fprintf(opts.Progress, "timing guard: the host probe failed: %v\n", err)
 			}
@@ -290,7 +290,7 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 			Timing: opts.Timing.cellTiming(o.sum.SendLate, opts.Timing.hostSince(o.host))}
 		if o.err != nil {
 			d.Status, d.Error = StatusFailed, o.err.Error()
-			log.Warn("cell failed", "cell", o.c.ID, "err", o.err)
+			log.Warn("cell failed", "cell", o.c.ID, "error", o.err)
 		} else {
 			log.Info("cell done", "cell", o.c.ID, "published", o.sum.Published, "delivered", o.sum.Delivered)
 		}

@@ -155,7 +155,7 @@ func (r *ProcRunner) RunCell(ctx context.Context, c Cell, dir string) (sum CellS
 			if ctx.Err() != nil {
 				return cr.sum, ctx.Err()
 			}
-			r.log.Warn("repetition failed", "cell", c.ID, "rep", rep, "err", rerr)
+			r.log.Warn("repetition failed", "cell", c.ID, "rep", rep, "error", rerr)
 			errs = append(errs, fmt.Errorf("rep %d: %w", rep, rerr))
 			continue
 		}

@@ -65,7 +65,7 @@ func (n *Network) run() {
 	if ok {
 		n.log.Info("link up", "id", n.id, "seed", n.seed, "realtime", "SCHED_FIFO")
 	} else {
-		n.log.Warn("forwarding thread runs without real-time priority; delays may be up to about 1 ms late under load (run as root without RT limits to get SCHED_FIFO)", "err", rtErr)
+		n.log.Warn("forwarding thread runs without real-time priority; delays may be up to about 1 ms late under load (run as root without RT limits to get SCHED_FIFO)", "error", rtErr)
 	}
 }
 
@@ -94,7 +94,7 @@ func (n *Network) forward() {
 	services := make([]departure, 0, 8)
 	for {
 		if err := n.tm.wait(); err != nil {
-			n.log.Error("timerfd", "err", err)
+			n.log.Error("timerfd", "error", err)
 			return
 		}
 		if n.closed.Load() {
@@ -169,7 +169,7 @@ func (n *Network) read(e *endpoint) {
 		if err != nil {
 			n.bufs.Put(bp)
 			if !n.closed.Load() && !errors.Is(err, os.ErrClosed) {
-				n.log.Error("tun read", "interface", e.ifname, "err", err)
+				n.log.Error("tun read", "interface", e.ifname, "error", err)
 			}
 			return
 		}

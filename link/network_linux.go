@@ -123,7 +123,7 @@ func Up(ctx context.Context, topo Topology, opts Options) (*Network, error) {
 	}
 	log = log.With("component", "link")
 	if removed, err := Cleanup(ctx, opts.Prefix); err != nil {
-		log.Warn("removing stale namespaces", "err", err)
+		log.Warn("removing stale namespaces", "error", err)
 	} else if len(removed) > 0 {
 		log.Info("removed stale namespaces of dead runs", "namespaces", removed)
 	}

@@ -169,7 +169,7 @@ func (s *streamListener) loop() {
 				continue
 			}
 			// Temporary failures (EMFILE and the like): log, keep serving.
-			s.log.Warn("accept failed", "err", err, "retry_in", backoff)
+			s.log.Warn("accept failed", "error", err, "retry_in", backoff)
 			t := time.NewTimer(backoff)
 			select {
 			case <-s.q.done:
@@ -199,7 +199,7 @@ func (s *streamListener) handshake(c net.Conn) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.hsTimeout)
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
-		s.log.Debug("tls handshake failed", "remote", c.RemoteAddr().String(), "err", err)
+		s.log.Debug("tls handshake failed", "remote", c.RemoteAddr().String(), "error", err)
 		c.Close()
 		return
 	}

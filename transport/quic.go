@@ -161,7 +161,7 @@ func (l *quicListener) firstStream(conn *quic.Conn) {
 			code, msg = quicCodeShutdown, "listener closed"
 		}
 		l.log.Debug("quic connection ended before opening a stream",
-			"remote", conn.RemoteAddr().String(), "err", err)
+			"remote", conn.RemoteAddr().String(), "error", err)
 		_ = conn.CloseWithError(code, msg)
 		return
 	}

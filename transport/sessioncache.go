@@ -95,13 +95,13 @@ func (c *FileSessionCache) load() map[string]fileCacheEntry {
 	b, err := os.ReadFile(c.path)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
-			c.log.Warn("session cache unreadable; starting empty", "err", err)
+			c.log.Warn("session cache unreadable; starting empty", "error", err)
 		}
 		return map[string]fileCacheEntry{}
 	}
 	var f fileCacheFile
 	if err := json.Unmarshal(b, &f); err != nil || f.Version != 1 || f.Entries == nil {
-		c.log.Warn("session cache corrupt; starting empty", "err", err)
+		c.log.Warn("session cache corrupt; starting empty", "error", err)
 		return map[string]fileCacheEntry{}
 	}
 	return f.Entries
@@ -120,12 +120,12 @@ func (c *FileSessionCache) Get(key string) (*tls.ClientSessionState, bool) {
 	}
 	st, err := tls.ParseSessionState(e.State)
 	if err != nil {
-		c.log.Debug("session cache entry unusable", "key", key, "err", err)
+		c.log.Debug("session cache entry unusable", "key", key, "error", err)
 		return nil, false
 	}
 	cs, err := tls.NewResumptionState(e.Ticket, st)
 	if err != nil {
-		c.log.Debug("session cache entry unusable", "key", key, "err", err)
+		c.log.Debug("session cache entry unusable", "key", key, "error", err)
 		return nil, false
 	}
 	return cs, true
@@ -138,12 +138,12 @@ func (c *FileSessionCache) Put(key string, cs *tls.ClientSessionState) {
 	if cs != nil {
 		ticket, st, err := cs.ResumptionState()
 		if err != nil || st == nil {
-			c.log.Debug("session not resumable; not stored", "key", key, "err", err)
+			c.log.Debug("session not resumable; not stored", "key", key, "error", err)
 			return
 		}
 		b, err := st.Bytes()
 		if err != nil {
-			c.log.Debug("session not storable", "key", key, "err", err)
+			c.log.Debug("session not storable", "key", key, "error", err)
 			return
 		}
 		e = fileCacheEntry{Ticket: ticket, State: b, Saved: time.Now().UTC()}
@@ -241,7 +241,7 @@ func (c *FileSessionCache) writeOnce() bool {
 		delete(merged, oldest)
 	}
 	if err := c.write(merged); err != nil {
-		c.log.Warn("session cache not saved; the next process will do a full handshake", "err", err)
+		c.log.Warn("session cache not saved; the next process will do a full handshake", "error", err)
 	}
 	c.mu.Lock()
 	for k, v := range merged {

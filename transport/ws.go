@@ -190,7 +190,7 @@ func listenWS(ep Endpoint, opts ListenOptions, log *slog.Logger) (Listener, erro
 		defer l.wg.Done()
 		ws, err := up.Upgrade(w, r, nil)
 		if err != nil {
-			log.Debug("websocket upgrade failed", "remote", r.RemoteAddr, "err", err)
+			log.Debug("websocket upgrade failed", "remote", r.RemoteAddr, "error", err)
 			return
 		}
 		l.q.put(newWSConn(ws))
@@ -204,7 +204,7 @@ func listenWS(ep Endpoint, opts ListenOptions, log *slog.Logger) (Listener, erro
 	go func() {
 		defer l.wg.Done()
 		if err := l.srv.Serve(nl); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Warn("websocket server stopped", "err", err)
+			log.Warn("websocket server stopped", "error", err)
 		}
 	}()
 	return l, nil

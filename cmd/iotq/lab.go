@@ -477,7 +477,7 @@ func (a *app) labRun(ctx context.Context, args []string) error {
 		}
 		rt, err := link.RaiseProcess()
 		if err != nil {
-			logger.Warn("the lab process runs without real-time priority; the emulator's timing error grows with load", "err", err)
+			logger.Warn("the lab process runs without real-time priority; the emulator's timing error grows with load", "error", err)
 		} else {
 			defer rt.Stop()
 		}

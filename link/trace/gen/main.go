@@ -15,7 +15,7 @@ import (
 
 func main() {
 	if err := run("data"); err != nil {
-		slog.Error("generate traces", "err", err)
+		slog.Error("generate traces", "error", err)
 		os.Exit(1)
 	}
 }
