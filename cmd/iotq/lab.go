@@ -439,15 +439,15 @@ func (a *app) labRun(ctx context.Context, args []string) error {
 	if err := checkJobs(*jobs); err != nil {
 		return err
 	}
+	logger, _, err := newLogger(a.stderr, serve.LogOptions{Level: *logLevel})
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
 	if *check {
 		mine := lab.Shard(cells, si, sn)
 		fmt.Fprintf(a.stdout, "scenario %s at scale %s: %d cells, %d in shard %d/%d; estimated wall time %s with --jobs %d\n", name, sel.scale, len(cells), len(mine), si+1, sn,
 			lab.FormatWall(lab.EstimateWall(mine, *jobs)), *jobs)
 		return nil
-	}
-	logger, _, err := newLogger(a.stderr, serve.LogOptions{Level: *logLevel})
-	if err != nil {
-		return usageErrorf("%v", err)
 	}
 	var fab lab.Fabric
 	self, err := os.Executable()

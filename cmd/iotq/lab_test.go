@@ -53,6 +53,7 @@ func TestLabCommandExitCodes(t *testing.T) {
 		{"pool needs two dirs", []string{"lab", "pool", filepath.Join(dir, "p"), shard1}, exitUsage, "pool needs"},
 		{"pool of non-results", []string{"lab", "pool", filepath.Join(dir, "p2"), shard1, shard2}, exitFailure, "not a results directory"},
 		{"seed not a number", []string{"lab", "run", "smoke", "--seed", "x"}, exitUsage, "seed"},
+		{"bad log level, even with --check", []string{"lab", "run", "smoke", "--log-level", "bogus", "--check"}, exitUsage, "--log-level"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
