@@ -541,41 +541,37 @@ func periodicFigures(cs []*CellResult, fname, prof string, logCDF bool, save fun
 func rsdBars(cs []*CellResult, keep func(*CellResult) bool, name, prof, qlabel string, save func(*plot.Plot, Figure) error) error {
 	ls := losses(cs)
 	trs := transports(cs)
-	p := figplot.New(fmt.Sprintf("RSD of the one-way delay: %s (%s)", prof, qlabel), "loss", "RSD (%)")
-	w := vg.Points(float64(200 / max(1, len(ls)*len(trs))))
-	w = min(w, vg.Points(24))
-	drawn := 0
-	for i, tr := range trs {
-		vals := make(plotter.Values, len(ls))
-		for j, l := range ls {
-			for _, c := range cs {
-				if c.Transport == tr && c.LossPct == l && keep(c) && finite(c.DelayMs.RSD) {
-					vals[j] = c.DelayMs.RSD * 100
-					drawn++
-				}
-			}
-		}
-		b, err := plotter.NewBarChart(vals, w)
-		if err != nil {
-			return fmt.Errorf("rsd bars: %w", err)
-		}
-		b.Color = transportColor(tr, trs)
-		b.LineStyle.Width = 0
-		b.Offset = vg.Length(float64(i)-float64(len(trs)-1)/2) * w
-		p.Add(b)
-		p.Legend.Add(transportLabel(tr), b)
-	}
-	if drawn == 0 {
-		return nil
-	}
 	labels := make([]string, len(ls))
 	for i, l := range ls {
 		labels[i] = loss(l) + "%"
 	}
-	p.NominalX(labels...)
-	p.X.Min, p.X.Max = -0.6, float64(len(ls))-0.4
+	series := make([]figplot.BarSeries, len(trs))
+	for i, tr := range trs {
+		series[i] = figplot.BarSeries{Name: transportLabel(tr), Color: transportColor(tr, trs), Values: nanValues(len(ls))}
+		for j, l := range ls {
+			for _, c := range cs {
+				if c.Transport == tr && c.LossPct == l && keep(c) && finite(c.DelayMs.RSD) {
+					series[i].Values[j] = c.DelayMs.RSD * 100
+				}
+			}
+		}
+	}
+	p := figplot.New(fmt.Sprintf("RSD of the one-way delay: %s (%s)", prof, qlabel), "loss", "RSD (%)")
+	drawn, err := figplot.AddGroupedBars(p, labels, series, vg.Points(200), vg.Points(24))
+	if err != nil || drawn == 0 {
+		return err
+	}
 	return save(p, Figure{Name: "rsd-" + name, Title: "RSD of the delay, " + prof,
 		Caption: "Relative standard deviation (sample SD / mean) of the one-way delay per loss rate and transport."})
+}
+
+// nanValues is n values with no bar (figplot.BarSeries).
+func nanValues(n int) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = math.NaN()
+	}
+	return v
 }
 
 func completionFigures(cs []*CellResult, xi []*XiResult, fname, prof string, save func(*plot.Plot, Figure) error) error {
@@ -729,33 +725,24 @@ func variantFigures(cs []*CellResult, prof string, save func(*plot.Plot, Figure)
 	trs := transports(keep)
 	for _, m := range metrics {
 		p := figplot.New(fmt.Sprintf("%s: %s (%s)", m.title, prof, setting), "variant", m.ylabel)
-		w := min(vg.Points(float64(300/max(1, len(groups)*len(trs)))), vg.Points(20))
-		drawn := 0
+		series := make([]figplot.BarSeries, len(trs))
 		for i, tr := range trs {
-			vals := make(plotter.Values, len(groups))
+			series[i] = figplot.BarSeries{Name: transportLabel(tr), Color: transportColor(tr, trs), Values: nanValues(len(groups))}
 			for j, g := range groups {
 				for _, c := range g {
 					if c.Transport == tr && finite(m.value(c)) {
-						vals[j] = m.value(c)
-						drawn++
+						series[i].Values[j] = m.value(c)
 					}
 				}
 			}
-			b, err := plotter.NewBarChart(vals, w)
-			if err != nil {
-				return fmt.Errorf("%s: %w", m.name, err)
-			}
-			b.Color = transportColor(tr, trs)
-			b.LineStyle.Width = 0
-			b.Offset = vg.Length(float64(i)-float64(len(trs)-1)/2) * w
-			p.Add(b)
-			p.Legend.Add(transportLabel(tr), b)
+		}
+		drawn, err := figplot.AddGroupedBars(p, labels, series, vg.Points(300), vg.Points(20))
+		if err != nil {
+			return fmt.Errorf("%s: %w", m.name, err)
 		}
 		if drawn == 0 {
 			continue
 		}
-		p.NominalX(labels...)
-		p.X.Min, p.X.Max = -0.6, float64(len(groups))-0.4
 		p.X.Tick.Label.Rotation = 0.5
 		p.X.Tick.Label.XAlign = draw.XRight
 		if err := save(p, Figure{Name: m.name + "-" + slug(prof+"-"+experimentOf(keep)), Title: m.title + ", " + prof, Caption: m.caption}); err != nil {

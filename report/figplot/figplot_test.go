@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
 
 	"github.com/iotq/iotq/internal/stats"
 )
@@ -143,5 +144,22 @@ func TestRenderWritesSVGAndPNG(t *testing.T) {
 	}
 	if err := Render(New("t", "x", "y"), filepath.Join(dir, "missing"), "f"); err == nil || !strings.Contains(err.Error(), "f.svg") {
 		t.Errorf("render into a missing directory: %v, want an error naming f.svg", err)
+	}
+}
+
+func TestGroupedBarsCountAndCheckTheirValues(t *testing.T) {
+	p := New("t", "x", "y")
+	drawn, err := AddGroupedBars(p, []string{"a", "b"}, []BarSeries{
+		{Name: "one", Color: Blue(), Values: []float64{1, math.NaN()}},
+		{Name: "two", Color: Orange(), Values: []float64{2, 3}},
+	}, vg.Points(200), vg.Points(24))
+	if err != nil || drawn != 3 {
+		t.Fatalf("drawn %d, %v; want 3 bars (NaN draws none)", drawn, err)
+	}
+	if p.X.Min != -0.6 || p.X.Max != 1.6 {
+		t.Errorf("x range %v..%v, want the two categories with margins", p.X.Min, p.X.Max)
+	}
+	if _, err := AddGroupedBars(New("t", "x", "y"), []string{"a", "b"}, []BarSeries{{Name: "short", Values: []float64{1}}}, vg.Points(200), vg.Points(24)); err == nil {
+		t.Error("a series with fewer values than categories was accepted")
 	}
 }
