@@ -120,6 +120,7 @@ func (n *Network) addLink(ctx context.Context, plan *subnetPlan, k int, l Link, 
 	pba := &path{mu: new(sync.Mutex), arrive: dba.Arrive, serve: dba.Serve, wake: dba.Wake, stats: dba.Stats,
 		out: a, link: l.Name, from: l.B, to: l.A}
 	pab.refuse, pba.refuse = dab.Refuse, dba.Refuse
+	pab.dir, pba.dir = dab, dba
 	if t := newNAT(ab); t != nil { // a sits behind it
 		pab.natOut, pba.natIn = t, t
 		n.nats = append(n.nats, t)

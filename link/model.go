@@ -172,25 +172,39 @@ func (d *Dir) applySchedule(now time.Duration) {
 		if now < at {
 			return
 		}
-		if s.Down > 0 {
-			d.downTill = max(d.downTill, at+s.Down)
-		}
-		if s.Loss != nil {
-			d.cur.Loss = *s.Loss
-			d.cur.GilbertElliott = nil
-		}
-		if s.Delay != nil {
-			d.cur.Delay = *s.Delay
-		}
-		if s.Rate != nil {
-			d.cur.Rate = *s.Rate
-			d.limits = d.cur.QueueLimits(d.rtt)
-			if q, ok := d.q.(interface{ SetLimits(QueueLimits) }); ok {
-				q.SetLimits(d.limits)
-			}
-			d.stats.QueueLimit = d.limits.Bytes
-		}
+		d.apply(at, s)
 		d.next++
+	}
+}
+
+// Apply applies s at now, whatever its At, as a schedule step due at this
+// instant (Network.Change). Rebind is the NAT's, not the model's: it is
+// ignored here.
+// Packets already accepted keep the departures decided for them.
+func (d *Dir) Apply(now time.Duration, s Step) {
+	d.applySchedule(now)
+	d.apply(now, s)
+}
+
+// apply makes step s, due at at, the direction's current parameters.
+func (d *Dir) apply(at time.Duration, s Step) {
+	if s.Down > 0 {
+		d.downTill = max(d.downTill, at+s.Down)
+	}
+	if s.Loss != nil {
+		d.cur.Loss = *s.Loss
+		d.cur.GilbertElliott = nil
+	}
+	if s.Delay != nil {
+		d.cur.Delay = *s.Delay
+	}
+	if s.Rate != nil {
+		d.cur.Rate = *s.Rate
+		d.limits = d.cur.QueueLimits(d.rtt)
+		if q, ok := d.q.(interface{ SetLimits(QueueLimits) }); ok {
+			q.SetLimits(d.limits)
+		}
+		d.stats.QueueLimit = d.limits.Bytes
 	}
 }
 

@@ -38,14 +38,15 @@ type natRev struct {
 }
 
 // nat is the NAT in front of endpoint A of a link whose direction A->B
-// has Rebind steps. Outbound packets (A->B) are read by A's reader,
-// inbound ones (B->A) by B's: mu guards the tables. start and at are set
-// before the readers start and only read after.
+// has Rebind steps (or Params.NAT). Outbound packets (A->B) are read by
+// A's reader, inbound ones (B->A) by B's: mu guards the tables and at
+// (Network.Change adds to it while the readers run). start is set before
+// the readers start and only read after.
 type nat struct {
-	start time.Duration   // when the link came up (schedule origin)
-	at    []time.Duration // the Rebind steps' times, ascending
+	start time.Duration // when the link came up (schedule origin)
 
 	mu    sync.Mutex
+	at    []time.Duration // the Rebind steps' times, ascending
 	flows map[natKey]natFlow
 	rev   map[natKey]natRev
 	used  map[uint16]bool // ports in use behind the NAT: original and external
@@ -61,13 +62,27 @@ func newNAT(p Params) *nat {
 			at = append(at, s.At)
 		}
 	}
-	if len(at) == 0 {
+	if len(at) == 0 && !p.NAT {
 		return nil
 	}
 	return &nat{at: at, flows: map[natKey]natFlow{}, rev: map[natKey]natRev{}, used: map[uint16]bool{}, next: natFirstPort}
 }
 
-// epoch is the number of Rebind steps due at now.
+// rebindAt adds a rebind at d after the link came up (Network.Change),
+// keeping the times in order.
+func (t *nat) rebindAt(d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	i := len(t.at)
+	for i > 0 && t.at[i-1] > d {
+		i--
+	}
+	t.at = append(t.at, 0)
+	copy(t.at[i+1:], t.at[i:])
+	t.at[i] = d
+}
+
+// epoch is the number of Rebind steps due at now. t.mu must be held.
 func (t *nat) epoch(now time.Duration) int {
 	e := 0
 	for _, a := range t.at {
@@ -106,8 +121,8 @@ func (t *nat) outbound(now time.Duration, pkt []byte) bool {
 		return true
 	}
 	k := natKey{proto: l.proto, addr: [4]byte(pkt[12:16]), port: binary.BigEndian.Uint16(pkt[l.off:])}
-	ep := t.epoch(now)
 	t.mu.Lock()
+	ep := t.epoch(now)
 	f, seen := t.flows[k]
 	if !seen {
 		t.used[k.port] = true
@@ -145,8 +160,8 @@ func (t *nat) inbound(now time.Duration, pkt []byte) bool {
 		return true
 	}
 	k := natKey{proto: l.proto, addr: [4]byte(pkt[16:20]), port: binary.BigEndian.Uint16(pkt[l.off+2:])}
-	ep := t.epoch(now)
 	t.mu.Lock()
+	ep := t.epoch(now)
 	r, ok := t.rev[k]
 	t.mu.Unlock()
 	switch {

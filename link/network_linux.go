@@ -97,6 +97,7 @@ type path struct {
 	// refuse counts a packet a NAT dropped (links only).
 	natOut, natIn *nat
 	refuse        func(size int, c Cause)
+	dir           *Dir // the model of a link's direction (Change); nil on a medium
 	out           *endpoint
 	link          string
 	from, to      string

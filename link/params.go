@@ -55,6 +55,12 @@ type Params struct {
 	Reorder bool
 	// Schedule lists changes applied while the link runs, in order of At.
 	Schedule []Step
+	// NAT puts the rebinding NAT of Step.Rebind in front of the
+	// direction's sending end from the start even when no step of
+	// Schedule rebinds, so that Network.Change can rebind it at a moment
+	// the caller picks (the lab's E10 changes the path a fixed time into
+	// each repetition). Until a rebind it translates nothing.
+	NAT bool
 }
 
 // GE are the parameters of the Gilbert-Elliott loss model, in the order and
@@ -222,8 +228,12 @@ func (p Params) Validate(path string) error {
 	return errors.Join(errs...)
 }
 
-// rebinds reports whether a step of the schedule rebinds the NAT.
+// rebinds reports whether the direction has a rebinding NAT: NAT, or a
+// step of the schedule that rebinds.
 func (p Params) rebinds() bool {
+	if p.NAT {
+		return true
+	}
 	for _, s := range p.Schedule {
 		if s.Rebind {
 			return true
