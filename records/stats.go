@@ -73,6 +73,46 @@ type PubStats struct {
 	Failed         int    `json:"failed"`
 	FirstSendNs    int64  `json:"first_send_ns"`
 	LastAcceptedNs int64  `json:"last_accepted_ns"`
+	// Reconnects (iotq pub --reconnect) counts the connections made after
+	// the first because one was lost; ReconnectEvents has one entry each.
+	// Resent counts the unacknowledged messages published again.
+	Reconnects      int              `json:"reconnects,omitempty"`
+	Resent          int              `json:"resent,omitempty"`
+	ReconnectEvents []ReconnectEvent `json:"reconnect_events,omitempty"`
+}
+
+// ReconnectEvent is one reconnection of `iotq pub --reconnect`: when the
+// loss was noticed, when the new connection was accepted (CONNACK), how
+// many dials it took, what was resent and whether TLS or QUIC resumed
+// the session from the ticket.
+type ReconnectEvent struct {
+	LostNs      int64   `json:"lost_ns"`
+	ConnectedNs int64   `json:"connected_ns"`
+	Ms          float64 `json:"ms"` // ConnectedNs - LostNs
+	Attempts    int     `json:"attempts"`
+	Resent      int     `json:"resent"`
+	TLSResumed  bool    `json:"tls_resumed"`
+	Cause       string  `json:"cause"`
+}
+
+// ReadPubStats reads the --stats json object of `iotq pub` from path
+// (the last line holding one); ok is false when there is none.
+func ReadPubStats(path string) (ps PubStats, ok bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ps, false
+	}
+	lines := bytes.Split(b, []byte("\n"))
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := bytes.TrimSpace(lines[i])
+		if len(l) == 0 || l[0] != '{' {
+			continue
+		}
+		if json.Unmarshal(l, &ps) == nil {
+			return ps, true
+		}
+	}
+	return ps, false
 }
 
 // SubStats is the one JSON object of `iotq sub --stats json`.

@@ -56,6 +56,10 @@ type PublisherOptions struct {
 	RunID uint64
 	// OnResult, if set, receives every message's outcome in publish order.
 	OnResult func(Result)
+	// Reconnect, if set, dials again when the connection is lost and
+	// publishes what was not acknowledged once more (reconnect.go). Not
+	// with Gate, ClosedLoop, Early, Properties or MessageID.
+	Reconnect *Reconnect
 }
 
 // Validate reports every problem of o at once.
@@ -87,6 +91,18 @@ func (o PublisherOptions) Validate() error {
 	if o.Early && o.QoS > 1 {
 		add("early needs QoS 0 or 1: a QoS 2 exchange (PUBREC, PUBREL) cannot start before the connection is accepted")
 	}
+	if r := o.Reconnect; r != nil {
+		switch {
+		case r.Redial == nil:
+			add("reconnect: no function to dial again with")
+		case o.Gate != nil || o.ClosedLoop || o.Early:
+			add("reconnect: only for a paced or back-to-back run (not with a gate, closed loop or early)")
+		case len(o.Properties) > 0 || o.MessageID != "":
+			add("reconnect: MQTT only; messages with properties or a message id are AMQP's")
+		case r.Within < 0:
+			add("reconnect: the time to reconnect must not be negative")
+		}
+	}
 	if o.Interval < 0 || o.AckWait < 0 {
 		add("interval and ack wait must not be negative")
 	}
@@ -114,6 +130,11 @@ type Summary struct {
 	FirstErr            error // first failure, nil if none
 	FirstSendNs         int64 // send time of the first message; 0 if none
 	LastAcceptedNs      int64 // receipt time of the last accepted message
+	// Reconnects lists the reconnections (PublisherOptions.Reconnect),
+	// the last one failed when it has Err; Resent counts the messages
+	// published again after them.
+	Reconnects []ReconnectEvent
+	Resent     int
 }
 
 // Publisher publishes one run of messages. Use it once: EarlyMessage (with
@@ -183,9 +204,14 @@ func (p *Publisher) stamp(seq uint32) ([]byte, int64) {
 
 // Run publishes on c (dialled with EarlyMessage's message when Early), then
 // waits up to AckWait for outstanding receipts, and returns the summary. It
-// stops early when ctx ends, the gate closes or the connection is lost. It
-// does not close c.
+// stops early when ctx ends, the gate closes or the connection is lost
+// (with Reconnect: when no new connection came within its bound). It
+// does not close c (with Reconnect it closes the connections it replaced
+// c with, and c once replaced).
 func (p *Publisher) Run(ctx context.Context, c client.Client) Summary {
+	if p.o.Reconnect != nil {
+		return p.runReconnecting(ctx, c)
+	}
 	queue := make(chan pending, 1024)
 	stopWait := make(chan struct{})
 	collected := make(chan struct{})
