@@ -291,7 +291,8 @@ func builtin() map[string][]Spec {
 		"e7-wifi":   {wifiVariant(e7), wifiVariant(e7s)},
 		"e8":        {e8},
 
-		"e11":       {e11}, // lab/e11spec.go
+		"e10":       {e10Spec()}, // lab/e10spec.go
+		"e11":       {e11},       // lab/e11spec.go
 		"e11-smoke": {e11smoke},
 	}
 }

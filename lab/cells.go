@@ -49,6 +49,8 @@ func estimate(c Cell) time.Duration {
 		per += 10*rtt + time.Duration(c.Messages)*(2*time.Millisecond+lossCost/4)
 	case PatternFailover:
 		per += e11Estimate(c)
+	case PatternPathChange:
+		per += e10Estimate(c)
 	case PatternClosedLoop:
 		// a round trip per message, and a retransmission timeout (CoAP's
 		// ACK_TIMEOUT, TCP's minimum RTO) for every lost packet
@@ -112,30 +114,33 @@ func Cells(specs []Spec) ([]Cell, error) {
 							for _, n := range pubs {
 								for _, r := range retries {
 									for _, pat := range s.Patterns {
-										for _, q := range s.QoS {
-											for _, size := range s.PayloadSizes {
-												for _, iv := range s.Intervals {
-													for _, cell := range withPolicies(s, s.Transports) {
-														tr := cell.transport
-														c := Cell{
-															Experiment: s.Experiment, Profile: prof, LossPct: float64(loss),
-															Transport: tr, QoS: q, Size: size, Pattern: pat,
-															IntervalNs: int64(iv), Messages: s.Messages, Repetitions: s.Repetitions,
-															Kind: s.Topology.Kind, Publishers: n, Retries: r,
-															DelayConvention: s.Delay, PubLink: pubLink, SubLink: subLink,
-															TCPCongestion: s.TCPCongestion, GraceNs: int64(s.Grace),
-															Protocol: ProtocolOf(tr), QUIC0RTT: cell.policy, QUICStreams: cell.streams,
+										for _, change := range s.pathChangesOf(pat) {
+											for _, q := range s.QoS {
+												for _, size := range s.PayloadSizes {
+													for _, iv := range s.Intervals {
+														for _, cell := range withPolicies(s, s.Transports) {
+															tr := cell.transport
+															c := Cell{
+																Experiment: s.Experiment, Profile: prof, LossPct: float64(loss),
+																Transport: tr, QoS: q, Size: size, Pattern: pat,
+																IntervalNs: int64(iv), Messages: s.Messages, Repetitions: s.Repetitions,
+																Kind: s.Topology.Kind, Publishers: n, Retries: r,
+																DelayConvention: s.Delay, PubLink: pubLink, SubLink: subLink,
+																TCPCongestion: s.TCPCongestion, GraceNs: int64(s.Grace),
+																Protocol: ProtocolOf(tr), QUIC0RTT: cell.policy, QUICStreams: cell.streams,
+															}
+															if records.IsReconnectPattern(pat) {
+																c.Messages = 1
+															}
+															s.setPathChange(&c, change)
+															c.ID = cellID(c, len(s.Topology.SubLinks) > 0)
+															if seen[c.ID] {
+																return nil, fmt.Errorf("experiment %s: two cells share the id %s: give the experiments distinct names", s.Experiment, c.ID)
+															}
+															seen[c.ID] = true
+															c.Seed = cellSeed(s.Seed, c.ID)
+															cells = append(cells, c)
 														}
-														if records.IsReconnectPattern(pat) {
-															c.Messages = 1
-														}
-														c.ID = cellID(c, len(s.Topology.SubLinks) > 0)
-														if seen[c.ID] {
-															return nil, fmt.Errorf("experiment %s: two cells share the id %s: give the experiments distinct names", s.Experiment, c.ID)
-														}
-														seen[c.ID] = true
-														c.Seed = cellSeed(s.Seed, c.ID)
-														cells = append(cells, c)
 													}
 												}
 											}
@@ -243,7 +248,11 @@ func cellID(c Cell, namedSub bool) string {
 	if c.Kind == KindSharedMedium {
 		parts = append(parts, fmt.Sprintf("n%d", c.Publishers), fmt.Sprintf("r%d", c.Retries))
 	}
-	parts = append(parts, c.Pattern, fmt.Sprintf("qos%d", c.QoS), fmt.Sprintf("%dB", c.Size))
+	parts = append(parts, c.Pattern)
+	if c.PathChange != "" {
+		parts = append(parts, c.PathChange)
+	}
+	parts = append(parts, fmt.Sprintf("qos%d", c.QoS), fmt.Sprintf("%dB", c.Size))
 	if c.Pattern == PatternPeriodic || c.Kind == KindSharedMedium {
 		parts = append(parts, "every"+c.Interval().String())
 	}

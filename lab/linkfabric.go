@@ -84,6 +84,9 @@ func (f LinkFabric) Up(ctx context.Context, t Topology) (Network, error) {
 		if err != nil {
 			return nil, err
 		}
+		if t.PubNAT && l.A == NodePub {
+			ln.AtoB.NAT = true // the publisher behind it; rebound by ChangePath
+		}
 		topo.Links = append(topo.Links, ln)
 	}
 	pubLink := "pub"
@@ -157,7 +160,7 @@ func (l *linkNet) Counters() ([]LinkCounter, error) {
 	var out []LinkCounter
 	for _, s := range l.n.Stats() {
 		out = append(out, LinkCounter{Link: s.Link, Direction: s.Direction(), Packets: int64(s.Arrived), Bytes: int64(s.ArrivedBytes),
-			DropRandom: int64(s.DropRandom), DropQueue: int64(s.DropQueue + s.DropMTU), DropRetries: int64(s.DropRetries), DropDown: int64(s.DropDown)})
+			DropRandom: int64(s.DropRandom), DropQueue: int64(s.DropQueue + s.DropMTU), DropRetries: int64(s.DropRetries), DropDown: int64(s.DropDown), DropNAT: int64(s.DropNAT)})
 	}
 	return out, nil
 }

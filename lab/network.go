@@ -32,6 +32,9 @@ type Topology struct {
 	Seed int64
 	// PcapFile, when set, asks for a capture of the publisher's link end.
 	PcapFile string
+	// PubNAT puts a rebinding NAT in front of the publisher on its link
+	// (pattern path-change, E10), for PathChanger.ChangePath.
+	PubNAT bool
 }
 
 // TopoLink is one point-to-point link.
@@ -61,6 +64,7 @@ type LinkCounter struct {
 	DropQueue   int64  `json:"drop_queue"`
 	DropRetries int64  `json:"drop_retries"`
 	DropDown    int64  `json:"drop_down"`
+	DropNAT     int64  `json:"drop_nat"`
 }
 
 // Network is a running topology. Implementations must allow Command and
@@ -104,6 +108,7 @@ func BuildTopology(c Cell, pcapFile string) Topology {
 		return t
 	}
 	t.Nodes = []string{NodeBroker, NodeSub, NodePub}
+	t.PubNAT = c.Pattern == PatternPathChange
 	t.Links = []TopoLink{
 		{Name: "pub", A: NodePub, B: NodeBroker, Params: c.PubLink},
 		{Name: "sub", A: NodeSub, B: NodeBroker, Params: c.SubLink},

@@ -330,6 +330,9 @@ func poolCellFiles(dst string, s poolSource, i int) error {
 			if e.Name() == records.FileE11 {
 				return shiftE11(to, path, s.offset)
 			}
+			if e.Name() == records.FileE10 {
+				return shiftE10(to, path, s.offset) // lab/e10.go
+			}
 			return copyFile(to, path)
 		}
 		switch {

@@ -353,6 +353,8 @@ func (cr *cellRun) runRep(ctx context.Context, rep int) error {
 		return cr.repBatch(ctx, rep, repDir, base)
 	case PatternFailover:
 		return cr.repFailover(ctx, rep, repDir, base) // E11: lab/e11.go
+	case PatternPathChange:
+		return cr.repPathChange(ctx, rep, repDir, base) // E10: lab/e10.go
 	default:
 		return cr.repPeriodic(ctx, rep, repDir, base)
 	}
@@ -849,7 +851,7 @@ func (cr *cellRun) linkRows(rep int) error {
 		if err := cr.w.links.Write(records.LinkCount{Cell: cr.c.ID, Rep: rep, Link: lc.Link, Direction: lc.Direction,
 			Packets: lc.Packets - prev.Packets, Bytes: lc.Bytes - prev.Bytes, DropRandom: lc.DropRandom - prev.DropRandom,
 			DropQueue: lc.DropQueue - prev.DropQueue, DropRetries: lc.DropRetries - prev.DropRetries,
-			DropDown: lc.DropDown - prev.DropDown}); err != nil {
+			DropDown: lc.DropDown - prev.DropDown, DropNAT: lc.DropNAT - prev.DropNAT}); err != nil {
 			return err
 		}
 	}

@@ -109,6 +109,7 @@ const (
 	PatternBatchResume    = records.PatternBatchResume // E8: the same, resuming (TLS resumption, QUIC 0-RTT)
 	PatternBatchEcho      = records.PatternBatchEcho   // E8: a fresh batch whose receiver echoes each message back
 	PatternClosedLoop     = records.PatternClosedLoop  // E7: next message once the previous one's receipt completed
+	PatternPathChange     = records.PatternPathChange  // E10: the publisher's path changes mid-stream (lab/e10.go)
 )
 
 // Scales.
@@ -169,6 +170,16 @@ type Spec struct {
 	// QoS 0 messages as QUIC datagrams (`--quic-datagrams`); true needs
 	// qos: [0]. Default [false].
 	QUICDatagrams []bool `yaml:"quic_datagrams,omitempty,flow"`
+	// PathChanges (pattern path-change, E10) sweeps what happens to the
+	// publisher's path ChangeAt into each repetition: rebind (its NAT
+	// gives every flow a new port) or wifi-to-cellular (the link switches
+	// from the wifi profile's delay and rate to cellular's and the NAT
+	// rebinds). Default [rebind]; only with pattern path-change.
+	PathChanges []string `yaml:"path_changes,omitempty,flow"`
+	// ChangeAt is when the path changes, counted from the publisher's
+	// start (pattern path-change). Default: half the stream
+	// (messages x interval / 2).
+	ChangeAt Duration `yaml:"change_at,omitempty"`
 	// Intervals between publishes (periodic pattern; background publishers
 	// of a shared medium). Default [1s].
 	Intervals []Duration `yaml:"intervals"`
@@ -359,7 +370,7 @@ func (s Spec) withDefaults() Spec {
 		s.Grace = Duration(3 * time.Second)
 	}
 	s.Energy = s.Energy.withDefaults()
-	return s
+	return s.pathChangeDefaults() // lab/e10spec.go
 }
 
 // MinPayloadSize is the smallest payload that holds the measurement header.
@@ -548,7 +559,7 @@ func (s Spec) Validate() error {
 	}
 	for i, p := range d.Patterns {
 		switch p {
-		case PatternBatch, PatternBatchResume, PatternBatchEcho, PatternClosedLoop, PatternFailover:
+		case PatternBatch, PatternBatchResume, PatternBatchEcho, PatternClosedLoop, PatternFailover, PatternPathChange:
 		case PatternReconnectEarly:
 			for _, q := range d.QoS {
 				if q != 1 {
@@ -566,7 +577,7 @@ func (s Spec) Validate() error {
 				}
 			}
 		default:
-			bad(fmt.Sprintf("patterns[%d]", i), "%q: want periodic, stop-and-wait, reconnect, reconnect-early, batch, batch-resume, batch-echo, closed-loop or failover", p)
+			bad(fmt.Sprintf("patterns[%d]", i), "%q: want periodic, stop-and-wait, reconnect, reconnect-early, batch, batch-resume, batch-echo, closed-loop, failover or path-change", p)
 		}
 	}
 	dupCheck(d.Patterns, "patterns", bad)
@@ -640,6 +651,7 @@ func (s Spec) Validate() error {
 			bad(p+".intervals", "a scale must not change the inter-arrival time (it decides how many messages are in flight); cut messages or repetitions instead")
 		}
 	}
+	s.validatePathChange(d, bad) // lab/e10spec.go
 	errs = append(errs, d.Energy.validate()...)
 	return errors.Join(errs...)
 }

@@ -108,7 +108,27 @@ type Cell struct {
 	// QoS 0 goes as QUIC datagrams; docs/mqtt-quic.md); empty for other
 	// transports and in older cells, whose clients used one stream.
 	QUICStreams string `json:"quic_streams,omitempty"`
+	// PathChange (pattern path-change, E10) is what happens to the
+	// publisher's path ChangeAtNs after the publisher started:
+	// PathChangeRebind or PathChangeWifiToCellular; empty otherwise.
+	PathChange string `json:"path_change,omitempty"`
+	ChangeAtNs int64  `json:"change_at_ns,omitempty"`
+	// ChangeLink is the publisher's link after a PathChangeWifiToCellular
+	// change (the cellular profile under the cell's delay convention,
+	// with the cell's loss); nil otherwise.
+	ChangeLink *LinkParams `json:"change_link,omitempty"`
 }
+
+// Path changes of pattern path-change (Cell.PathChange).
+const (
+	// PathChangeRebind: the NAT in front of the publisher rebinds (every
+	// flow gets a new external port); the link stays as it was.
+	PathChangeRebind = "rebind"
+	// PathChangeWifiToCellular: the publisher's link switches from the
+	// wifi profile's delay and rate to the cellular profile's, and its
+	// NAT rebinds at the same instant (a new address on the new network).
+	PathChangeWifiToCellular = "wifi-to-cellular"
+)
 
 // ProtocolName is the cell's protocol, ProtocolMQTT for cells written
 // before the protocol was recorded (records version 0 and 1).
@@ -196,6 +216,10 @@ const (
 	// connection, each only after the previous one's receipt completed
 	// (acknowledged or failed); a failed one is recorded as lost.
 	PatternClosedLoop = "closed-loop"
+	// PatternPathChange (E10): a paced QoS 1 stream whose publisher's path
+	// changes at Cell.ChangeAtNs (Cell.PathChange); the publisher
+	// reconnects when its connection dies (`iotq pub --reconnect`).
+	PatternPathChange = "path-change"
 
 	ProtocolMQTT = "mqtt" // application protocols (the protocol columns)
 	ProtocolAMQP = "amqp"

@@ -11,8 +11,10 @@ package records
 // publishers' send lateness and the admission of cells to the manifest's
 // emulator_timing (status fail instead of refused) and a timing record to
 // done.json. Readers read by column name, so older files read with
-// those empty.
-const Version = 5
+// those empty. Version 6 adds pattern path-change (E10: done.json's
+// path_change, change_at_ns, change_link; rep-N/e10.csv) and drop_nat to
+// links.csv.
+const Version = 6
 
 // Files of a results directory DIR (docs/records.md). Per-cell record files
 // in DIR/cells/CELL/ have the same header as their aggregate in DIR.

@@ -125,10 +125,15 @@ type LinkCount struct {
 	DropQueue   int64  `csv:"drop_queue"`
 	DropRetries int64  `csv:"drop_retries"`
 	DropDown    int64  `csv:"drop_down"`
+	// DropNAT (E10) counts packets addressed to a port the rebinding NAT
+	// in front of the link's edge node no longer maps (link.Step.Rebind).
+	DropNAT int64 `csv:"drop_nat"`
 }
 
 // Drops sums the drops of every cause.
-func (l LinkCount) Drops() int64 { return l.DropRandom + l.DropQueue + l.DropRetries + l.DropDown }
+func (l LinkCount) Drops() int64 {
+	return l.DropRandom + l.DropQueue + l.DropRetries + l.DropDown + l.DropNAT
+}
 
 // CPU is one row of cpu.csv: the processor time of one node process
 // (rep 0: the broker, which lives for the whole cell).
