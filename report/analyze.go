@@ -304,6 +304,7 @@ func newCell(dir, id string) *CellResult {
 	c.Pattern, c.Size, c.IntervalNs, c.Publishers, c.Retries = p.Pattern, p.Size, p.IntervalNs, p.Publishers, p.Retries
 	c.delayConvention, c.Status, c.Error = p.DelayConvention, d.Status, d.Error
 	c.protocol, c.QUIC0RTT, c.QUICStreams = p.Protocol, string(p.QUIC0RTT), p.QUICStreams
+	c.pathChange = p.PathChange
 	c.Link = Link{PubDelayNs: p.PubLink.DelayNs, PubRateBps: float64(p.PubLink.RateBps),
 		SubDelayNs: p.SubLink.DelayNs, SubRateBps: float64(p.SubLink.RateBps), PubDirection: p.PubLink.Direction,
 		Source: path.Join(records.DirCells, id, records.FileDone)}

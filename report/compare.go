@@ -126,6 +126,9 @@ func pairCells(cells []*CellResult) []cellPair {
 	for _, c := range cells {
 		// one protocol per pair: TCP and QUIC of the same protocol
 		base := fmt.Sprintf("%s|%s|%g|%d|%s|%s|%s", c.Experiment, c.Profile, c.LossPct, c.QoS, c.Pattern, c.variant(), protocolOf(c))
+		if c.pathChange != "" {
+			base += "|" + c.pathChange // E10
+		}
 		k := base
 		if isQUIC(c.Transport) && c.QUIC0RTT != "" && c.QUIC0RTT != string(records.EarlyHold) {
 			k += "|0rtt-" + c.QUIC0RTT
@@ -406,11 +409,12 @@ func sideLabel(transports string) string {
 }
 
 func isCut(metric string) bool {
-	return metric == MetricDelayCut || metric == MetricRSDCut || metric == MetricStartupCut
+	return metric == MetricDelayCut || metric == MetricRSDCut || metric == MetricStartupCut ||
+		metric == MetricGapCut || metric == MetricFirstAfterCut
 }
 
 func metricRank(m string) int {
-	for i, v := range []string{MetricDelayCut, MetricRSDCut, MetricStartupCut, MetricXi, MetricDegrade} {
+	for i, v := range []string{MetricDelayCut, MetricRSDCut, MetricStartupCut, MetricXi, MetricDegrade, MetricGapCut, MetricFirstAfterCut} {
 		if v == m {
 			return i
 		}
@@ -451,6 +455,10 @@ func metricWords(m string) string {
 		return "completion time of stop-and-wait messages (xi = T_QUIC / T_TCP)"
 	case MetricDegrade:
 		return "slow-down of a batch against its own 0 % loss time"
+	case MetricGapCut:
+		return "delivery gap around a path change"
+	case MetricFirstAfterCut:
+		return "time from a path change to the first message sent after it"
 	}
 	return m
 }
@@ -498,6 +506,8 @@ func sideText(c *Comparison) string {
 		qv, tv = "RSD "+pct(c.QUIC, 0)+" %", "RSD "+pct(c.TCP, 0)+" %"
 	case MetricDegrade:
 		qv, tv = fmtF(c.QUIC, 2)+"x", fmtF(c.TCP, 2)+"x"
+	case MetricGapCut, MetricFirstAfterCut:
+		qv, tv = fmtF(c.QUIC, 3)+" s", fmtF(c.TCP, 3)+" s"
 	default:
 		return ""
 	}

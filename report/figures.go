@@ -220,6 +220,9 @@ func drawFigures(ctx context.Context, s *Summary, dir string, logCDF bool) ([]Fi
 	if err := failoverFigure(s, save); err != nil { // E11: report/e11.go
 		return figs, err
 	}
+	if err := pathChangeFigure(s, save); err != nil { // E10: report/e10.go
+		return figs, err
+	}
 	return figs, nil
 }
 

@@ -70,6 +70,9 @@ type CellResult struct {
 	// cell (cells.csv quic_streams, records version 5: control, per-topic,
 	// per-publish, "+datagrams"), empty otherwise and in older files.
 	QUICStreams string `json:"quic_streams,omitempty"`
+	// pathChange is an E10 cell's path change (done.json): the cells of
+	// one transport that differ only in it are configurations of their own.
+	pathChange string
 
 	CompletionS stats.Summary `json:"completion_s"`
 	// Incomplete counts pattern-A repetitions left out of CompletionS
@@ -188,6 +191,8 @@ type Summary struct {
 	Batch []*BatchResult `json:"batch,omitempty"`
 	// Failover holds the cells of pattern failover (E11; report/e11.go).
 	Failover []*FailoverResult `json:"failover,omitempty"`
+	// PathChange holds the cells of pattern path-change (E10; report/e10.go).
+	PathChange []*PathChangeResult `json:"path_change,omitempty"`
 	// Experiments is the per-experiment table: TCP+TLS and QUIC side by
 	// side (delay, RSD, start-up latency and its ratio to the bound, xi).
 	Experiments []*ExperimentSummary `json:"experiments"`

@@ -149,6 +149,8 @@ func Generate(ctx context.Context, opts Options) (*Summary, error) {
 	}
 	s.Comparisons = comparisons(cells, xi, s.Batch, seed, opts.Resamples)
 	s.Failover = failoverResults(opts.Dir, seed, opts.Resamples)
+	s.PathChange = pathChangeResults(opts.Dir, seed, opts.Resamples) // E10: report/e10.go
+	s.Comparisons = append(s.Comparisons, pathChangeComparisons(s.PathChange, seed, opts.Resamples)...)
 	s.PerConfiguration = perConfiguration(cells, seed, opts.Resamples)
 	if opts.PowerLog != "" {
 		s.PowerLog = filepath.Base(opts.PowerLog)

@@ -91,7 +91,8 @@ func tables(s *Summary) []tab {
 	}
 	out = append(out, ct)
 	out = append(out, batchTable(s), protocolTable(s))
-	out = append(out, failoverTable(s)) // E11: report/e11.go
+	out = append(out, failoverTable(s))   // E11: report/e11.go
+	out = append(out, pathChangeTable(s)) // E10: report/e10.go
 
 	xt := tab{id: "xi", title: "Completion ratio xi = T_QUIC / T_TCP",
 		intro: "Per repetition (repetitions paired by number) and of the means, with a percentile bootstrap " +
