@@ -27,7 +27,8 @@ type Reconnect struct {
 	// Redial opens a new connection; ctx bounds the attempt. Required.
 	Redial func(ctx context.Context) (client.Client, error)
 	// Within bounds the time from noticing a loss to a new connection,
-	// all attempts included. 0 means 30s.
+	// all attempts included; one attempt gets at most a third of it (at
+	// least 5s). 0 means 30s.
 	Within time.Duration
 	// OnEvent, if set, is called after each reconnection attempt that
 	// ended (connected, or gave up: Err set), from Run's goroutine.
@@ -255,11 +256,16 @@ func (p *Publisher) reconnect(ctx context.Context, old client.Client, open []*tr
 	}
 	dctx, cancel := context.WithDeadline(ctx, ev.Lost.Add(within))
 	defer cancel()
+	// one dial that hangs (a handshake whose answer never comes) must
+	// leave time for the next
+	attempt := max(within/3, 5*time.Second)
 	wait := reconnectFirstWait
 	var nc client.Client
 	for nc == nil {
 		ev.Attempts++
-		c, err := rc.Redial(dctx)
+		actx, acancel := context.WithTimeout(dctx, attempt)
+		c, err := rc.Redial(actx)
+		acancel()
 		if err == nil {
 			nc = c
 			break

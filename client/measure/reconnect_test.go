@@ -85,9 +85,10 @@ func (p *cutProxy) accept() {
 	}
 }
 
-// cut closes every connection through the proxy (new ones still work) and
-// stops holding.
+// cut stops holding and closes every connection through the proxy (new
+// ones work: the client dials again at once).
 func (p *cutProxy) cut() {
+	p.holding.Store(false)
 	p.mu.Lock()
 	cs := p.conns
 	p.conns = nil
@@ -98,7 +99,6 @@ func (p *cutProxy) cut() {
 		}
 		c.Close()
 	}
-	p.holding.Store(false)
 }
 
 // TestPublisherReconnect: a paced QoS 1 run whose connection dies after

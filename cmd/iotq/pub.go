@@ -75,7 +75,8 @@ other protocols refuse both. --persistent is refused for an AMQP publisher
 lost connection, as a device whose address or network changes must: it
 dials again at once with the same client id (and --session-cache: TLS
 session resumption, QUIC 0-RTT), then with backoff (250ms doubling to 2s)
-for up to --timeout after the loss, publishes again every QoS 1/2 message
+for up to --timeout after the loss (one dial at most a third of it),
+publishes again every QoS 1/2 message
 not yet acknowledged (same sequence number and send time; a new PUBLISH,
 so one that had reached the broker arrives twice) and continues the
 sequence, sending at once what fell due meanwhile. One line on standard
