@@ -99,8 +99,13 @@ func builtin() map[string][]Spec {
 	// from the mean: link.GEBursts), beside E1's independent loss.
 	e1Bursty := e1
 	e1Bursty.Experiment = "E1-bursty"
-	e1Bursty.Description = "E1 with bursty loss: Gilbert-Elliott at E1's mean loss rates, loss bursts of 4 packets on average; publisher link impaired on its egress only"
+	e1Bursty.Description = "E1 with bursty loss: Gilbert-Elliott at E1's mean loss rates, loss bursts of 4 packets on average; publisher link impaired on its egress only; publishers reconnect when their connection is lost"
 	e1Bursty.LossBursts = []float64{4}
+	// A burst can swallow TCP's retransmissions one after the other; its
+	// backoff then outlasts the MQTT client's wait for PINGRESP and the
+	// connection is lost (3 of 15 lossy TCP cells without this): the
+	// publisher reconnects, as a device would, and the cell measures that.
+	e1Bursty.Reconnect = true
 	// E1 on a link whose rate follows a packet-delivery trace: the shipped
 	// cellular-lte trace (link/trace: a documented cellular-like model)
 	// with the cellular profile's 100 ms one-way delay after it.

@@ -128,6 +128,7 @@ func Cells(specs []Spec) ([]Cell, error) {
 																DelayConvention: s.Delay, PubLink: pubLink, SubLink: subLink,
 																TCPCongestion: s.TCPCongestion, GraceNs: int64(s.Grace),
 																Protocol: ProtocolOf(tr), QUIC0RTT: cell.policy, QUICStreams: cell.streams,
+																Reconnect: s.Reconnect,
 															}
 															if records.IsReconnectPattern(pat) {
 																c.Messages = 1

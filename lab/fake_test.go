@@ -65,6 +65,8 @@ func fakeMain(args []string) int {
 	fs.Bool("quiet", false, "")
 	fs.String("quic-0rtt", "", "")
 	fs.Bool("early", false, "")
+	reconnect := fs.Bool("reconnect", false, "")
+	fs.Bool("persistent", false, "")
 	if err := fs.Parse(args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -120,8 +122,14 @@ func fakeMain(args []string) int {
 			fmt.Fprintf(rec, "%d,%d,%d,%d,true,\n", i, *size, send, time.Now().UnixNano())
 		}
 		rec.Close()
+		// A reconnecting fake reports one reconnection, as if its first
+		// connection had been lost once.
+		reconnects := 0
+		if *reconnect {
+			reconnects = 1
+		}
 		st, _ := json.Marshal(map[string]any{"connection": map[string]any{"transport": "fake", "used_0rtt": resumed, "tls_resumed": resumed,
-			"dial_start_ns": dial, "transport_ready_ns": dial + 1000, "connack_ns": dial + 2000}, "sent": *n})
+			"dial_start_ns": dial, "transport_ready_ns": dial + 1000, "connack_ns": dial + 2000}, "sent": *n, "reconnects": reconnects})
 		fmt.Println(string(st))
 		return 0
 	case "sub":

@@ -392,6 +392,12 @@ func (cr *cellRun) repPeriodic(ctx context.Context, rep int, repDir, base string
 	topic := base + "/m"
 	sendTime := time.Duration(cr.c.Messages) * cr.c.Interval()
 	deadline := sendTime + cr.handshakeAllowance() + cr.grace()
+	var extra []string
+	if cr.c.Reconnect {
+		// Each reconnection may take up to the publisher's --timeout.
+		deadline += 3 * cr.handshakeAllowance()
+		extra = []string{"--reconnect", "--persistent", "--session-cache", filepath.Join(repDir, "session-cache")}
+	}
 	sub, err := cr.startSub(ctx, rep, repDir, topic, cr.c.Messages, deadline+10*time.Second, spawnOpts{})
 	if err != nil {
 		return err
@@ -402,7 +408,7 @@ func (cr *cellRun) repPeriodic(ctx context.Context, rep int, repDir, base string
 		return err
 	}
 	pub, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, records.RolePub, repDir, "pub",
-		cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), topic, filepath.Join(repDir, "pub.csv"), cr.c.Messages, cr.c.Interval()), spawnOpts{})
+		cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), topic, filepath.Join(repDir, "pub.csv"), cr.c.Messages, cr.c.Interval(), extra...), spawnOpts{})
 	if err != nil {
 		sub.stop(3 * time.Second)
 		cr.stopAll(rep, bg)
@@ -781,13 +787,14 @@ func (cr *cellRun) collect(rep int, repDir string, runs []pubRun, sub *child) er
 			if dialStart == 0 {
 				dialStart = cs.DialStartNs
 			}
-			if err := cr.connRow(rep, pr.role, NodePub, cs, firstDelivery); err != nil {
+			ps, _ := records.ReadPubStats(filepath.Join(repDir, pr.stats))
+			if err := cr.connRow(rep, pr.role, NodePub, cs, firstDelivery, ps.Reconnects); err != nil {
 				return err
 			}
 		}
 	}
 	if cs, ok := records.ReadConnectionStats(filepath.Join(repDir, "sub.stdout")); ok {
-		if err := cr.connRow(rep, records.RoleSub, NodeSub, cs, firstSubRecv); err != nil {
+		if err := cr.connRow(rep, records.RoleSub, NodeSub, cs, firstSubRecv, 0); err != nil {
 			return err
 		}
 	}
@@ -816,14 +823,14 @@ func (cr *cellRun) collect(rep int, repDir string, runs []pubRun, sub *child) er
 	return errors.Join(errs...)
 }
 
-func (cr *cellRun) connRow(rep int, role, node string, cs records.ConnectionStats, firstDelivery int64) error {
+func (cr *cellRun) connRow(rep int, role, node string, cs records.ConnectionStats, firstDelivery int64, reconnects int) error {
 	// the lab's transport name (mqtts, quic), as in messages.csv
 	return cr.w.connections.Write(records.Connection{Cell: cr.c.ID, Rep: rep, Role: role, Node: node, Transport: cr.c.Transport,
 		DialStartNs: cs.DialStartNs, TransportReadyNs: cs.TransportReadyNs, ConnackNs: cs.ConnackNs,
 		FirstDeliveryNs: firstDelivery, Resumed: cs.TLSResumed, Used0RTT: cs.Used0RTT, EarlySentNs: cs.EarlySentNs,
 		// what the client used, from its own stats (empty off MQTT over
 		// QUIC), not what the cell asked for
-		QUICStreamStrategy: cs.QUICStreamStrategy, QUICDatagrams: cs.QUICDatagrams})
+		QUICStreamStrategy: cs.QUICStreamStrategy, QUICDatagrams: cs.QUICDatagrams, Reconnects: reconnects})
 }
 
 func (cr *cellRun) cpuRow(rep int, c *child) {

@@ -221,3 +221,46 @@ func childPIDs(t *testing.T) []string {
 	}
 	return out
 }
+
+// A periodic cell of a scenario with reconnect: true runs its publisher
+// with --reconnect (and a session to resume), records that on the cell and
+// counts the publisher's reconnections in connections.csv; without it the
+// publisher is the plain one.
+func TestProcRunnerPeriodicReconnect(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		r := fakeProcRunner(t)
+		dir := t.TempDir()
+		s := fakeSpec(PatternPeriodic)
+		s.Reconnect = on
+		if _, err := Run(context.Background(), []Spec{s}, Options{Dir: dir, Runner: r}); err != nil {
+			t.Fatal(err)
+		}
+		cells, _, _ := records.ReadFile[records.CellRow](filepath.Join(dir, FileCells))
+		if len(cells) != 1 || cells[0].Status != StatusOK {
+			t.Fatalf("reconnect %v: cells %+v", on, cells)
+		}
+		d, _, _ := readDone(filepath.Join(dir, DirCells, cells[0].Cell))
+		cmd, err := os.ReadFile(filepath.Join(dir, DirCells, cells[0].Cell, "rep-1", "pub.cmd"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Cell.Reconnect != on || strings.Contains(string(cmd), "--reconnect") != on || strings.Contains(string(cmd), "--session-cache") != on {
+			t.Errorf("reconnect %v: cell says %v, publisher ran %s", on, d.Cell.Reconnect, cmd)
+		}
+		conns, _, _ := records.ReadFile[records.Connection](filepath.Join(dir, FileConnections))
+		pubReconnects := 0
+		for _, c := range conns {
+			if c.Role == records.RolePub {
+				pubReconnects += c.Reconnects
+			}
+		}
+		if want := map[bool]int{false: 0, true: 2}[on]; pubReconnects != want {
+			t.Errorf("reconnect %v: connections.csv counts %d publisher reconnections over 2 repetitions, want %d", on, pubReconnects, want)
+		}
+	}
+	bad := fakeSpec(PatternStopAndWait)
+	bad.Reconnect = true
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "only the periodic pattern") {
+		t.Errorf("reconnect with stop-and-wait: %v", err)
+	}
+}

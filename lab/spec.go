@@ -195,6 +195,13 @@ type Spec struct {
 	// Grace is how long the subscriber may still receive after the last
 	// publish (plus four times the path round trip). Default 3s.
 	Grace Duration `yaml:"grace"`
+	// Reconnect lets the periodic pattern's publishers dial again when
+	// their connection is lost (`iotq pub --reconnect`, a persistent
+	// session resumed from a ticket) instead of ending the cell: a device
+	// does, and on bursty loss TCP's retransmission backoff can outlast
+	// the MQTT client's keep-alive wait. What the lost connection held is
+	// lost at QoS 0 and published again at QoS 1 and 2. Default false.
+	Reconnect bool `yaml:"reconnect,omitempty"`
 	// ProfileDefs adds or overrides link profiles by name.
 	ProfileDefs map[string]LinkSpec `yaml:"profile_defs,omitempty"`
 	// Energy holds the energy model parameters, recorded in the manifest for
@@ -581,6 +588,18 @@ func (s Spec) Validate() error {
 		}
 	}
 	dupCheck(d.Patterns, "patterns", bad)
+	if d.Reconnect {
+		for i, p := range d.Patterns {
+			if p != PatternPeriodic {
+				bad(fmt.Sprintf("patterns[%d]", i), "%s with reconnect: true: only the periodic pattern's publishers reconnect (path-change always does); leave reconnect out", p)
+			}
+		}
+		for i, t := range d.Transports {
+			if ProtocolOf(t) != records.ProtocolMQTT {
+				bad(fmt.Sprintf("transports[%d]", i), "%s with reconnect: true: the reconnecting publisher (iotq pub --reconnect) is MQTT's; use mqtts, quic, mqtt, ws or wss", t)
+			}
+		}
+	}
 	for i, p := range d.QUIC0RTT {
 		switch p {
 		case records.EarlyAccept, records.EarlyHold, records.EarlyRefuse:

@@ -112,7 +112,11 @@ type Cell struct {
 	// publisher's path ChangeAtNs after the publisher started:
 	// PathChangeRebind or PathChangeWifiToCellular; empty otherwise.
 	PathChange string `json:"path_change,omitempty"`
-	ChangeAtNs int64  `json:"change_at_ns,omitempty"`
+	// Reconnect (version 6): the periodic pattern's publishers dialled
+	// again when their connection was lost (`iotq pub --reconnect`)
+	// instead of ending the cell; connections.csv counts the reconnects.
+	Reconnect  bool  `json:"reconnect,omitempty"`
+	ChangeAtNs int64 `json:"change_at_ns,omitempty"`
 	// ChangeLink is the publisher's link after a PathChangeWifiToCellular
 	// change (the cellular profile under the cell's delay convention,
 	// with the cell's loss); nil otherwise.

@@ -100,6 +100,10 @@ type Connection struct {
 	// QUICDatagrams (version 5): the client and the broker negotiated QUIC
 	// datagrams (ConnectionStats.QUICDatagrams).
 	QUICDatagrams bool `csv:"quic_datagrams"`
+	// Reconnects (version 6) counts the connections a reconnecting
+	// publisher (`iotq pub --reconnect`) made after the first because one
+	// was lost; 0 for other clients.
+	Reconnects int `csv:"reconnects,omitzero"`
 }
 
 // StreamStrategyOr returns the connection's QUIC stream strategy, "control"
