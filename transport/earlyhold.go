@@ -173,3 +173,18 @@ func MQTTFirstPacket(prefix []byte) (total, more int) {
 	}
 	return 0, 1
 }
+
+// NotifyReadable passes through to the held conn (multi-stream QUIC) once
+// the hold is released; before, Read may wait for the handshake, which
+// nothing would notify, so it reports false (the reader keeps waiting in
+// Read). NotifyReadable(nil) reports whether the held conn can notify.
+func (h *holdConn) NotifyReadable(f func()) bool {
+	rn, ok := h.QUICConn.(interface{ NotifyReadable(func()) bool })
+	if !ok {
+		return false
+	}
+	if f != nil && !h.released.Load() {
+		return false
+	}
+	return rn.NotifyReadable(f)
+}

@@ -88,6 +88,7 @@ type quicListener struct {
 	tr   *quic.Transport
 	ln   *quic.EarlyListener
 	q    *acceptQueue
+	bufs *sync.Pool // control stream buffers of multi-stream conns (ctlBuffer)
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -125,7 +126,7 @@ func listenQUIC(ep Endpoint, opts ListenOptions, log *slog.Logger) (Listener, er
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &quicListener{
 		ep: boundEndpoint(ep, udp.LocalAddr()), opts: opts.QUIC.withDefaults(), log: log,
-		udp: udp, tr: tr, ln: ln, q: newAcceptQueue(), ctx: ctx, cancel: cancel,
+		udp: udp, tr: tr, ln: ln, q: newAcceptQueue(), bufs: newCtlBufferPool(), ctx: ctx, cancel: cancel,
 	}
 	l.wg.Add(1)
 	go l.loop()
@@ -173,10 +174,10 @@ func (l *quicListener) firstStream(conn *quic.Conn) {
 	}
 	l.active++
 	l.mu.Unlock()
-	qc := newQUICConn(conn, str, false, l.opts, l.release)
+	qc := newQUICConn(conn, str, false, &l.opts, l.release)
 	var c net.Conn = qc
 	if l.opts.Streams.enabledFor(conn.ConnectionState().TLS.NegotiatedProtocol) {
-		c = newMuxConn(qc, l.opts.Streams, l.log)
+		c = newMuxConn(qc, l.opts.Streams, l.bufs, l.log)
 	} else {
 		qc.refuseExtraStreams(l.log)
 	}
@@ -297,7 +298,7 @@ func dialQUIC(ctx context.Context, ep Endpoint, opts DialOptions, start time.Tim
 		release()
 		return nil, fmt.Errorf("open stream: %w", err)
 	}
-	c := newQUICConn(conn, str, true, q, release)
+	c := newQUICConn(conn, str, true, &q, release)
 	c.info = Info{Scheme: ep.Scheme, DialStart: start, TransportReady: ready}
 	c.earlyPending = attempted
 	c.hsWatch = make(chan struct{})
@@ -348,9 +349,9 @@ func resolveUDP(ctx context.Context, hostport string) (*net.UDPAddr, error) {
 type quicConn struct {
 	conn    *quic.Conn
 	client  bool
-	opts    QUICOptions
-	release func() // called once after the connection closed
-	flush   func() // client: session cache flush, may be nil
+	opts    *QUICOptions // shared: not modified
+	release func()       // called once after the connection closed
+	flush   func()       // client: session cache flush, may be nil
 
 	wmu sync.Mutex // serialises Write, 0-RTT recovery and the FIN
 	// early holds what was written while 0-RTT was undecided. wmu must be
@@ -386,7 +387,9 @@ type quicConn struct {
 	closeErr  error
 }
 
-func newQUICConn(conn *quic.Conn, str *quic.Stream, client bool, opts QUICOptions, release func()) *quicConn {
+// newQUICConn wraps str; opts are shared, not copied (a listener's
+// options serve all its conns).
+func newQUICConn(conn *quic.Conn, str *quic.Stream, client bool, opts *QUICOptions, release func()) *quicConn {
 	return &quicConn{
 		conn: conn, str: str, client: client, opts: opts, release: release,
 		peerFINCh: make(chan struct{}), closing: make(chan struct{}),

@@ -36,11 +36,14 @@ import (
 // Goroutines: one per open client data stream, one per server-opened
 // bidirectional stream (reading the client's acknowledgements), one
 // reading the control stream, one each accepting unidirectional and
-// bidirectional streams and one reading datagrams (if enabled). Close and
-// CloseWithError end and wait for all of them.
+// bidirectional streams and one reading datagrams (if enabled on both
+// sides). Close and CloseWithError end and wait for all of them. Since
+// these goroutines receive everything Read returns, the reader can wait
+// without a goroutine of its own (NotifyReadable, quicidle.go).
 type muxConn struct {
 	*quicConn // the control stream; Read, Write, Close and deadlines are overridden
 	so        QUICStreamOptions
+	bufs      *sync.Pool // full-size control stream buffers (ctlBuffer)
 	cnt       *QUICStreamCounters
 	log       *slog.Logger
 	mqttNext  bool // ALPN MQTT-next: server flows start with a flow header
@@ -51,8 +54,14 @@ type muxConn struct {
 	gmu     sync.Mutex // guards stopped and wg.Add
 	stopped bool       // Close waits for the goroutines: start no more
 
-	ctl       chan muxItem  // packets read from the control stream
-	data      chan muxItem  // packets from data streams and datagrams
+	ctl chan muxItem // packets read from the control stream
+	// Packets from data streams and datagrams: the channel is made for
+	// the first data stream, server flow or datagram reader (dataChan),
+	// so a single-stream client's session holds none; dataReady is
+	// closed then.
+	dataq     atomic.Pointer[chan muxItem]
+	dataOnce  sync.Once
+	dataReady chan struct{}
 	connected chan struct{} // closed once the reader has taken the first control packet
 	connOnce  sync.Once
 	v5        atomic.Bool
@@ -73,15 +82,18 @@ type muxConn struct {
 	fmu        sync.Mutex          // guards the fields below
 	open       int                 // client data streams open
 	biSeen     bool                // a client bidirectional data stream was seen: route acknowledgements
-	clientAcks map[uint16]*muxFlow // client packet id -> the bidirectional client flow it came on
-	serverIDs  map[uint16]*muxFlow // server packet id -> the server flow its PUBLISH went on
-	topics     map[string]*muxFlow // per-topic delivery flows
+	clientAcks map[uint16]*muxFlow // client packet id -> the bidirectional client flow it came on; made when first used
+	serverIDs  map[uint16]*muxFlow // server packet id -> the server flow its PUBLISH went on; made when first used
+	topics     map[string]*muxFlow // per-topic delivery flows; made when first used
 	nextFlow   uint64              // server flow sequence
 	idle       []*muxFlow          // client flows to finish once fmu is released
 	wdl        time.Time           // write deadline, applied to flow writes
 
 	wmu   sync.Mutex // serialises Write
 	wpend []byte     // the start of a packet the engine has not finished writing
+
+	nmu    sync.Mutex // guards notify
+	notify func()     // called once when Read would not block (NotifyReadable)
 }
 
 // muxItem is one or more whole packets, or the end of the control stream.
@@ -192,7 +204,9 @@ func (so QUICStreamOptions) enabledFor(alpn string) bool {
 	return false
 }
 
-func newMuxConn(c *quicConn, so QUICStreamOptions, log *slog.Logger) *muxConn {
+// newMuxConn serves c's connection in multi-stream mode; bufs is the
+// listener's pool of control stream buffers (newCtlBufferPool).
+func newMuxConn(c *quicConn, so QUICStreamOptions, bufs *sync.Pool, log *slog.Logger) *muxConn {
 	if so.MaxPacketSize <= 0 {
 		so.MaxPacketSize = defaultMaxPacket
 	}
@@ -202,22 +216,25 @@ func newMuxConn(c *quicConn, so QUICStreamOptions, log *slog.Logger) *muxConn {
 	}
 	ctx, cancel := context.WithCancel(c.conn.Context())
 	m := &muxConn{
-		quicConn: c, so: so, cnt: cnt, log: log,
+		quicConn: c, so: so, bufs: bufs, cnt: cnt, log: log,
 		mqttNext: c.conn.ConnectionState().TLS.NegotiatedProtocol == ALPNMQTTNext,
 		ctx:      ctx, cancel: cancel,
-		ctl: make(chan muxItem, 4), data: make(chan muxItem, 64),
+		ctl: make(chan muxItem, 4), dataReady: make(chan struct{}),
 		connected: make(chan struct{}), closing: make(chan struct{}),
-		clientAcks: map[uint16]*muxFlow{}, serverIDs: map[uint16]*muxFlow{},
-		topics: map[string]*muxFlow{},
 	}
-	if so.Datagrams && c.conn.ConnectionState().SupportsDatagrams.Remote {
+	// A server's connection knows the client's transport parameters when
+	// it is accepted: a client that did not negotiate datagrams sends
+	// none, so no goroutine waits for them.
+	datagrams := so.Datagrams && c.conn.ConnectionState().SupportsDatagrams.Remote
+	if datagrams {
 		m.dataSeen.Store(true) // datagrams may be in flight at any time
 	}
 	m.wg.Add(3)
 	go m.readControl()
 	go m.acceptUni()
 	go m.acceptBidi()
-	if so.Datagrams {
+	if datagrams {
+		m.dataChan()
 		m.wg.Add(1)
 		go m.readDatagrams()
 	}
@@ -233,11 +250,15 @@ func newMuxConn(c *quicConn, so QUICStreamOptions, log *slog.Logger) *muxConn {
 // keeps reading and discards, so the peer's FIN is seen.
 func (m *muxConn) readControl() {
 	defer m.wg.Done()
-	buf := make([]byte, 16<<10)
+	cb := ctlBuffer{pool: m.bufs}
+	defer cb.release()
 	var b boundary
 	var first []byte // the start of CONNECT, until its protocol level is known
+	n := 0
 	for {
-		n, err := m.quicConn.Read(buf)
+		buf := cb.next(n)
+		var err error
+		n, err = m.quicConn.Read(buf)
 		if n > 0 {
 			if first != nil || !b.started {
 				b.started = true
@@ -254,7 +275,14 @@ func (m *muxConn) readControl() {
 			}
 		}
 		if err != nil {
-			m.deliver(m.ctl, muxItem{err: err})
+			// The end must reach the reader, also when the connection's
+			// context ended too (deliver might take that case): the
+			// reader reads until Close.
+			select {
+			case m.ctl <- muxItem{err: err}:
+				m.fireNotify()
+			case <-m.closing:
+			}
 			return
 		}
 	}
@@ -304,6 +332,7 @@ func (m *muxConn) discard() {
 func (m *muxConn) deliver(ch chan muxItem, it muxItem) bool {
 	select {
 	case ch <- it:
+		m.fireNotify()
 		return true
 	case <-m.closing:
 		return false
@@ -343,8 +372,9 @@ func (m *muxConn) Read(p []byte) (int, error) {
 				quiet = 0
 			}
 			t := time.NewTimer(quiet)
+			data, _ := m.dataNow() // made before any stream was taken
 			select {
-			case it := <-m.data:
+			case it := <-data:
 				t.Stop()
 				m.cur, m.ctlOnly = it.b, false
 				continue
@@ -431,15 +461,17 @@ func (m *muxConn) next() (it muxItem, fromCtl bool, err error) {
 			timeout = t.C
 			defer t.Stop()
 		}
-		data := m.data
-		if !m.firstDone || m.ctlOnly {
-			data = nil
+		var data chan muxItem
+		var made <-chan struct{}
+		if m.firstDone && !m.ctlOnly {
+			data, made = m.dataNow()
 		}
 		select {
 		case it := <-m.ctl:
 			return it, true, nil
 		case it := <-data:
 			return it, false, nil
+		case <-made: // the first data stream: wait on its channel too
 		case <-timeout:
 			return muxItem{}, false, os.ErrDeadlineExceeded
 		case <-changed:
@@ -569,6 +601,7 @@ func (m *muxConn) admit() bool {
 	}
 	m.open++
 	m.cnt.DataStreams.Add(1)
+	m.dataChan() // before dataSeen: Read's end-of-session wait needs it
 	m.dataSeen.Store(true)
 	return true
 }
@@ -662,7 +695,7 @@ func (m *muxConn) readData(r io.Reader, bi *quic.Stream, release func(), cancelR
 					return
 				}
 				packets++
-				if !m.deliver(m.data, muxItem{b: out}) {
+				if !m.deliver(m.dataChan(), muxItem{b: out}) {
 					finish()
 					return
 				}
@@ -751,6 +784,9 @@ func (m *muxConn) route(id uint16, f *muxFlow) {
 	if m.clientAcks[id] != f {
 		f.pending++
 	}
+	if m.clientAcks == nil {
+		m.clientAcks = map[uint16]*muxFlow{}
+	}
 	m.clientAcks[id] = f
 }
 
@@ -782,7 +818,7 @@ func (m *muxConn) readDatagrams() {
 			continue
 		}
 		m.dataSeen.Store(true)
-		if !m.deliver(m.data, muxItem{b: b}) {
+		if !m.deliver(m.dataChan(), muxItem{b: b}) {
 			m.cnt.DatagramsDropped.Add(1)
 			return
 		}
@@ -934,6 +970,9 @@ func (m *muxConn) sendPublish(pk []byte, dl time.Time) bool {
 				return false
 			}
 			m.fmu.Lock()
+			if m.topics == nil {
+				m.topics = map[string]*muxFlow{}
+			}
 			m.topics[p.topic] = f
 			m.fmu.Unlock()
 		}
@@ -946,6 +985,9 @@ func (m *muxConn) sendPublish(pk []byte, dl time.Time) bool {
 	}
 	if p.qos > 0 {
 		m.fmu.Lock()
+		if m.serverIDs == nil {
+			m.serverIDs = map[uint16]*muxFlow{}
+		}
 		m.serverIDs[p.id] = f
 		m.fmu.Unlock()
 	}
@@ -982,6 +1024,7 @@ func (m *muxConn) openServerFlow(bidi bool) *muxFlow {
 			return nil
 		}
 		f = &muxFlow{send: s, dl: s.SetWriteDeadline, str: s}
+		m.dataChan()
 		if !m.spawn(func() { m.readAcks(s) }) {
 			s.CancelWrite(StreamCodeFlowRefused)
 			return nil
@@ -1022,7 +1065,7 @@ func (m *muxConn) readAcks(s *quic.Stream) {
 				s.CancelRead(StreamCodeStreamType)
 				return
 			}
-			if !m.deliver(m.data, muxItem{b: out}) {
+			if !m.deliver(m.dataChan(), muxItem{b: out}) {
 				return
 			}
 		}
@@ -1038,6 +1081,7 @@ func (m *muxConn) readAcks(s *quic.Stream) {
 func (m *muxConn) Close() error {
 	m.closeOnce.Do(func() {
 		close(m.closing)
+		m.fireNotify()
 		m.closeErr = m.quicConn.Close()
 		m.stopGoroutines()
 	})
@@ -1048,6 +1092,7 @@ func (m *muxConn) CloseWithError(code uint64, reason string) error {
 	err := m.quicConn.CloseWithError(code, reason)
 	m.closeOnce.Do(func() {
 		close(m.closing)
+		m.fireNotify()
 		m.stopGoroutines()
 		m.closeErr = err
 	})
