@@ -190,6 +190,17 @@ func (c *meteredConn) SyscallConn() (syscall.RawConn, error) {
 	return nil, errNotPlainSocket
 }
 
+// NotifyReadable passes through to a connection that can wake a parked
+// client itself (multi-stream QUIC: the transport's goroutines receive
+// the streams), so that its client gives its goroutine up too; false for
+// any other.
+func (c *meteredConn) NotifyReadable(f func()) bool {
+	if rn, ok := c.Conn.(interface{ NotifyReadable(func()) bool }); ok {
+		return rn.NotifyReadable(f)
+	}
+	return false
+}
+
 // errNotPlainSocket: the connection is not a plain socket (SyscallConn).
 var errNotPlainSocket = errors.New("broker: not a plain socket")
 

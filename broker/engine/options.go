@@ -51,9 +51,11 @@ type FlowOptions struct {
 	// retransmission timeouts on lossy satellite links.
 	WriteTimeout time.Duration `yaml:"write_timeout"`
 	// ParkIdleAfter is how long a client on a plain TCP listener (mqtt://)
-	// may send nothing before it gives up its goroutine (its socket waits
-	// in the engine's epoll poller; Linux only): an idle client then costs
-	// no goroutine stack. Default 100ms; negative (e.g. -1s): never.
+	// or a multi-stream QUIC listener (quic://, the default) may send
+	// nothing before it gives up its goroutine (its socket waits in the
+	// engine's epoll poller; a QUIC connection wakes it when data comes;
+	// Linux only): an idle client then costs no goroutine stack of the
+	// engine's. Default 100ms; negative (e.g. -1s): never.
 	ParkIdleAfter time.Duration `yaml:"park_idle_after"`
 	// NoBackpressure turns off holding publishers back while a subscriber's
 	// queue is full: the engine's original behaviour (QoS 0 messages are

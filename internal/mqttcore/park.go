@@ -27,6 +27,12 @@ import (
 // (patch 11). The read that continues sees exactly what the blocked read
 // would have seen (the same keep-alive deadline, the same close error), so
 // Wills, takeovers and metrics behave as before.
+//
+// A connection that is no socket but whose data is received by goroutines
+// of its own (multi-stream QUIC: the transport reads the streams and
+// queues what they bring) parks the same way when it implements
+// readNotifier: instead of the poller, the connection itself wakes the
+// client, once, when a Read would no longer block. [iotq patch 38]
 
 // errParked is returned by Client.read when the client gave its goroutine
 // up; another goroutine continues it.
@@ -43,13 +49,26 @@ const (
 // on a parkable connection.
 type clientPark struct {
 	p       *poller
-	rc      syscall.RawConn
+	rc      syscall.RawConn // the socket (poller), or nil
+	rn      readNotifier    // or the connection that wakes the client [iotq patch 38]
 	state   atomic.Int32
 	token   uint64      // the poller's key for this client, 0 before the first park
 	timer   *time.Timer // wakes the client at its keep-alive deadline
 	expiry  time.Time   // keep-alive deadline of the current wait; zero: none
 	counted bool        // Info.ClientsConnected counts the client (see attachClient)
 	ended   func(error) // called once when the client ends
+}
+
+// readNotifier is a connection that can wake a parked client itself.
+// [iotq patch 38]
+type readNotifier interface {
+	// NotifyReadable arranges for f to be called once, on any goroutine,
+	// as soon as a Read would not block (data, the end of the stream, an
+	// error, Close); at once if that is so already. NotifyReadable(nil)
+	// drops the registration and reports whether the connection can
+	// notify at all. false: it cannot now (the client keeps its
+	// goroutine for this wait).
+	NotifyReadable(f func()) bool
 }
 
 // parkableConn returns the raw socket of c when c's reads come straight
@@ -78,6 +97,8 @@ func (s *Server) ServeConnection(listener string, c net.Conn, ended func(error))
 	if s.poller != nil && ended != nil {
 		if rc, ok := parkableConn(c); ok {
 			cl.park = &clientPark{p: s.poller, rc: rc, ended: ended}
+		} else if rn, ok := c.(readNotifier); ok && rn.NotifyReadable(nil) { // [iotq patch 38]
+			cl.park = &clientPark{p: s.poller, rn: rn, ended: ended}
 		}
 	}
 	err := s.serveClient(cl, listener)
@@ -164,7 +185,7 @@ func (pk *clientPark) park(cl *Client) int32 {
 			pk.timer.Reset(d)
 		}
 	}
-	if err := pk.p.arm(cl); err != nil {
+	if err := pk.arm(cl); err != nil {
 		pk.stopTimer()
 		return parkRunning
 	}
@@ -174,6 +195,22 @@ func (pk *clientPark) park(cl *Client) int32 {
 	pk.stopTimer()
 	return parkWoken
 }
+
+// arm asks for one wake: from the poller, or from the connection itself.
+// An error means the client cannot park now. [iotq patch 38]
+func (pk *clientPark) arm(cl *Client) error {
+	if pk.rn == nil {
+		return pk.p.arm(cl)
+	}
+	if !pk.rn.NotifyReadable(cl.wakeParked) {
+		return errCannotNotify
+	}
+	return nil
+}
+
+// errCannotNotify: the connection cannot wake the client now (a QUIC
+// stream whose 0-RTT hold is not released yet). [iotq patch 38]
+var errCannotNotify = errors.New("connection cannot notify")
 
 func (pk *clientPark) stopTimer() {
 	if pk.timer != nil {
@@ -211,5 +248,9 @@ func (cl *Client) wakeParked() {
 // that ends the client.
 func (pk *clientPark) release() {
 	pk.stopTimer()
+	if pk.rn != nil {
+		pk.rn.NotifyReadable(nil) // [iotq patch 38]
+		return
+	}
 	pk.p.forget(pk)
 }

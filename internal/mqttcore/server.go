@@ -143,8 +143,9 @@ type Options struct {
 	OutboundFull func(cl *Client, pk packets.Packet) bool `yaml:"-" json:"-"`
 
 	// ParkIdleAfter, if positive, lets a client served by ServeConnection
-	// on a plain socket give its goroutine up after sending nothing for
-	// this long (see park.go; Linux only). 0: clients never park.
+	// on a plain socket, or on a connection that wakes it (readNotifier,
+	// patch 38), give its goroutine up after sending nothing for this
+	// long (see park.go; Linux only). 0: clients never park.
 	// [iotq patch 18]
 	ParkIdleAfter time.Duration `yaml:"-" json:"-"`
 
