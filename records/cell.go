@@ -121,7 +121,21 @@ type Cell struct {
 	// change (the cellular profile under the cell's delay convention,
 	// with the cell's loss); nil otherwise.
 	ChangeLink *LinkParams `json:"change_link,omitempty"`
+	// Topics (version 7, pattern multi-topic, E9) is the number of
+	// periodic topics the publisher sends on over its one connection
+	// (TOPIC/0 ... TOPIC/N-1, each Messages messages every Interval, their
+	// phases spread over the interval); 0 for the other patterns.
+	Topics int `json:"topics,omitempty"`
+	// LargeSize and LargeIntervalNs (version 7, pattern multi-topic) are
+	// the large-message topic beside them (TOPIC/large: one message of
+	// LargeSize bytes every LargeIntervalNs while the periodic topics
+	// run); 0 when the cell has none.
+	LargeSize       int   `json:"large_size,omitempty"`
+	LargeIntervalNs int64 `json:"large_interval_ns,omitempty"`
 }
+
+// LargeInterval returns the large-message topic's interval.
+func (c Cell) LargeInterval() time.Duration { return time.Duration(c.LargeIntervalNs) }
 
 // Path changes of pattern path-change (Cell.PathChange).
 const (
@@ -224,6 +238,15 @@ const (
 	// changes at Cell.ChangeAtNs (Cell.PathChange); the publisher
 	// reconnects when its connection dies (`iotq pub --reconnect`).
 	PatternPathChange = "path-change"
+	// PatternMultiTopic (version 7, E9): one publisher connection sends
+	// on Cell.Topics periodic topics and, optionally, a large-message
+	// topic (`iotq pub --topics N --large-size B --large-interval D`);
+	// the subscriber takes them all with TOPIC/#.
+	PatternMultiTopic = "multi-topic"
+	// TopicLarge is the last level of the large-message topic of pattern
+	// multi-topic (TOPIC/large); the periodic topics end in their index
+	// (TOPIC/0, TOPIC/1, ...).
+	TopicLarge = "large"
 
 	ProtocolMQTT = "mqtt" // application protocols (the protocol columns)
 	ProtocolAMQP = "amqp"
@@ -278,6 +301,12 @@ const (
 	// refuses it otherwise.
 	EarlyALPN EarlyPolicy = "alpn"
 )
+
+// IsLargeTopic reports whether topic is the large-message topic of
+// pattern multi-topic (its last level is TopicLarge).
+func IsLargeTopic(topic string) bool {
+	return topic == TopicLarge || strings.HasSuffix(topic, "/"+TopicLarge)
+}
 
 // IsReconnectPattern reports whether p is pattern B (a resumed start):
 // reconnect or reconnect-early.

@@ -71,6 +71,9 @@ func TestVersion0Headers(t *testing.T) {
 	// version 6: the rebinding NAT's drops (E10), a reconnecting publisher's reconnections
 	want["links"] += ",drop_nat"
 	want["connections"] += ",reconnects"
+	// version 7: pattern multi-topic's topic per published message, its topics and large topic per cell
+	want["pub"] += ",topic"
+	want["cells"] += ",topics,large_size,large_interval_ns"
 	for k, w := range want {
 		if g := strings.Join(got[k], ","); g != w {
 			t.Errorf("%s header\n got %s\nwant %s", k, g, w)

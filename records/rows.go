@@ -14,6 +14,10 @@ type PubRecord struct {
 	AcceptedNs int64  `csv:"accepted_ns"`
 	OK         bool   `csv:"ok"`
 	Error      string `csv:"error"`
+	// Topic (version 7) is the topic the message was published on: with
+	// `iotq pub --topics N` the publisher's messages spread over several
+	// topics (their seq counts across all of them); empty in older files.
+	Topic string `csv:"topic"`
 }
 
 // SubRecord is one row of `iotq sub --records FILE`: one received message
@@ -205,6 +209,12 @@ type CellRow struct {
 	Error           string `csv:"error"`
 	StartNs         int64  `csv:"start_ns"`
 	EndNs           int64  `csv:"end_ns"`
+	// Topics, LargeSize and LargeIntervalNs (version 7; pattern
+	// multi-topic, Cell.Topics): 0 for the other patterns and in older
+	// files.
+	Topics          int   `csv:"topics"`
+	LargeSize       int   `csv:"large_size"`
+	LargeIntervalNs int64 `csv:"large_interval_ns"`
 }
 
 // Row turns a cell's done marker into its cells.csv row.
@@ -217,5 +227,6 @@ func (d Done) Row() CellRow {
 		PubDelayNs: c.PubLink.DelayNs, SubLink: c.SubLink.Name, SubRateBps: c.SubLink.RateBps,
 		SubDelayNs: c.SubLink.DelayNs, PathDelayNs: int64(c.PathDelay()), TCPCongestion: c.TCPCongestion,
 		Seed: c.Seed, Published: d.Published, Delivered: d.Delivered, RepsOK: d.RepsOK, Status: d.Status,
-		Error: d.Error, StartNs: d.StartNs, EndNs: d.EndNs, Protocol: c.ProtocolName(), QUIC0RTT: c.QUIC0RTT, QUICStreams: c.QUICStreams}
+		Error: d.Error, StartNs: d.StartNs, EndNs: d.EndNs, Protocol: c.ProtocolName(), QUIC0RTT: c.QUIC0RTT, QUICStreams: c.QUICStreams,
+		Topics: c.Topics, LargeSize: c.LargeSize, LargeIntervalNs: c.LargeIntervalNs}
 }
