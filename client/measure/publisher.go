@@ -111,11 +111,14 @@ func (o PublisherOptions) Validate() error {
 
 // Result is the outcome of one message.
 type Result struct {
-	Seq    uint32
+	Seq uint32
+	// Topic is the topic the message went to (a MultiPublisher's differ).
+	Topic  string
 	Size   int
 	SendNs int64 // taken just before the hand-over; the payload's send time
 	// DueNs is when a paced message (Interval, no Gate) was due: message
-	// 0's SendNs plus Seq*Interval, in SendNs's clock. SendNs-DueNs is how
+	// 0's SendNs plus Seq*Interval, in SendNs's clock (MultiPublisher: the
+	// run's start plus the message's records.TopicSlot.At). SendNs-DueNs is how
 	// late it left: the scheduling delay of the publishing goroutine after
 	// its timer, or a hand-over that blocked past the slot. 0 when not
 	// paced.
@@ -331,7 +334,7 @@ func (p *Publisher) sent(sendNs int64) {
 
 // collect waits for one receipt (until stop), counts and reports it.
 func (p *Publisher) collect(pe pending, stop <-chan struct{}) {
-	res := Result{Seq: pe.seq, Size: pe.size, SendNs: pe.sendNs, DueNs: pe.dueNs, Err: pe.err}
+	res := Result{Seq: pe.seq, Topic: p.o.Topic, Size: pe.size, SendNs: pe.sendNs, DueNs: pe.dueNs, Err: pe.err}
 	if res.Err == nil {
 		select {
 		case <-pe.r.Done():

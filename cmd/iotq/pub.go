@@ -45,7 +45,7 @@ Each publish returns a receipt: accepted when the broker acknowledged it
 (PUBACK for QoS 1, PUBCOMP for QoS 2) or when it was handed to the transport
 (QoS 0). --wait-acks (on by default) waits up to --timeout for all receipts
 before disconnecting. --records FILE writes one CSV row per message:
-seq,size,send_ns,accepted_ns,ok,error. --stats json prints one JSON object
+seq,size,send_ns,accepted_ns,ok,error,topic. --stats json prints one JSON object
 with the connection facts (transport, protocol, used_0rtt, tls_resumed,
 dial_start_ns, transport_ready_ns, connack_ns, dial_ms = duration of the
 whole connect call, transport_ready_ms and connack_ms counted from
@@ -85,6 +85,17 @@ reconnect_events (lost_ns, connected_ns, ms, attempts, resent,
 tls_resumed, cause). MQTT over QUIC keeps its connection through a NAT
 rebinding (the broker follows the new address), so it reconnects only if
 the connection really ends. Use --persistent to keep the session.
+
+--topics N publishes over one connection on N topics, TOPIC/0 ... TOPIC/N-1
+(E9, head-of-line blocking): each topic -n measurement payloads of --size
+bytes every --interval, topic k starting k/N of an interval after topic 0;
+--large-size BYTES --large-interval D adds the topic TOPIC/large, one
+message of BYTES every D while the periodic topics run (half a topic slot
+after topic 0). Sequence numbers count across all topics in the order the
+messages are due, and each topic is published from a goroutine of its own,
+so a message held up in the client holds up only its own topic. Subscribe
+with TOPIC/#. --topics takes neither -m, -f, -s, --gate, --closed-loop,
+--early, --reconnect, -r, --property nor --message-id.
 
 --timeout bounds the connection attempt and the final wait for receipts
 (default 30s). --protocol defaults to 3 (MQTT 3.1.1), which every broker
@@ -134,6 +145,8 @@ or a message was not accepted, 2 on bad flags.`,
 	fs.Var(&props, "property", "application property `KEY=VALUE` of every message (repeatable; AMQP only)")
 	fs.StringVar(&msgID, "message-id", "", "message `ID` (AMQP only; with -n above 1 message SEQ gets ID-SEQ)")
 	fs.BoolVar(&recon, "reconnect", false, "when the connection is lost, dial again (same client id, within --timeout) and publish the unacknowledged messages again (MQTT)")
+	var tf topicFlags
+	tf.register(fs)
 	fs.BoolVar(&early, "early", false, "send the first message right behind CONNECT, before CONNACK (QoS 0 or 1; QUIC 0-RTT: in the first flight)")
 	c.Run = runE(func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
@@ -142,8 +155,27 @@ or a message was not accepted, 2 on bad flags.`,
 		if err := cf.check(); err != nil {
 			return err
 		}
-		msgSet := false // -m given, perhaps empty (mosquitto_pub's -n null message)
-		fs.Visit(func(f *flag.Flag) { msgSet = msgSet || f.Name == "m" })
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		msgSet := set["m"] // -m given, perhaps empty (mosquitto_pub's -n null message)
+		if tf.on() {
+			// several topics over one connection (E9): pubtopics.go
+			if topic == "" {
+				return usageErrorf("-t TOPIC is required: with --topics N the messages go to TOPIC/0 ... TOPIC/N-1")
+			}
+			if err := tf.conflicts(set, size, interval); err != nil {
+				return err
+			}
+			if timeout <= 0 {
+				return usageErrorf("--timeout must be positive")
+			}
+			if cf.ep.Protocol == endpoint.ProtocolMQTT {
+				if err := mqttname.CheckTopic(topic); err != nil {
+					return usageErrorf("-t: %v", err)
+				}
+			}
+			return a.publishTopics(ctx, &cf, tf, topic, size, count, interval, waitAcks, timeout)
+		}
 		sources := 0
 		for _, on := range []bool{msgSet, msgFile != "", msgStdin, size > 0} {
 			if on {
@@ -278,7 +310,7 @@ func (a *app) publish(ctx context.Context, cf *clientFlags, p *measure.Publisher
 
 // pubRecord is the --records row of one message.
 func pubRecord(r measure.Result) records.PubRecord {
-	rec := records.PubRecord{Seq: int64(r.Seq), Size: r.Size, SendNs: r.SendNs, AcceptedNs: r.AcceptedNs, OK: r.Err == nil}
+	rec := records.PubRecord{Seq: int64(r.Seq), Size: r.Size, SendNs: r.SendNs, AcceptedNs: r.AcceptedNs, OK: r.Err == nil, Topic: r.Topic}
 	if r.Err != nil {
 		rec.Error = r.Err.Error()
 	}
