@@ -269,6 +269,7 @@ func builtin() map[string][]Spec {
 		return s
 	}
 	e11, e11smoke := e11Specs()
+	e9 := e9Spec(egress) // lab/e9.go
 	copyE4 := func() Spec { c := e4; return c }
 	both := func(s Spec) Spec {
 		s.Topology = TopologySpec{Kind: KindPubBrokerSub, Impaired: ImpairedPublisher, Directions: []string{DirectionBoth}}
@@ -295,6 +296,7 @@ func builtin() map[string][]Spec {
 		"e7s":       {e7s},
 		"e7-wifi":   {wifiVariant(e7), wifiVariant(e7s)},
 		"e8":        {e8},
+		"e9":        {e9},
 
 		"e10":       {e10Spec()}, // lab/e10spec.go
 		"e11":       {e11},       // lab/e11spec.go

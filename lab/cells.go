@@ -41,6 +41,8 @@ func estimate(c Cell) time.Duration {
 	switch c.Pattern {
 	case PatternPeriodic:
 		per += time.Duration(c.Messages) * c.Interval()
+	case PatternMultiTopic:
+		per += time.Duration(c.Messages)*c.Interval() + multiTopicWait(c) // lab/e9.go
 	case PatternStopAndWait:
 		per += time.Duration(c.Messages) * (rtt + 2*time.Millisecond + lossCost)
 	case PatternReconnect, PatternReconnectEarly:
@@ -118,7 +120,7 @@ func Cells(specs []Spec) ([]Cell, error) {
 											for _, q := range s.QoS {
 												for _, size := range s.PayloadSizes {
 													for _, iv := range s.Intervals {
-														for _, cell := range withPolicies(s, s.Transports) {
+														for _, cell := range withPolicies(s, s.Transports, pat, q) {
 															tr := cell.transport
 															c := Cell{
 																Experiment: s.Experiment, Profile: prof, LossPct: float64(loss),
@@ -134,6 +136,9 @@ func Cells(specs []Spec) ([]Cell, error) {
 																c.Messages = 1
 															}
 															s.setPathChange(&c, change)
+															if pat == PatternMultiTopic {
+																c.Topics, c.LargeSize, c.LargeIntervalNs = s.Topics, cell.large.Size, int64(cell.large.Interval)
+															}
 															c.ID = cellID(c, len(s.Topology.SubLinks) > 0)
 															if seen[c.ID] {
 																return nil, fmt.Errorf("experiment %s: two cells share the id %s: give the experiments distinct names", s.Experiment, c.ID)
@@ -160,28 +165,36 @@ func Cells(specs []Spec) ([]Cell, error) {
 
 // transportPolicy is a transport and, for MQTT over QUIC, the broker's
 // QUIC 0-RTT policy and the clients' stream strategy (Cell.QUICStreams) of
-// one cell.
+// one cell; for pattern multi-topic also its large-message topic.
 type transportPolicy struct {
 	transport string
 	policy    records.EarlyPolicy
 	streams   string
+	large     LargeMessage
 }
 
 // withPolicies expands the transports by the spec's QUIC 0-RTT policies,
 // stream strategies and datagram choices: every combination for MQTT over
 // QUIC (in the order listed, right after each other), none for the other
-// transports.
-func withPolicies(s Spec, transports []string) []transportPolicy {
+// transports. Pattern multi-topic repeats them per large-message choice
+// (each one's transports back to back) and makes datagram cells at QoS 0
+// only (qos).
+func withPolicies(s Spec, transports []string, pattern string, qos int) []transportPolicy {
 	var out []transportPolicy
-	for _, tr := range transports {
-		if tr != TransportQUIC {
-			out = append(out, transportPolicy{tr, "", ""})
-			continue
-		}
-		for _, p := range s.QUIC0RTT {
-			for _, st := range s.QUICStreamStrategies {
-				for _, dg := range s.QUICDatagrams {
-					out = append(out, transportPolicy{tr, p, quicStreams(st, dg)})
+	for _, large := range largeMessagesOf(s, pattern) {
+		for _, tr := range transports {
+			if tr != TransportQUIC {
+				out = append(out, transportPolicy{tr, "", "", large})
+				continue
+			}
+			for _, p := range s.QUIC0RTT {
+				for _, st := range s.QUICStreamStrategies {
+					for _, dg := range s.QUICDatagrams {
+						if dg && qos != 0 {
+							continue // only QoS 0 goes as datagrams (Validate refuses it elsewhere)
+						}
+						out = append(out, transportPolicy{tr, p, quicStreams(st, dg), large})
+					}
 				}
 			}
 		}
@@ -254,9 +267,10 @@ func cellID(c Cell, namedSub bool) string {
 		parts = append(parts, c.PathChange)
 	}
 	parts = append(parts, fmt.Sprintf("qos%d", c.QoS), fmt.Sprintf("%dB", c.Size))
-	if c.Pattern == PatternPeriodic || c.Kind == KindSharedMedium {
+	if c.Pattern == PatternPeriodic || c.Pattern == PatternMultiTopic || c.Kind == KindSharedMedium {
 		parts = append(parts, "every"+c.Interval().String())
 	}
+	parts = append(parts, multiTopicIDParts(c)...) // lab/e9.go; none for other patterns
 	parts = append(parts, c.Transport)
 	if c.QUIC0RTT != "" && c.QUIC0RTT != records.EarlyHold {
 		// the broker's default keeps the ids cells had before the policy

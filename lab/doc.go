@@ -4,7 +4,7 @@
 // # Pieces
 //
 //   - Spec (spec.go): one experiment as written in a scenario YAML file
-//     (one Spec per YAML document) or built in (smoke, E1-E8, E11). Every field
+//     (one Spec per YAML document) or built in (smoke, E1-E9, E11). Every field
 //     has a documented zero-value default; Validate reports all problems at
 //     once with field paths, ParseSpecs adds file and line. Spec.Scaled
 //     applies --scale (message counts, intervals, repetitions only).
@@ -22,6 +22,9 @@
 //     links, or LocalFabric on loopback), starts `iotq broker`, `iotq sub`
 //     and `iotq pub` as child processes in their nodes' namespaces, drives
 //     the traffic pattern and turns their record files into the lab's.
+//     Experiment-specific patterns live in files of their own: E9's
+//     multi-topic (e9.go: one publisher connection, several topics and a
+//     large-message topic), E11's failover (e11.go).
 //
 // Result files are described in docs/records.md and docs/lab.md.
 //

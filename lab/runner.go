@@ -355,6 +355,8 @@ func (cr *cellRun) runRep(ctx context.Context, rep int) error {
 		return cr.repFailover(ctx, rep, repDir, base) // E11: lab/e11.go
 	case PatternPathChange:
 		return cr.repPathChange(ctx, rep, repDir, base) // E10: lab/e10.go
+	case PatternMultiTopic:
+		return cr.repMultiTopic(ctx, rep, repDir, base) // E9: lab/e9.go
 	default:
 		return cr.repPeriodic(ctx, rep, repDir, base)
 	}
@@ -756,10 +758,14 @@ func (cr *cellRun) collect(rep int, repDir string, runs []pubRun, sub *child) er
 			// closed-loop: a message that failed (CoAP: out of
 			// retransmissions) was sent and is lost unless it arrived
 			published++
+			topic := pr.topic
+			if p.Topic != "" {
+				topic = p.Topic // multi-topic (E9): each message names its own
+			}
 			m := records.Message{Cell: c.ID, Rep: rep, Protocol: c.ProtocolName(), Transport: c.Transport, QoS: c.QoS,
-				Seq: p.Seq + seqOffset, Size: p.Size, SendNs: p.SendNs, Node: NodePub, Topic: pr.topic, AcceptedNs: p.AcceptedNs,
+				Seq: p.Seq + seqOffset, Size: p.Size, SendNs: p.SendNs, Node: NodePub, Topic: topic, AcceptedNs: p.AcceptedNs,
 				EchoNs: echoAt[p.Seq]}
-			if s, ok := first[receiptKey{pr.topic, p.Seq}]; ok {
+			if s, ok := first[receiptKey{topic, p.Seq}]; ok {
 				delivered++
 				m.RecvNs, m.DelayNs = s.RecvNs, s.DelayNs
 				if m.DelayNs == 0 {

@@ -61,4 +61,10 @@ func (cr *cellRun) addSendLateness(repDir string) {
 		}
 		cr.sendLate = append(cr.sendLate, sendLateness(pubs, iv)...)
 	}
+	if cr.c.Pattern == PatternMultiTopic {
+		// its schedule is the topics' slots, not seq*interval (lab/e9.go)
+		if pubs, err := readNodeRecords[records.PubRecord](filepath.Join(repDir, "pub.csv")); err == nil {
+			cr.sendLate = append(cr.sendLate, multiTopicLateness(pubs, cr.c)...)
+		}
+	}
 }

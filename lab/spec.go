@@ -110,6 +110,7 @@ const (
 	PatternBatchEcho      = records.PatternBatchEcho   // E8: a fresh batch whose receiver echoes each message back
 	PatternClosedLoop     = records.PatternClosedLoop  // E7: next message once the previous one's receipt completed
 	PatternPathChange     = records.PatternPathChange  // E10: the publisher's path changes mid-stream (lab/e10.go)
+	PatternMultiTopic     = records.PatternMultiTopic  // E9: one connection, several topics (lab/e9.go)
 )
 
 // Scales.
@@ -153,9 +154,18 @@ type Spec struct {
 	// PayloadSizes in bytes (at least the measurement header). Default [100].
 	PayloadSizes []int `yaml:"payload_sizes"`
 	// Patterns: periodic, stop-and-wait, reconnect, reconnect-early, batch,
-	// batch-resume, batch-echo, closed-loop.
+	// batch-resume, batch-echo, closed-loop, multi-topic.
 	// Default [periodic].
 	Patterns []string `yaml:"patterns"`
+	// Topics (pattern multi-topic, E9) is how many periodic topics the
+	// publisher sends on over its one connection, each messages messages
+	// every interval. Default 10 with pattern multi-topic.
+	Topics int `yaml:"topics,omitempty"`
+	// LargeMessages (pattern multi-topic) sweeps the large-message topic
+	// beside the periodic ones: {size: BYTES, interval: D} publishes one
+	// message of BYTES every D while they run; {size: 0} is the cell
+	// without one. Default [{size: 0}].
+	LargeMessages []LargeMessage `yaml:"large_messages,omitempty,flow"`
 	// QUIC0RTT sweeps the broker's QUIC 0-RTT policy (accept, hold,
 	// refuse: `iotq broker --quic-0rtt`, docs/0rtt.md) over the cells of
 	// MQTT over QUIC; other transports run one cell each, without it.
@@ -360,6 +370,15 @@ func (s Spec) withDefaults() Spec {
 	}
 	if len(s.QUICDatagrams) == 0 {
 		s.QUICDatagrams = []bool{false}
+	}
+	if slices.Contains(s.Patterns, PatternMultiTopic) {
+		// only there, so that lab show prints them for E9 alone
+		if s.Topics == 0 {
+			s.Topics = defaultTopics
+		}
+		if len(s.LargeMessages) == 0 {
+			s.LargeMessages = []LargeMessage{{}}
+		}
 	}
 	if s.Messages == 0 {
 		s.Messages = 100
@@ -566,7 +585,7 @@ func (s Spec) Validate() error {
 	}
 	for i, p := range d.Patterns {
 		switch p {
-		case PatternBatch, PatternBatchResume, PatternBatchEcho, PatternClosedLoop, PatternFailover, PatternPathChange:
+		case PatternBatch, PatternBatchResume, PatternBatchEcho, PatternClosedLoop, PatternFailover, PatternPathChange, PatternMultiTopic:
 		case PatternReconnectEarly:
 			for _, q := range d.QoS {
 				if q != 1 {
@@ -584,7 +603,7 @@ func (s Spec) Validate() error {
 				}
 			}
 		default:
-			bad(fmt.Sprintf("patterns[%d]", i), "%q: want periodic, stop-and-wait, reconnect, reconnect-early, batch, batch-resume, batch-echo, closed-loop, failover or path-change", p)
+			bad(fmt.Sprintf("patterns[%d]", i), "%q: want periodic, stop-and-wait, reconnect, reconnect-early, batch, batch-resume, batch-echo, closed-loop, failover, path-change or multi-topic", p)
 		}
 	}
 	dupCheck(d.Patterns, "patterns", bad)
@@ -627,7 +646,8 @@ func (s Spec) Validate() error {
 			bad(p, "%v listed twice", dg)
 		}
 		seenDgram[dg] = true
-		if !dg {
+		if !dg || onlyMultiTopic(d) {
+			// multi-topic (E9): datagram cells are made at QoS 0 only
 			continue
 		}
 		for _, q := range d.QoS {
@@ -637,6 +657,7 @@ func (s Spec) Validate() error {
 			}
 		}
 	}
+	validateMultiTopic(d, s, bad) // lab/e9.go
 	for i, iv := range d.Intervals {
 		if iv <= 0 {
 			bad(fmt.Sprintf("intervals[%d]", i), "must be positive, for example 1s or 10ms")
