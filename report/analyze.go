@@ -70,6 +70,9 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 			c.Size = r.Size
 		}
 		c.Publishers, c.Retries, c.Status, c.Error = r.Publishers, r.Retries, r.Status, r.Error
+		if r.Topics > 0 {
+			c.Topics, c.LargeSize, c.LargeIntervalNs = r.Topics, r.LargeSize, r.LargeIntervalNs
+		}
 		if l, ok := linkFromRow(ds, r); ok {
 			l.PubDirection = c.Link.PubDirection // from done.json; cells.csv has no column for it
 			c.Link = l
@@ -305,6 +308,7 @@ func newCell(dir, id string) *CellResult {
 	c.delayConvention, c.Status, c.Error = p.DelayConvention, d.Status, d.Error
 	c.protocol, c.QUIC0RTT, c.QUICStreams = p.Protocol, string(p.QUIC0RTT), p.QUICStreams
 	c.pathChange = p.PathChange
+	c.Topics, c.LargeSize, c.LargeIntervalNs = p.Topics, p.LargeSize, p.LargeIntervalNs
 	c.Link = Link{PubDelayNs: p.PubLink.DelayNs, PubRateBps: float64(p.PubLink.RateBps),
 		SubDelayNs: p.SubLink.DelayNs, SubRateBps: float64(p.SubLink.RateBps), PubDirection: p.PubLink.Direction,
 		Source: path.Join(records.DirCells, id, records.FileDone)}
@@ -334,7 +338,13 @@ func (c *CellResult) transportName() string {
 // distinguishes a cell from the others of its experiment: payload size,
 // interval, publishers, retries and the subscriber link.
 func (c *CellResult) variant() string {
-	return fmt.Sprintf("%dB|%d|n%d|r%d|%d|%g|%s", c.Size, c.IntervalNs, c.Publishers, c.Retries, c.Link.SubDelayNs, c.Link.SubRateBps, c.Link.PubDirection)
+	v := fmt.Sprintf("%dB|%d|n%d|r%d|%d|%g|%s", c.Size, c.IntervalNs, c.Publishers, c.Retries, c.Link.SubDelayNs, c.Link.SubRateBps, c.Link.PubDirection)
+	if c.Topics > 0 {
+		// multi-topic (E9): the cells with and without the large topic are
+		// configurations of their own
+		v += fmt.Sprintf("|t%d|L%d/%d", c.Topics, c.LargeSize, c.LargeIntervalNs)
+	}
+	return v
 }
 
 // variantLabel is variant for people: only the parts that are set.
@@ -354,6 +364,12 @@ func (c *CellResult) variantLabel() string {
 	}
 	if c.Link.SubDelayNs > 0 {
 		parts = append(parts, fmt.Sprintf("sub link %s %s", time.Duration(c.Link.SubDelayNs), rateText(c.Link.SubRateBps)))
+	}
+	if c.Topics > 0 {
+		parts = append(parts, fmt.Sprintf("%d topics", c.Topics))
+		if c.LargeSize > 0 {
+			parts = append(parts, fmt.Sprintf("large %dB every %s", c.LargeSize, time.Duration(c.LargeIntervalNs)))
+		}
 	}
 	switch c.Link.PubDirection {
 	case records.DirectionEgress:

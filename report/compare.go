@@ -639,6 +639,7 @@ func plainWords(s *Summary) []string {
 	default:
 		out = append(out, "**Where QUIC loses** (interval entirely on QUIC's worse side): "+strings.Join(loses, "; ")+".")
 	}
+	out = append(out, holWords(s)...) // E9: report/e9.go
 	if small > 0 {
 		out = append(out, fmt.Sprintf("Small n: %d of %d comparisons rest on fewer than %d configurations; their intervals are hardly "+
 			"more than the range of the values (marked in the table below).", small, len(s.Comparisons), smallN))

@@ -223,6 +223,9 @@ func drawFigures(ctx context.Context, s *Summary, dir string, logCDF bool) ([]Fi
 	if err := pathChangeFigure(s, save); err != nil { // E10: report/e10.go
 		return figs, err
 	}
+	if err := holFigure(s, save); err != nil { // E9: report/e9.go
+		return figs, err
+	}
 	return figs, nil
 }
 

@@ -73,6 +73,12 @@ type CellResult struct {
 	// pathChange is an E10 cell's path change (done.json): the cells of
 	// one transport that differ only in it are configurations of their own.
 	pathChange string
+	// Topics, LargeSize and LargeIntervalNs are a multi-topic cell's (E9,
+	// cells.csv version 7): its periodic topics and large-message topic;
+	// 0 otherwise.
+	Topics          int   `json:"topics,omitempty"`
+	LargeSize       int   `json:"large_size,omitempty"`
+	LargeIntervalNs int64 `json:"large_interval_ns,omitempty"`
 
 	CompletionS stats.Summary `json:"completion_s"`
 	// Incomplete counts pattern-A repetitions left out of CompletionS
@@ -193,6 +199,10 @@ type Summary struct {
 	Failover []*FailoverResult `json:"failover,omitempty"`
 	// PathChange holds the cells of pattern path-change (E10; report/e10.go).
 	PathChange []*PathChangeResult `json:"path_change,omitempty"`
+	// HOL holds the per-topic rows of pattern multi-topic (E9;
+	// report/e9.go), HOLComparisons its headline comparisons.
+	HOL            []*HOLRow        `json:"hol,omitempty"`
+	HOLComparisons []*HOLComparison `json:"hol_comparisons,omitempty"`
 	// Experiments is the per-experiment table: TCP+TLS and QUIC side by
 	// side (delay, RSD, start-up latency and its ratio to the bound, xi).
 	Experiments []*ExperimentSummary `json:"experiments"`

@@ -151,6 +151,7 @@ func Generate(ctx context.Context, opts Options) (*Summary, error) {
 	s.Failover = failoverResults(opts.Dir, seed, opts.Resamples)
 	s.PathChange = pathChangeResults(opts.Dir, seed, opts.Resamples) // E10: report/e10.go
 	s.Comparisons = append(s.Comparisons, pathChangeComparisons(s.PathChange, seed, opts.Resamples)...)
+	s.HOL, s.HOLComparisons = holResults(ds, cells, seed, opts.Resamples) // E9: report/e9.go
 	s.PerConfiguration = perConfiguration(cells, seed, opts.Resamples)
 	if opts.PowerLog != "" {
 		s.PowerLog = filepath.Base(opts.PowerLog)

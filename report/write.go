@@ -93,6 +93,8 @@ func tables(s *Summary) []tab {
 	out = append(out, batchTable(s), protocolTable(s))
 	out = append(out, failoverTable(s))   // E11: report/e11.go
 	out = append(out, pathChangeTable(s)) // E10: report/e10.go
+	// E9: report/e9.go
+	out = append(out, holComparisonTable(s), holTable(s))
 
 	xt := tab{id: "xi", title: "Completion ratio xi = T_QUIC / T_TCP",
 		intro: "Per repetition (repetitions paired by number) and of the means, with a percentile bootstrap " +
@@ -347,6 +349,7 @@ func tablesCSV(s *Summary) ([]byte, error) {
 		"energy_technology", "radio_j", "cpu_s", "cpu_j", "energy_total_j", "energy_per_msg_j", "energy_mean_w", "measured_j", "radio_source",
 		"packets_sent", "packets_received", "packets_sent_per_s", "packets_received_per_s",
 		"publisher_cpu_s", "publisher_cpu_ms_per_msg", "base_w", "base_j", "device_j", "device_mean_w"}
+	head = append(head, holCSVHead...) // E9: report/e9.go
 	if err := w.Write(head); err != nil {
 		return nil, err
 	}
@@ -384,6 +387,7 @@ func tablesCSV(s *Summary) ([]byte, error) {
 		} else {
 			row = append(row, "", "", "", "")
 		}
+		row = append(row, holCSV(s, c.Cell, g)...)
 		if err := w.Write(row); err != nil {
 			return nil, err
 		}
