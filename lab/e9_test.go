@@ -142,10 +142,15 @@ func TestMultiTopicLinkFabric(t *testing.T) {
 		Intervals: []Duration{ms(40)}, Topics: 3, LargeMessages: []LargeMessage{{Size: 20000, Interval: ms(100)}},
 		QUICStreamStrategies: []string{"control", "per-topic"}, QUICDatagrams: []bool{false, true},
 		Messages: 5, Repetitions: 1, Grace: ms(500)}
+	// and at QoS 1 on a lossy link (5 %, both ends retransmitting): every
+	// message still arrives
+	lossy := s
+	lossy.Experiment, lossy.Losses, lossy.QoS = "e9l", []Percent{5}, []int{1}
+	lossy.QUICStreamStrategies, lossy.QUICDatagrams = []string{"per-topic"}, nil
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	res, err := Run(ctx, []Spec{s}, Options{Dir: dir, Runner: r})
+	res, err := Run(ctx, []Spec{s, lossy}, Options{Dir: dir, Runner: r})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,8 +160,8 @@ func TestMultiTopicLinkFabric(t *testing.T) {
 	}
 	// large at 3.3 and 103.3 ms of a 200 ms stream
 	const perCell = 3*5 + 2
-	if len(rows) != 5 || res.Failed != 0 {
-		t.Fatalf("%d cells (want 5: mqtts, quic, quic dgram, per-topic, per-topic dgram), %+v", len(rows), res)
+	if len(rows) != 7 || res.Failed != 0 {
+		t.Fatalf("%d cells (want 5 without loss: mqtts, quic, quic dgram, per-topic, per-topic dgram; 2 with: mqtts, per-topic), %+v", len(rows), res)
 	}
 	for _, r := range rows {
 		if r.Status != StatusOK || r.Published != perCell || r.Delivered != perCell || r.Topics != 3 || r.LargeSize != 20000 {
@@ -180,6 +185,9 @@ func TestMultiTopicLinkFabric(t *testing.T) {
 		}
 	}
 	for _, r := range rows {
+		if r.LossPct > 0 {
+			continue // checked above: QoS 1 delivered every message
+		}
 		got := perTopic[r.Cell]
 		want := map[string]int{"lab/1/m/0": 5, "lab/1/m/1": 5, "lab/1/m/2": 5, "lab/1/m/large": 2}
 		for tp, n := range want {
