@@ -50,7 +50,7 @@ func TestE10Metrics(t *testing.T) {
 // named by the change, the wifi-to-cellular cells carry the cellular link,
 // and the path-change fields are refused where they cannot work.
 func TestE10Spec(t *testing.T) {
-	cells, err := Cells([]Spec{e10Spec()})
+	cells, err := Cells([]Spec{builtinSpec(t, "e10")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestE10PathChangeEndToEnd(t *testing.T) {
 		t.Skip("end-to-end E10 cells (about a minute) skipped in -short mode")
 	}
 	bin := buildIOTQ(t)
-	s := e10Spec()
+	s := builtinSpec(t, "e10")
 	s.Losses, s.Messages, s.Repetitions, s.Scales = []Percent{0}, 50, 1, nil
 	s.ChangeAt = Duration(2500 * time.Millisecond)
 	r, err := NewProcRunner(ProcOptions{IOTQ: bin, Fabric: LinkFabric{Prefix: "iotqe10-"}, NoPcap: true})

@@ -127,32 +127,3 @@ func (s Spec) validatePathChange(d Spec, bad func(path, format string, args ...a
 		}
 	}
 }
-
-// e10Spec returns the built-in E10 (docs/experiments.md): a QoS 1 stream
-// of 100 B every 100 ms for 60 s whose publisher's path changes at
-// t = 30 s, TCP+TLS against QUIC, the publisher's wifi link clean or at
-// 2 % loss, the subscriber's link clean.
-func e10Spec() Spec {
-	return Spec{
-		Experiment:   "E10",
-		Description:  "path change: a QoS 1 stream (100 B every 100 ms, 60 s) whose publisher's NAT rebinds, or which moves from wifi to cellular (new delay and rate, NAT rebinding), at t = 30 s; MQTT over TCP+TLS (reconnects, TLS resumption, resends) vs MQTT over QUIC (keeps its connection); subscriber link clean",
-		Topology:     TopologySpec{Kind: KindPubBrokerSub, Impaired: ImpairedPublisher, Directions: []string{DirectionBoth}},
-		Profiles:     []string{"wifi"},
-		Delay:        DelayRTT,
-		Losses:       []Percent{0, 2},
-		Transports:   []string{TransportTLS, TransportQUIC},
-		QoS:          []int{1},
-		PayloadSizes: []int{100},
-		Patterns:     []string{PatternPathChange},
-		PathChanges:  []string{PathChangeRebind, PathChangeWifiToCellular},
-		ChangeAt:     Duration(30 * time.Second),
-		Intervals:    []Duration{ms(100)},
-		Messages:     600,
-		Repetitions:  10,
-		Scales: map[string]ScaleSpec{
-			// the stream keeps its 60 s: the change is at 30 s
-			ScaleSmoke:   {Messages: 600, Repetitions: 1},
-			ScaleReduced: {Messages: 600, Repetitions: 3},
-		},
-	}
-}

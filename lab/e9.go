@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/iotq/iotq/records"
-	"github.com/iotq/iotq/transport"
 )
 
 // E9, head-of-line blocking: pattern multi-topic. One publisher connection
@@ -187,37 +186,4 @@ func multiTopicLateness(pubs []records.PubRecord, c Cell) []time.Duration {
 		out = append(out, max(time.Duration(p.SendNs-due), 0))
 	}
 	return out
-}
-
-// e9Spec is the built-in E9 (docs/experiments.md): one device, 10 topics of
-// 100 B every 100 ms over one connection, with and without an 11th topic of
-// 64 KiB every 2 s; its link impaired on its egress as in E1, the
-// subscriber's clean; MQTT over TCP+TLS, over QUIC with one stream and with
-// a stream per topic, and QoS 0 as QUIC datagrams.
-func e9Spec(egress TopologySpec) Spec {
-	return Spec{
-		Experiment: "E9",
-		Description: "head-of-line blocking: one publisher, 10 topics of 100 B every 100 ms over one connection, with and without an 11th topic " +
-			"of 64 KiB every 2 s; MQTT over TCP+TLS, over QUIC with one stream (control) and a stream per topic (per-topic), and QoS 0 " +
-			"as QUIC datagrams; publisher link impaired on its egress only, broker-subscriber link clean",
-		Topology:             egress,
-		Profiles:             []string{"wifi", "cellular"},
-		Delay:                DelayOneWay,
-		Losses:               []Percent{0, 1, 3, 5, 10},
-		Transports:           []string{TransportTLS, TransportQUIC},
-		QoS:                  []int{0, 1},
-		PayloadSizes:         []int{100},
-		Patterns:             []string{PatternMultiTopic},
-		Intervals:            []Duration{ms(100)},
-		Topics:               10,
-		LargeMessages:        []LargeMessage{{}, {Size: 65536, Interval: ms(2000)}},
-		QUICStreamStrategies: []string{transport.StrategyControl, transport.StrategyPerTopic},
-		QUICDatagrams:        []bool{false, true},
-		Messages:             1000,
-		Repetitions:          5,
-		Scales: map[string]ScaleSpec{
-			ScaleSmoke:   {Messages: 50, Repetitions: 1},
-			ScaleReduced: {Messages: 300, Repetitions: 2},
-		},
-	}
 }
