@@ -38,25 +38,8 @@ func estimate(c Cell) time.Duration {
 	// the grace is not counted: it bounds the wait for late messages, and a
 	// repetition ends as soon as every message is in
 	per := 50*time.Millisecond + 4*rtt
-	switch c.Pattern {
-	case PatternPeriodic:
-		per += time.Duration(c.Messages) * c.Interval()
-	case PatternMultiTopic:
-		per += time.Duration(c.Messages)*c.Interval() + multiTopicWait(c) // lab/e9.go
-	case PatternStopAndWait:
-		per += time.Duration(c.Messages) * (rtt + 2*time.Millisecond + lossCost)
-	case PatternReconnect, PatternReconnectEarly:
-		per += 2*rtt + 4*lossCost
-	case PatternBatch, PatternBatchResume, PatternBatchEcho:
-		per += 10*rtt + time.Duration(c.Messages)*(2*time.Millisecond+lossCost/4)
-	case PatternFailover:
-		per += e11Estimate(c)
-	case PatternPathChange:
-		per += e10Estimate(c)
-	case PatternClosedLoop:
-		// a round trip per message, and a retransmission timeout (CoAP's
-		// ACK_TIMEOUT, TCP's minimum RTO) for every lost packet
-		per += time.Duration(c.Messages) * (rtt + time.Duration(c.PubLink.LossPct*2/100*float64(3*time.Second)))
+	if p, ok := patternByName(c.Pattern); ok {
+		per += p.traffic(c, rtt, lossCost)
 	}
 	start := 300 * time.Millisecond
 	if c.ProtocolName() == records.ProtocolAMQP {

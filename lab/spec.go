@@ -584,26 +584,12 @@ func (s Spec) Validate() error {
 		}
 	}
 	for i, p := range d.Patterns {
-		switch p {
-		case PatternBatch, PatternBatchResume, PatternBatchEcho, PatternClosedLoop, PatternFailover, PatternPathChange, PatternMultiTopic:
-		case PatternReconnectEarly:
-			for _, q := range d.QoS {
-				if q != 1 {
-					bad(fmt.Sprintf("patterns[%d]", i), "%s with QoS %d: the message written with CONNECT is QoS 1 (its receipt is the PUBACK); set qos: [1]", p, q)
-					break
-				}
-			}
-		case PatternPeriodic, PatternStopAndWait, PatternReconnect:
-			if p != PatternPeriodic && len(d.QoS) > 0 {
-				for _, q := range d.QoS {
-					if q == 0 {
-						bad(fmt.Sprintf("patterns[%d]", i), "%s needs QoS 1 or 2 (a lost QoS 0 message would stall it); set qos: [1]", p)
-						break
-					}
-				}
-			}
-		default:
-			bad(fmt.Sprintf("patterns[%d]", i), "%q: want periodic, stop-and-wait, reconnect, reconnect-early, batch, batch-resume, batch-echo, closed-loop, failover, path-change or multi-topic", p)
+		tp, ok := patternByName(p)
+		switch {
+		case !ok:
+			bad(fmt.Sprintf("patterns[%d]", i), "%q: want %s", p, patternNames())
+		case tp.check != nil:
+			tp.check(d, i, bad)
 		}
 	}
 	dupCheck(d.Patterns, "patterns", bad)
