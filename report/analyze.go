@@ -215,6 +215,11 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 	}
 	startup(ds, cells, getCell, perCellRecv(ds))
 	dialStarts(ds, cells)
+	for _, r := range ds.conns {
+		if c := cells[r.Cell]; c != nil && records.IsPublisherRole(r.Role) {
+			c.PubReconnects += r.Reconnects
+		}
+	}
 	for _, c := range cells {
 		for _, rep := range sortedWinReps(c.repWindows) {
 			if w := c.repWindows[rep]; w.start != math.MaxInt64 && w.end >= w.start {
@@ -288,6 +293,10 @@ func analyze(ds *dataset, seed uint64, resamples int) ([]*CellResult, []*XiResul
 				msg = "no error recorded"
 			}
 			ds.note("cell %s has status %s (%s): its numbers cover only the repetitions that produced records", c.Cell, c.Status, msg)
+		}
+		if c.PubReconnects > 0 && c.Pattern != records.PatternPathChange {
+			// E10's table shows its reconnections; elsewhere one is news.
+			ds.note("cell %s: its publishers lost their connection and reconnected (iotq pub --reconnect), %d reconnections over its repetitions; what a lost connection held counts as lost at QoS 0", c.Cell, c.PubReconnects)
 		}
 	}
 	return out, xiPairs(out, seed, resamples)

@@ -63,6 +63,10 @@ type CellResult struct {
 	StartupRatio float64 `json:"startup_ratio"`
 	Resumed      int     `json:"resumed"`
 	ZeroRTT      int     `json:"used_0rtt"`
+	// PubReconnects counts the reconnections of the cell's publishers
+	// over all repetitions (connections.csv reconnects, records version
+	// 6: `iotq pub --reconnect` after a lost connection).
+	PubReconnects int `json:"pub_reconnects"`
 	// QUIC0RTT is the broker's QUIC 0-RTT policy of an MQTT over QUIC cell
 	// (cells.csv quic_0rtt; records version 3), empty otherwise.
 	QUIC0RTT string `json:"quic_0rtt,omitempty"`

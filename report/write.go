@@ -350,6 +350,7 @@ func tablesCSV(s *Summary) ([]byte, error) {
 		"packets_sent", "packets_received", "packets_sent_per_s", "packets_received_per_s",
 		"publisher_cpu_s", "publisher_cpu_ms_per_msg", "base_w", "base_j", "device_j", "device_mean_w"}
 	head = append(head, holCSVHead...) // E9: report/e9.go
+	head = append(head, "pub_reconnects")
 	if err := w.Write(head); err != nil {
 		return nil, err
 	}
@@ -388,6 +389,7 @@ func tablesCSV(s *Summary) ([]byte, error) {
 			row = append(row, "", "", "", "")
 		}
 		row = append(row, holCSV(s, c.Cell, g)...)
+		row = append(row, strconv.Itoa(c.PubReconnects))
 		if err := w.Write(row); err != nil {
 			return nil, err
 		}
