@@ -135,10 +135,11 @@ func (cr *cellRun) startCluster(ctx context.Context, repDir string) (*e11Cluster
 		cl.ca = files.CA
 		tlsConf = fmt.Sprintf("  tls {\n    cert_file: %q\n    key_file: %q\n  }\n", files.Cert, files.Key)
 	}
+	ports := cr.e11Ports()
 	for i := range e11Nodes {
 		nd := &e11Node{name: "n" + strconv.Itoa(i), dir: filepath.Join(repDir, "nats-n"+strconv.Itoa(i))}
 		for _, p := range []*int{&nd.port, &nd.clusterPort, &nd.mqttPort, &nd.monitPort} {
-			if *p, err = freePort(); err != nil {
+			if *p, err = ports(); err != nil {
 				return nil, err
 			}
 		}
@@ -299,8 +300,16 @@ func (cr *cellRun) startE11Gateway(ctx context.Context, repDir string, cl *e11Cl
 		ups = append(ups, fmt.Sprintf("tcp://127.0.0.1:%d", nd.mqttPort))
 	}
 	cl.ca = files.CA
+	ports := cr.e11Ports()
+	for range cl.nodes {
+		for range 4 { // past the nodes' ports
+			if _, err := ports(); err != nil {
+				return err
+			}
+		}
+	}
 	for i := range e11Gateways {
-		port, err := freePort()
+		port, err := ports()
 		if err != nil {
 			return err
 		}
@@ -572,4 +581,37 @@ func (cr *cellRun) e11Row(repDir string, runs []pubRun, row *records.E11Row) err
 // the last acknowledgements and the wait for redeliveries.
 func e11Estimate(c Cell) time.Duration {
 	return 8*time.Second + time.Duration(c.Messages)*c.Interval() + e11AckWait + time.Duration(c.GraceNs) + 4*c.PathRTT()
+}
+
+// e11PortBase is the first port of the cluster's nodes and gateways in
+// the broker's namespace: below Linux's ephemeral range (32768-60999), so
+// the nodes' own outgoing route connections, whose source ports the
+// kernel picks there, never take a port a node is about to listen on
+// (a free port found by listening and closing could be taken that way:
+// "bind: address already in use" on a router port).
+const e11PortBase = 21000
+
+// e11Ports returns the source of the cluster's listening ports: fixed,
+// distinct ports in the broker's own namespace (nothing else listens
+// there), free ports of the host on the local fabric, never one twice.
+func (cr *cellRun) e11Ports() func() (int, error) {
+	next := e11PortBase
+	seen := map[int]bool{}
+	return func() (int, error) {
+		if !cr.local() {
+			next++
+			return next - 1, nil
+		}
+		for range 100 {
+			p, err := freePort()
+			if err != nil {
+				return 0, err
+			}
+			if !seen[p] {
+				seen[p] = true
+				return p, nil
+			}
+		}
+		return 0, errors.New("E11: no distinct free port found in 100 tries")
+	}
 }
