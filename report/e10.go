@@ -9,8 +9,6 @@ import (
 	"strings"
 
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
 
 	"github.com/iotq/iotq/internal/stats"
 	"github.com/iotq/iotq/records"
@@ -286,54 +284,28 @@ func pathChangeFigure(s *Summary, save func(*plot.Plot, Figure) error) error {
 	})
 	slices.Sort(trs)
 	p := figplot.New("E10: delivery gap around the path change", "change, loss", "delivery gap (s)")
-	drawn := 0
+	series := make([]figplot.EstimateSeries, len(trs))
 	for i, tr := range trs {
-		var pts plotter.XYs
-		var errs plotter.YErrors
+		series[i] = figplot.EstimateSeries{Name: transportLabel(tr), Color: transportColor(tr, trs)}
 		for j, c := range confs {
 			for _, r := range s.PathChange {
-				iv := r.GapS
-				if r.Transport != tr || r.PathChange != c.change || r.LossPct != c.loss || !finite(iv.Estimate) {
-					continue
+				if r.Transport == tr && r.PathChange == c.change && r.LossPct == c.loss {
+					series[i].Points = append(series[i].Points, figplot.Estimate{Cat: j, Est: r.GapS.Estimate, Lo: r.GapS.Lo, Hi: r.GapS.Hi})
 				}
-				lo, hi := iv.Lo, iv.Hi
-				if !finite(lo) || !finite(hi) {
-					lo, hi = iv.Estimate, iv.Estimate // one repetition: no interval
-				}
-				pts = append(pts, plotter.XY{X: float64(j) + 0.15*(float64(i)-float64(len(trs)-1)/2), Y: iv.Estimate})
-				errs = append(errs, struct{ Low, High float64 }{iv.Estimate - lo, hi - iv.Estimate})
 			}
 		}
-		if len(pts) == 0 {
-			continue
-		}
-		drawn += len(pts)
-		sc, err := plotter.NewScatter(pts)
-		if err != nil {
-			return fmt.Errorf("path change figure: %w", err)
-		}
-		sc.Color = transportColor(tr, trs)
-		sc.Radius = vg.Points(3)
-		eb, err := plotter.NewYErrorBars(struct {
-			plotter.XYer
-			plotter.YErrorer
-		}{pts, errs})
-		if err != nil {
-			return fmt.Errorf("path change figure: %w", err)
-		}
-		eb.Color = transportColor(tr, trs)
-		p.Add(sc, eb)
-		p.Legend.Add(transportLabel(tr), sc)
-	}
-	if drawn == 0 {
-		return nil
 	}
 	labels := make([]string, len(confs))
 	for i, c := range confs {
 		labels[i] = c.change + " " + loss(c.loss) + "%"
 	}
-	p.NominalX(labels...)
-	p.X.Min, p.X.Max = -0.6, float64(len(confs))-0.4
+	drawn, err := figplot.AddEstimates(p, labels, series)
+	if err != nil {
+		return fmt.Errorf("path change figure: %w", err)
+	}
+	if drawn == 0 {
+		return nil
+	}
 	p.Y.Min = math.Min(p.Y.Min, 0)
 	return save(p, Figure{Name: "path-change-gap", Title: "E10: delivery gap around the path change",
 		Caption: "Per path change (and loss) and transport, the longest pause between two receipts at the subscriber whose " +

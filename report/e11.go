@@ -7,8 +7,6 @@ import (
 	"strconv"
 
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
 
 	"github.com/iotq/iotq/internal/stats"
 	"github.com/iotq/iotq/records"
@@ -172,54 +170,29 @@ func failoverFigure(s *Summary, save func(*plot.Plot, Figure) error) error {
 		{"failover-gap", "delivery gap (s)", func(f *FailoverResult) stats.Interval { return f.GapS }},
 	} {
 		p := figplot.New("E11: "+m.label+" after a node is killed", "profile, loss", m.label)
-		drawn := 0
+		series := make([]figplot.EstimateSeries, len(trs))
 		for i, tr := range trs {
-			var pts plotter.XYs
-			var errs plotter.YErrors
+			series[i] = figplot.EstimateSeries{Name: transportLabel(tr), Color: transportColor(tr, trs)}
 			for j, c := range confs {
 				for _, f := range s.Failover {
-					iv := m.val(f)
-					if f.Transport != tr || f.Profile != c.profile || f.LossPct != c.loss || !finite(iv.Estimate) {
-						continue
+					if f.Transport == tr && f.Profile == c.profile && f.LossPct == c.loss {
+						iv := m.val(f)
+						series[i].Points = append(series[i].Points, figplot.Estimate{Cat: j, Est: iv.Estimate, Lo: iv.Lo, Hi: iv.Hi})
 					}
-					lo, hi := iv.Lo, iv.Hi
-					if !finite(lo) || !finite(hi) {
-						lo, hi = iv.Estimate, iv.Estimate // one repetition: no interval
-					}
-					pts = append(pts, plotter.XY{X: float64(j) + 0.15*(float64(i)-float64(len(trs)-1)/2), Y: iv.Estimate})
-					errs = append(errs, struct{ Low, High float64 }{iv.Estimate - lo, hi - iv.Estimate})
 				}
 			}
-			if len(pts) == 0 {
-				continue
-			}
-			drawn += len(pts)
-			sc, err := plotter.NewScatter(pts)
-			if err != nil {
-				return fmt.Errorf("failover figure: %w", err)
-			}
-			sc.Color = transportColor(tr, trs)
-			sc.Radius = vg.Points(3)
-			eb, err := plotter.NewYErrorBars(struct {
-				plotter.XYer
-				plotter.YErrorer
-			}{pts, errs})
-			if err != nil {
-				return fmt.Errorf("failover figure: %w", err)
-			}
-			eb.Color = transportColor(tr, trs)
-			p.Add(sc, eb)
-			p.Legend.Add(transportLabel(tr), sc)
-		}
-		if drawn == 0 {
-			continue
 		}
 		labels := make([]string, len(confs))
 		for i, c := range confs {
 			labels[i] = c.profile + " " + loss(c.loss) + "%"
 		}
-		p.NominalX(labels...)
-		p.X.Min, p.X.Max = -0.6, float64(len(confs))-0.4
+		drawn, err := figplot.AddEstimates(p, labels, series)
+		if err != nil {
+			return fmt.Errorf("failover figure: %w", err)
+		}
+		if drawn == 0 {
+			continue
+		}
 		if err := save(p, Figure{Name: m.name, Title: "E11: " + m.label,
 			Caption: "Per configuration and transport, the mean over the repetitions with its 95 % percentile bootstrap interval " +
 				"(no bar: one repetition). recover = kill to the first acknowledgement of a message sent after it; gap = the " +
