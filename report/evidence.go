@@ -96,7 +96,7 @@ func EvidenceIndex(dir string) ([]byte, error) {
 			continue
 		}
 		status := ""
-		if t := c.man.EmulatorTiming; t != nil && t.HostP99 > 0 && t.IdleP99 == 0 && t.Send == nil && len(t.Admission) == 0 {
+		if c.blindProbe() {
 			status = " (run with the blind probe: not yet shown free of CPU contention)"
 		}
 		fmt.Fprintf(&b, "- **%s**%s:\n", c.name, status)
@@ -104,6 +104,7 @@ func EvidenceIndex(dir string) ([]byte, error) {
 			fmt.Fprintf(&b, "  - %s\n", l)
 		}
 	}
+	b.Write(rerunSection(cs))
 	for _, c := range cs {
 		fmt.Fprintf(&b, "\n### %s: headline comparisons, TCP vs QUIC, 95 %% CIs\n\n", c.name)
 		if len(c.cmp) == 0 {
