@@ -262,34 +262,16 @@ func pathChangeFigure(s *Summary, save func(*plot.Plot, Figure) error) error {
 	if len(s.PathChange) == 0 {
 		return nil
 	}
-	type conf struct {
-		change string
-		loss   float64
-	}
-	var confs []conf
-	var trs []string
-	for _, p := range s.PathChange {
-		if c := (conf{p.PathChange, p.LossPct}); !slices.Contains(confs, c) {
-			confs = append(confs, c)
-		}
-		if !slices.Contains(trs, p.Transport) {
-			trs = append(trs, p.Transport)
-		}
-	}
-	slices.SortFunc(confs, func(a, b conf) int {
-		if c := cmpStrings(a.change, b.change); c != 0 {
-			return c
-		}
-		return int(a.loss*1000 - b.loss*1000)
-	})
-	slices.Sort(trs)
+	confs, trs := lossConfsAndTransports(s.PathChange,
+		func(p *PathChangeResult) lossConf { return lossConf{p.PathChange, p.LossPct} },
+		func(p *PathChangeResult) string { return p.Transport })
 	p := figplot.New("E10: delivery gap around the path change", "change, loss", "delivery gap (s)")
 	series := make([]figplot.EstimateSeries, len(trs))
 	for i, tr := range trs {
 		series[i] = figplot.EstimateSeries{Name: transportLabel(tr), Color: transportColor(tr, trs)}
 		for j, c := range confs {
 			for _, r := range s.PathChange {
-				if r.Transport == tr && r.PathChange == c.change && r.LossPct == c.loss {
+				if r.Transport == tr && r.PathChange == c.name && r.LossPct == c.loss {
 					series[i].Points = append(series[i].Points, figplot.Estimate{Cat: j, Est: r.GapS.Estimate, Lo: r.GapS.Lo, Hi: r.GapS.Hi})
 				}
 			}
@@ -297,7 +279,7 @@ func pathChangeFigure(s *Summary, save func(*plot.Plot, Figure) error) error {
 	}
 	labels := make([]string, len(confs))
 	for i, c := range confs {
-		labels[i] = c.change + " " + loss(c.loss) + "%"
+		labels[i] = c.label()
 	}
 	drawn, err := figplot.AddEstimates(p, labels, series)
 	if err != nil {

@@ -141,27 +141,9 @@ func failoverFigure(s *Summary, save func(*plot.Plot, Figure) error) error {
 	if len(s.Failover) == 0 {
 		return nil
 	}
-	type conf struct {
-		profile string
-		loss    float64
-	}
-	var confs []conf
-	var trs []string
-	for _, f := range s.Failover {
-		if c := (conf{f.Profile, f.LossPct}); !slices.Contains(confs, c) {
-			confs = append(confs, c)
-		}
-		if !slices.Contains(trs, f.Transport) {
-			trs = append(trs, f.Transport)
-		}
-	}
-	slices.SortFunc(confs, func(a, b conf) int {
-		if c := cmpStrings(a.profile, b.profile); c != 0 {
-			return c
-		}
-		return int(a.loss*1000 - b.loss*1000)
-	})
-	slices.Sort(trs)
+	confs, trs := lossConfsAndTransports(s.Failover,
+		func(f *FailoverResult) lossConf { return lossConf{f.Profile, f.LossPct} },
+		func(f *FailoverResult) string { return f.Transport })
 	for _, m := range []struct {
 		name, label string
 		val         func(*FailoverResult) stats.Interval
@@ -175,7 +157,7 @@ func failoverFigure(s *Summary, save func(*plot.Plot, Figure) error) error {
 			series[i] = figplot.EstimateSeries{Name: transportLabel(tr), Color: transportColor(tr, trs)}
 			for j, c := range confs {
 				for _, f := range s.Failover {
-					if f.Transport == tr && f.Profile == c.profile && f.LossPct == c.loss {
+					if f.Transport == tr && f.Profile == c.name && f.LossPct == c.loss {
 						iv := m.val(f)
 						series[i].Points = append(series[i].Points, figplot.Estimate{Cat: j, Est: iv.Estimate, Lo: iv.Lo, Hi: iv.Hi})
 					}
@@ -184,7 +166,7 @@ func failoverFigure(s *Summary, save func(*plot.Plot, Figure) error) error {
 		}
 		labels := make([]string, len(confs))
 		for i, c := range confs {
-			labels[i] = c.profile + " " + loss(c.loss) + "%"
+			labels[i] = c.label()
 		}
 		drawn, err := figplot.AddEstimates(p, labels, series)
 		if err != nil {
