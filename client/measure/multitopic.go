@@ -235,28 +235,9 @@ func (p *MultiPublisher) publishTopic(ctx context.Context, c client.Client, canc
 
 // collect waits for one receipt (until stop), counts and reports it.
 func (p *MultiPublisher) collect(pe pending, topic string, stop <-chan struct{}) {
-	res := Result{Seq: pe.seq, Topic: topic, Size: pe.size, SendNs: pe.sendNs, DueNs: pe.dueNs, Err: pe.err}
-	if res.Err == nil {
-		select {
-		case <-pe.r.Done():
-			res.Err = pe.r.Err()
-		case <-stop:
-			res.Err = errors.New("no acknowledgement in time")
-		}
-		if at, ok := pe.r.Accepted(); ok {
-			res.AcceptedNs = at.UnixNano()
-		}
-	}
+	res := pe.outcome(topic, stop)
 	p.mu.Lock()
-	if res.Err == nil {
-		p.sum.Acked++
-		p.sum.LastAcceptedNs = max(p.sum.LastAcceptedNs, res.AcceptedNs)
-	} else {
-		p.sum.Failed++
-		if p.sum.FirstErr == nil {
-			p.sum.FirstErr = res.Err
-		}
-	}
+	p.sum.count(res)
 	p.mu.Unlock()
 	if p.o.OnResult != nil {
 		p.reportMu.Lock()

@@ -334,7 +334,19 @@ func (p *Publisher) sent(sendNs int64) {
 
 // collect waits for one receipt (until stop), counts and reports it.
 func (p *Publisher) collect(pe pending, stop <-chan struct{}) {
-	res := Result{Seq: pe.seq, Topic: p.o.Topic, Size: pe.size, SendNs: pe.sendNs, DueNs: pe.dueNs, Err: pe.err}
+	res := pe.outcome(p.o.Topic, stop)
+	p.mu.Lock()
+	p.sum.count(res)
+	p.mu.Unlock()
+	if p.o.OnResult != nil {
+		p.o.OnResult(res)
+	}
+}
+
+// outcome waits for pe's receipt (until stop) and returns the message's
+// result: acknowledged (with the time it was accepted) or why not.
+func (pe pending) outcome(topic string, stop <-chan struct{}) Result {
+	res := Result{Seq: pe.seq, Topic: topic, Size: pe.size, SendNs: pe.sendNs, DueNs: pe.dueNs, Err: pe.err}
 	if res.Err == nil {
 		select {
 		case <-pe.r.Done():
@@ -346,18 +358,19 @@ func (p *Publisher) collect(pe pending, stop <-chan struct{}) {
 			res.AcceptedNs = at.UnixNano()
 		}
 	}
-	p.mu.Lock()
+	return res
+}
+
+// count adds one message's result to s. Receipts may be collected out of
+// order (one collector per topic), so the last acceptance is the latest.
+func (s *Summary) count(res Result) {
 	if res.Err == nil {
-		p.sum.Acked++
-		p.sum.LastAcceptedNs = res.AcceptedNs
-	} else {
-		p.sum.Failed++
-		if p.sum.FirstErr == nil {
-			p.sum.FirstErr = res.Err
-		}
+		s.Acked++
+		s.LastAcceptedNs = max(s.LastAcceptedNs, res.AcceptedNs)
+		return
 	}
-	p.mu.Unlock()
-	if p.o.OnResult != nil {
-		p.o.OnResult(res)
+	s.Failed++
+	if s.FirstErr == nil {
+		s.FirstErr = res.Err
 	}
 }

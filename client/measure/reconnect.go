@@ -357,15 +357,7 @@ func (p *Publisher) collectTracked(t *tracked, stop, noMore <-chan struct{}) {
 		break
 	}
 	p.mu.Lock()
-	if res.Err == nil {
-		p.sum.Acked++
-		p.sum.LastAcceptedNs = res.AcceptedNs
-	} else {
-		p.sum.Failed++
-		if p.sum.FirstErr == nil {
-			p.sum.FirstErr = res.Err
-		}
-	}
+	p.sum.count(res)
 	p.mu.Unlock()
 	if p.o.OnResult != nil {
 		p.o.OnResult(res)
