@@ -43,9 +43,9 @@ pattern, and collects the records into a results directory (docs/records.md, doc
                                      ordinary timer wakes (ns per line) until stopped;
                                      "lab run" starts it as a process of its own
 
-SCENARIO is a built-in name (smoke, e1, e2, e3, e3a, e3b, e4, e4b, e5, e6, e7, e7s, e8; e1-both, e2-both,
-e3b-both impair both directions of the publisher's link instead of its egress only) or a YAML
-file. The transports are broker URL schemes and name the protocol too: mqtts and quic run iotq
+SCENARIO is a built-in name ("iotq lab list" lists every one with what it compares; the
+-both variants impair both directions of the publisher's link instead of its egress only) or
+a YAML file. The transports are broker URL schemes and name the protocol too: mqtts and quic run iotq
 broker; coap and coap+quic iotq broker with an extra MQTT listener for the subscriber; amqps
 runs ActiveMQ Artemis, amqp+quic Artemis behind iotq gateway (scripts/setup.sh installs
 Artemis).
