@@ -2,6 +2,7 @@ package scripts
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -65,5 +66,86 @@ func TestBenchThroughputRefusesBadArguments(t *testing.T) {
 		if !strings.Contains(string(out), c.want) {
 			t.Errorf("%v %v: output lacks %q:\n%s", c.env, c.args, c.want, out)
 		}
+	}
+}
+
+// fakeLab is an iotq stand-in for run-campaigns.sh: "lab run ... --out
+// DIR" notes its arguments in DIR/runs.txt; without --resume it then hangs
+// (a stuck campaign), with --resume it finishes; FAKE_EXIT sets its status.
+const fakeLab = `#!/usr/bin/env bash
+out=""; resume=0; prev=""
+for a in "$@"; do
+	[ "$prev" = --out ] && out=$a
+	[ "$a" = --resume ] && resume=1
+	prev=$a
+done
+mkdir -p "$out"
+echo "$*" >> "$out/runs.txt"
+if [ $resume = 0 ] && [ -z "${FAKE_EXIT:-}" ]; then ulimit -c 0; exec sleep 60; fi
+exit ${FAKE_EXIT:-0}
+`
+
+func runCampaigns(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "iotq")
+	if err := os.WriteFile(fake, []byte(fakeLab), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, "campaigns.log")
+	cmd := exec.Command("bash", append([]string{"run-campaigns.sh"}, args...)...)
+	cmd.Env = append(cmd.Environ(), append([]string{"IOTQ=" + fake, "LOG=" + log, "POLL_SECONDS=1"}, env...)...)
+	cmd.Dir = "."
+	out, err := cmd.CombinedOutput()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(log)
+	return string(out), string(b), code
+}
+
+// TestRunCampaignsRestartsAStalledCampaign: a campaign whose results
+// directory stops changing is stopped, its thread states written beside
+// the results, and run again with --resume.
+func TestRunCampaignsRestartsAStalledCampaign(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "res")
+	_, log, code := runCampaigns(t, []string{"STALL_SECONDS=2"}, "e1 --out "+out+" --jobs 4")
+	if code != 0 {
+		t.Fatalf("exit %d, want 0; log:\n%s", code, log)
+	}
+	runs, err := os.ReadFile(filepath.Join(out, "runs.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(runs)), "\n")
+	if len(lines) != 2 || strings.Contains(lines[0], "--resume") || !strings.HasSuffix(lines[1], "--jobs 4 --resume") {
+		t.Fatalf("runs %q, want the campaign, then the same with --resume", lines)
+	}
+	if m, _ := filepath.Glob(filepath.Join(out, "stall-*.txt")); len(m) != 1 {
+		t.Errorf("stall diagnostics %v, want one file", m)
+	}
+	for _, want := range []string{"stalled for 2 s", "SIGQUIT", "(attempt 2)", out + ": exit 0", "all done"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+}
+
+// TestRunCampaignsReportsAFailedCampaign: a campaign that exits non-zero
+// is not restarted, the next one still runs, and the status is 1; a
+// campaign without --out is refused before anything starts.
+func TestRunCampaignsReportsAFailedCampaign(t *testing.T) {
+	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	_, log, code := runCampaigns(t, []string{"FAKE_EXIT=3"}, "e1 --out "+a, "e2 --out "+b)
+	if code != 1 || !strings.Contains(log, a+": exit 3") || !strings.Contains(log, b+": exit 3") || strings.Contains(log, "attempt 2") {
+		t.Fatalf("exit %d, want 1, both campaigns run once; log:\n%s", code, log)
+	}
+	out, _, code := runCampaigns(t, nil, "e1 --jobs 4")
+	if code != 2 || !strings.Contains(out, "name the results directory with --out DIR") {
+		t.Fatalf("campaign without --out: exit %d, want 2:\n%s", code, out)
 	}
 }
