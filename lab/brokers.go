@@ -170,9 +170,9 @@ func (cr *cellRun) startGateway(ctx context.Context, upstreamPort int) (*child, 
 	ready := filepath.Join(cr.dir, "gateway.ready.json")
 	route := fmt.Sprintf("quic://%s?alpn=%s&early_data=accept=tcp://%s", net.JoinHostPort(host, fmt.Sprint(port)),
 		endpoint.ALPNAMQP, net.JoinHostPort("127.0.0.1", fmt.Sprint(upstreamPort)))
-	args := []string{"gateway", "--state-dir", filepath.Join(cr.dir, "gateway-state"), "--route", route,
-		"--ready-file", ready, "--log-format", "json", "--log-level", "warn"}
-	g, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodeBroker, roleGateway, cr.dir, "gateway", args, spawnOpts{})
+	args := GatewayArgs{StateDir: filepath.Join(cr.dir, "gateway-state"), Routes: []string{route},
+		ReadyFile: ready, LogFormat: "json", LogLevel: "warn"}
+	g, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodeBroker, roleGateway, cr.dir, "gateway", args.Argv(), spawnOpts{})
 	if err != nil {
 		return nil, err
 	}

@@ -209,24 +209,6 @@ func quicStreamsOf(c Cell) (strategy string, datagrams bool) {
 	return strategy, datagrams
 }
 
-// quicClientArgs are the `iotq pub/sub` flags of the cell's QUIC stream
-// strategy, none for the default (control, no datagrams): cells that do not
-// sweep it run the command lines they always ran.
-func quicClientArgs(c Cell) []string {
-	if c.Transport != TransportQUIC {
-		return nil
-	}
-	var args []string
-	strategy, dg := quicStreamsOf(c)
-	if strategy != transport.StrategyControl {
-		args = append(args, "--quic-stream-strategy", strategy)
-	}
-	if dg {
-		args = append(args, "--quic-datagrams")
-	}
-	return args
-}
-
 // cellID names a cell; it is stable for a given spec and scale and safe as
 // a directory name.
 func cellID(c Cell, namedSub bool) string {

@@ -111,9 +111,9 @@ func (cr *cellRun) repPathChange(ctx context.Context, rep int, repDir, base stri
 		sub.stop(3 * time.Second)
 		return fmt.Errorf("link counters: %w", err)
 	}
-	extra := []string{"--reconnect", "--persistent", "--session-cache", filepath.Join(repDir, "session-cache")}
-	pub, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, records.RolePub, repDir, "pub",
-		cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), topic, filepath.Join(repDir, "pub.csv"), cr.c.Messages, cr.c.Interval(), extra...), spawnOpts{})
+	args := cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), topic, filepath.Join(repDir, "pub.csv"), cr.c.Messages, cr.c.Interval())
+	args.Reconnect, args.Persistent, args.SessionCache = true, true, filepath.Join(repDir, "session-cache")
+	pub, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, records.RolePub, repDir, "pub", args.Argv(), spawnOpts{})
 	if err != nil {
 		sub.stop(3 * time.Second)
 		return err

@@ -316,10 +316,10 @@ func (cr *cellRun) startE11Gateway(ctx context.Context, repDir string, cl *e11Cl
 		base := fmt.Sprintf("gateway-%d", i+1)
 		route := fmt.Sprintf("quic://%s:%d?alpn=mqtt&balance=client_hash&early_data=accept=%s", host, port, strings.Join(ups, ","))
 		ready := filepath.Join(repDir, base+".ready.json")
-		args := []string{"gateway", "--state-dir", filepath.Join(repDir, base+"-state"), "--route", route,
-			"--tls-cert", files.Cert, "--tls-key", files.Key, "--tls-ticket-keys", keys,
-			"--ready-file", ready, "--log-format", "json", "--log-level", "info"}
-		g, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodeBroker, roleE11Gate, repDir, base, args, spawnOpts{})
+		args := GatewayArgs{StateDir: filepath.Join(repDir, base+"-state"), Routes: []string{route},
+			TLSCert: files.Cert, TLSKey: files.Key, TLSTicketKeys: keys,
+			ReadyFile: ready, LogFormat: "json", LogLevel: "info"}
+		g, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodeBroker, roleE11Gate, repDir, base, args.Argv(), spawnOpts{})
 		if err != nil {
 			return err
 		}
@@ -377,13 +377,14 @@ func (cr *cellRun) repFailover(ctx context.Context, rep int, repDir, base string
 	}
 	subURL := fmt.Sprintf("%s://%s", subScheme, net.JoinHostPort(cr.net.Addr(NodeBroker, NodeSub), strconv.Itoa(subNode.mqttPort)))
 	subReady := filepath.Join(repDir, "sub.ready.json")
-	subArgs := []string{"sub", "--url", subURL, "-t", topic + "/#", "-q", "1", "-n", "0", "--timeout", "0",
-		"--connect-timeout", cr.handshakeAllowance().String(), "--records", filepath.Join(repDir, "sub.csv"),
-		"--stats", "json", "--quiet", "--ready-file", subReady, "--client-id", fmt.Sprintf("lab-e11-sub-%d", rep)}
+	// -n 0 and --timeout 0: the lab stops the subscriber after the stream
+	subArgs := SubArgs{URL: subURL, Topic: topic + "/#", QoS: 1, Count: 0, Timeout: 0,
+		ConnectTimeout: cr.handshakeAllowance(), Records: filepath.Join(repDir, "sub.csv"),
+		Stats: "json", Quiet: true, ReadyFile: subReady, ClientID: fmt.Sprintf("lab-e11-sub-%d", rep)}
 	if cr.c.Transport == TransportTLS {
-		subArgs = append(subArgs, "--ca", cl.ca)
+		subArgs.CA = cl.ca
 	}
-	sub, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodeSub, records.RoleSub, repDir, "sub", subArgs, spawnOpts{})
+	sub, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodeSub, records.RoleSub, repDir, "sub", subArgs.Argv(), spawnOpts{})
 	if err != nil {
 		return err
 	}
@@ -434,10 +435,9 @@ func (cr *cellRun) repFailover(ctx context.Context, rep int, repDir, base string
 		}
 		pr := pubRun{file: fmt.Sprintf("pub-%d.csv", k), stats: fmt.Sprintf("pub-%d.stdout", k), role: records.RolePub,
 			topic: fmt.Sprintf("%s/%d", topic, k), base: fmt.Sprintf("pub-%d", k)}
-		args := []string{"pub", "--url", url, "--ca", cl.ca, "-t", pr.topic, "-q", "1", "--size", strconv.Itoa(cr.c.Size),
-			"-n", strconv.Itoa(n), "--interval", interval.String(), "--records", filepath.Join(repDir, pr.file),
-			"--stats", "json", "--client-id", clientID, "--timeout", cr.handshakeAllowance().String(), "--session-cache", cache}
-		p, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, records.RolePub, repDir, pr.base, args, spawnOpts{})
+		args := PubArgs{URL: url, CA: cl.ca, Topic: pr.topic, QoS: 1, Size: cr.c.Size, Count: n, Interval: interval,
+			Records: filepath.Join(repDir, pr.file), Stats: "json", ClientID: clientID, Timeout: cr.handshakeAllowance(), SessionCache: cache}
+		p, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, records.RolePub, repDir, pr.base, args.Argv(), spawnOpts{})
 		if err != nil {
 			runErr = err
 			break

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/iotq/iotq/records"
@@ -126,12 +125,12 @@ func multiTopicWait(c Cell) time.Duration {
 }
 
 // multiTopicArgs are iotq pub's flags of the cell's topics.
-func multiTopicArgs(c Cell) []string {
-	args := []string{"--topics", strconv.Itoa(c.Topics)}
+func multiTopicArgs(c Cell) PubTopicsArgs {
+	a := PubTopicsArgs{Topics: c.Topics}
 	if c.LargeSize > 0 {
-		args = append(args, "--large-size", strconv.Itoa(c.LargeSize), "--large-interval", c.LargeInterval().String())
+		a.LargeSize, a.LargeInterval = c.LargeSize, c.LargeInterval()
 	}
-	return args
+	return a
 }
 
 // repMultiTopic runs one repetition of pattern multi-topic: the subscriber
@@ -148,9 +147,9 @@ func (cr *cellRun) repMultiTopic(ctx context.Context, rep int, repDir, base stri
 	if err != nil {
 		return err
 	}
-	pub, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, records.RolePub, repDir, "pub",
-		cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), topic, filepath.Join(repDir, "pub.csv"), cr.c.Messages, cr.c.Interval(),
-			multiTopicArgs(cr.c)...), spawnOpts{})
+	args := cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), topic, filepath.Join(repDir, "pub.csv"), cr.c.Messages, cr.c.Interval())
+	args.MultiTopic = multiTopicArgs(cr.c)
+	pub, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, records.RolePub, repDir, "pub", args.Argv(), spawnOpts{})
 	if err != nil {
 		sub.stop(3 * time.Second)
 		return err

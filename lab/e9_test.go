@@ -50,7 +50,7 @@ func TestE9Expand(t *testing.T) {
 		}
 	}
 	c := byID[pre+"0_100B_every100ms_topics10_large65536B-every2s_quic_dgram"]
-	if c.LargeSize != 65536 || c.LargeInterval() != 2*time.Second || strings.Join(multiTopicArgs(c), " ") != "--topics 10 --large-size 65536 --large-interval 2s" {
+	if c.LargeSize != 65536 || c.LargeInterval() != 2*time.Second || strings.Join(multiTopicArgs(c).argv(), " ") != "--topics 10 --large-size 65536 --large-interval 2s" {
 		t.Errorf("large cell %+v, args %v", c, multiTopicArgs(c))
 	}
 	if n := len(multiTopicSchedule(c, "x")); n != 10*1000+50 {

@@ -26,15 +26,15 @@ func (cr *cellRun) sessionCache() string { return filepath.Join(cr.dir, "session
 func (cr *cellRun) repBatch(ctx context.Context, rep int, repDir, base string) error {
 	topic := base + "/m"
 	deadline := 2*cr.handshakeAllowance() + time.Duration(cr.c.Messages)*(cr.rtt()+50*time.Millisecond) + cr.grace()
-	var extra []string
+	args := cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), topic, filepath.Join(repDir, "pub.csv"), cr.c.Messages, 0)
 	if cr.c.Pattern == PatternClosedLoop {
 		// a message may wait through every retransmission (CoAP's
 		// MAX_TRANSMIT_WAIT is 93 s); bound the run by a generous average
 		deadline = 2*cr.handshakeAllowance() + time.Duration(cr.c.Messages)*(cr.rtt()+10*time.Second) + cr.grace()
-		extra = []string{"--closed-loop"}
+		args.ClosedLoop = true
 	}
 	if cr.c.Pattern == PatternBatchResume {
-		extra = []string{"--session-cache", cr.sessionCache()}
+		args.SessionCache = cr.sessionCache()
 		if rep == 1 {
 			if err := cr.primeSession(ctx, repDir); err != nil {
 				return err
@@ -42,22 +42,21 @@ func (cr *cellRun) repBatch(ctx context.Context, rep int, repDir, base string) e
 		}
 	}
 	var echo *child // batch-echo: the sender's second connection, receiving the echoes
-	var subExtra []string
+	var subEdit []func(*SubArgs)
 	if cr.c.Pattern == PatternBatchEcho {
 		var err error
 		echo, err = cr.startSubOn(ctx, NodePub, records.RoleEcho, "echo", rep, repDir, base+"/echo", cr.c.Messages, deadline+10*time.Second, spawnOpts{})
 		if err != nil {
 			return err
 		}
-		subExtra = []string{"--echo", base + "/echo"}
+		subEdit = append(subEdit, func(a *SubArgs) { a.Echo = base + "/echo" })
 	}
-	sub, err := cr.startSub(ctx, rep, repDir, topic, cr.c.Messages, deadline+10*time.Second, spawnOpts{}, subExtra...)
+	sub, err := cr.startSub(ctx, rep, repDir, topic, cr.c.Messages, deadline+10*time.Second, spawnOpts{}, subEdit...)
 	if err != nil {
 		echo.stop(3 * time.Second)
 		return err
 	}
-	pub, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, records.RolePub, repDir, "pub",
-		cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), topic, filepath.Join(repDir, "pub.csv"), cr.c.Messages, 0, extra...), spawnOpts{})
+	pub, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, records.RolePub, repDir, "pub", args.Argv(), spawnOpts{})
 	if err != nil {
 		sub.stop(3 * time.Second)
 		echo.stop(3 * time.Second)
@@ -102,8 +101,9 @@ func (cr *cellRun) allAttempted(repDir string) bool {
 // session ticket in the cell's session cache (files prime.* in repDir).
 func (cr *cellRun) primeSession(ctx context.Context, repDir string) error {
 	deadline := cr.handshakeAllowance() + cr.grace()
-	p, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, records.RolePub, repDir, "prime",
-		cr.pubArgs(NodePub, "lab-pub-prime", "lab/0/prime", filepath.Join(repDir, "prime.csv"), 1, 0, "--session-cache", cr.sessionCache()), spawnOpts{})
+	args := cr.pubArgs(NodePub, "lab-pub-prime", "lab/0/prime", filepath.Join(repDir, "prime.csv"), 1, 0)
+	args.SessionCache = cr.sessionCache()
+	p, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, records.RolePub, repDir, "prime", args.Argv(), spawnOpts{})
 	if err != nil {
 		return err
 	}

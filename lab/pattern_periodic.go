@@ -16,11 +16,11 @@ func (cr *cellRun) repPeriodic(ctx context.Context, rep int, repDir, base string
 	topic := base + "/m"
 	sendTime := time.Duration(cr.c.Messages) * cr.c.Interval()
 	deadline := sendTime + cr.handshakeAllowance() + cr.grace()
-	var extra []string
+	args := cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), topic, filepath.Join(repDir, "pub.csv"), cr.c.Messages, cr.c.Interval())
 	if cr.c.Reconnect {
 		// Each reconnection may take up to the publisher's --timeout.
 		deadline += 3 * cr.handshakeAllowance()
-		extra = []string{"--reconnect", "--persistent", "--session-cache", filepath.Join(repDir, "session-cache")}
+		args.Reconnect, args.Persistent, args.SessionCache = true, true, filepath.Join(repDir, "session-cache")
 	}
 	sub, err := cr.startSub(ctx, rep, repDir, topic, cr.c.Messages, deadline+10*time.Second, spawnOpts{})
 	if err != nil {
@@ -31,8 +31,7 @@ func (cr *cellRun) repPeriodic(ctx context.Context, rep int, repDir, base string
 		sub.stop(3 * time.Second)
 		return err
 	}
-	pub, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, records.RolePub, repDir, "pub",
-		cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), topic, filepath.Join(repDir, "pub.csv"), cr.c.Messages, cr.c.Interval(), extra...), spawnOpts{})
+	pub, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, records.RolePub, repDir, "pub", args.Argv(), spawnOpts{})
 	if err != nil {
 		sub.stop(3 * time.Second)
 		cr.stopAll(rep, bg)

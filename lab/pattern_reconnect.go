@@ -34,14 +34,12 @@ func (cr *cellRun) repReconnect(ctx context.Context, rep int, repDir, base strin
 	}
 	var runErr error
 	for _, pr := range runs {
-		extra := []string{"--session-cache", cache}
-		if cr.c.Pattern == PatternReconnectEarly && pr.role == records.RolePubResume {
-			// the resumed start: its PUBLISH rides with CONNECT (QUIC:
-			// in the 0-RTT flight), its receipt is the PUBACK
-			extra = append(extra, "--early")
-		}
-		p, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, pr.role, repDir, pr.base,
-			cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), pr.topic, filepath.Join(repDir, pr.file), 1, 0, extra...), spawnOpts{})
+		args := cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), pr.topic, filepath.Join(repDir, pr.file), 1, 0)
+		args.SessionCache = cache
+		// the resumed start: its PUBLISH rides with CONNECT (QUIC: in the
+		// 0-RTT flight), its receipt is the PUBACK
+		args.Early = cr.c.Pattern == PatternReconnectEarly && pr.role == records.RolePubResume
+		p, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, pr.role, repDir, pr.base, args.Argv(), spawnOpts{})
 		if err != nil {
 			runErr = err
 			break

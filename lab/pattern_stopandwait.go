@@ -40,9 +40,9 @@ func (cr *cellRun) repStopAndWait(ctx context.Context, rep int, repDir, base str
 		sub.stop(3 * time.Second)
 		return err
 	}
-	pub, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, records.RolePub, repDir, "pub",
-		cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), topic, filepath.Join(repDir, "pub.csv"), cr.c.Messages, 0, "--gate", "stdin"),
-		spawnOpts{stdin: true})
+	args := cr.pubArgs(NodePub, fmt.Sprintf("lab-pub-%d", rep), topic, filepath.Join(repDir, "pub.csv"), cr.c.Messages, 0)
+	args.Gate = "stdin"
+	pub, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodePub, records.RolePub, repDir, "pub", args.Argv(), spawnOpts{stdin: true})
 	if err != nil {
 		sub.stop(3 * time.Second)
 		cr.stopAll(rep, bg)

@@ -47,8 +47,8 @@ func TestQUICStreamStrategiesExpand(t *testing.T) {
 	}
 	for i, w := range want {
 		c := cells[i]
-		if c.ID != w.id || c.QUICStreams != w.streams || strings.Join(quicClientArgs(c), " ") != w.args {
-			t.Errorf("cell %d: %s streams %q args %q; want %s %q %q", i, c.ID, c.QUICStreams, quicClientArgs(c), w.id, w.streams, w.args)
+		if c.ID != w.id || c.QUICStreams != w.streams || strings.Join(quicClientArgs(c).argv(), " ") != w.args {
+			t.Errorf("cell %d: %s streams %q args %q; want %s %q %q", i, c.ID, c.QUICStreams, quicClientArgs(c).argv(), w.id, w.streams, w.args)
 		}
 	}
 

@@ -207,7 +207,7 @@ func (cr *cellRun) startMQTTBroker(ctx context.Context) (*child, error) {
 		host = "127.0.0.1"
 	}
 	ready := filepath.Join(cr.dir, "broker.ready.json")
-	args := []string{"broker"}
+	args := BrokerArgs{QUIC0RTT: cr.c.QUIC0RTT, StateDir: filepath.Join(cr.dir, "broker-state"), ReadyFile: ready, LogFormat: "json"}
 	ports := map[string]int{}
 	for _, scheme := range schemes {
 		port := transport.DefaultPort(transport.Scheme(scheme))
@@ -215,17 +215,9 @@ func (cr *cellRun) startMQTTBroker(ctx context.Context) (*child, error) {
 			port = 0
 		}
 		ports[scheme] = port
-		args = append(args, "--listen", fmt.Sprintf("%s://%s:%d", scheme, host, port))
+		args.Listen = append(args.Listen, fmt.Sprintf("%s://%s:%d", scheme, host, port))
 	}
-	if cr.c.QUIC0RTT != "" {
-		args = append(args, "--quic-0rtt="+string(cr.c.QUIC0RTT))
-	}
-	args = append(args,
-		"--state-dir", filepath.Join(cr.dir, "broker-state"),
-		"--ready-file", ready,
-		"--log-format", "json",
-	)
-	b, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodeBroker, records.RoleBroker, cr.dir, "broker", args, spawnOpts{})
+	b, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, NodeBroker, records.RoleBroker, cr.dir, "broker", args.Argv(), spawnOpts{})
 	if err != nil {
 		return nil, err
 	}
@@ -291,38 +283,39 @@ func (cr *cellRun) handshakeAllowance() time.Duration {
 	return 30*time.Second + 20*cr.rtt()
 }
 
-func (cr *cellRun) subArgs(node, base string, rep int, topic, recFile, readyFile string, n int, notify bool, timeout time.Duration) []string {
-	args := []string{"sub", "--url", cr.subURL(node), "--ca", cr.ca, "-t", topic, "-q", strconv.Itoa(cr.c.QoS),
-		"-n", strconv.Itoa(n), "--timeout", timeout.String(), "--connect-timeout", cr.handshakeAllowance().String(),
-		"--records", recFile, "--stats", "json", "--quiet",
-		"--ready-file", readyFile, "--client-id", fmt.Sprintf("lab-%s-%d", base, rep)}
-	args = append(args, quicClientArgs(cr.c)...)
+// subArgs is the command line of a cell's subscriber; with notify it
+// prints its receipts for the stop-and-wait relay.
+func (cr *cellRun) subArgs(node, base string, rep int, topic, recFile, readyFile string, n int, notify bool, timeout time.Duration) SubArgs {
+	a := SubArgs{URL: cr.subURL(node), CA: cr.ca, Topic: topic, QoS: cr.c.QoS, Count: n, Timeout: timeout,
+		ConnectTimeout: cr.handshakeAllowance(), Records: recFile, Stats: "json", Quiet: true, ReadyFile: readyFile,
+		ClientID: fmt.Sprintf("lab-%s-%d", base, rep), QUIC: quicClientArgs(cr.c)}
 	if notify {
-		args = append(args, "--notify", "stdout")
+		a.Notify = "stdout"
 	}
-	return args
+	return a
 }
 
-func (cr *cellRun) pubArgs(node, clientID, topic, recFile string, n int, interval time.Duration, extra ...string) []string {
-	args := []string{"pub", "--url", cr.url(node), "--ca", cr.ca, "-t", topic, "-q", strconv.Itoa(cr.c.QoS),
-		"--size", strconv.Itoa(cr.c.Size), "-n", strconv.Itoa(n), "--interval", interval.String(),
-		"--records", recFile, "--stats", "json", "--client-id", clientID, "--timeout", cr.handshakeAllowance().String()}
-	args = append(args, quicClientArgs(cr.c)...)
-	return append(args, extra...)
+// pubArgs is the command line of a cell's publisher; the patterns add
+// their own flags (reconnect, gate, ...) to it.
+func (cr *cellRun) pubArgs(node, clientID, topic, recFile string, n int, interval time.Duration) PubArgs {
+	return PubArgs{URL: cr.url(node), CA: cr.ca, Topic: topic, QoS: cr.c.QoS, Size: cr.c.Size, Count: n, Interval: interval,
+		Records: recFile, Stats: "json", ClientID: clientID, Timeout: cr.handshakeAllowance(), QUIC: quicClientArgs(cr.c)}
 }
 
 // startSub starts the subscriber and waits for its ready file.
-func (cr *cellRun) startSub(ctx context.Context, rep int, repDir, topic string, n int, timeout time.Duration, o spawnOpts, extra ...string) (*child, error) {
-	return cr.startSubOn(ctx, NodeSub, records.RoleSub, "sub", rep, repDir, topic, n, timeout, o, extra...)
+func (cr *cellRun) startSub(ctx context.Context, rep int, repDir, topic string, n int, timeout time.Duration, o spawnOpts, edit ...func(*SubArgs)) (*child, error) {
+	return cr.startSubOn(ctx, NodeSub, records.RoleSub, "sub", rep, repDir, topic, n, timeout, o, edit...)
 }
 
 // startSubOn starts a subscriber on node, with files repDir/base.*, and
-// waits for its ready file.
-func (cr *cellRun) startSubOn(ctx context.Context, node, role, base string, rep int, repDir, topic string, n int, timeout time.Duration, o spawnOpts, extra ...string) (*child, error) {
+// waits for its ready file. edit adds a pattern's own flags.
+func (cr *cellRun) startSubOn(ctx context.Context, node, role, base string, rep int, repDir, topic string, n int, timeout time.Duration, o spawnOpts, edit ...func(*SubArgs)) (*child, error) {
 	ready := filepath.Join(repDir, base+".ready")
 	args := cr.subArgs(node, base, rep, topic, filepath.Join(repDir, base+".csv"), ready, n, o.onLine != nil, timeout)
-	args = append(args, extra...)
-	s, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, node, role, repDir, base, args, o)
+	for _, e := range edit {
+		e(&args)
+	}
+	s, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, node, role, repDir, base, args.Argv(), o)
 	if err != nil {
 		return nil, err
 	}
@@ -359,7 +352,7 @@ func (cr *cellRun) background(ctx context.Context, rep int, repDir, base string,
 		n := int(d/cr.c.Interval()) + 10
 		args := cr.pubArgs(node, fmt.Sprintf("lab-%s-%d", node, rep), fmt.Sprintf("%s/bg/%d", base, i),
 			filepath.Join(repDir, node+".csv"), n, cr.c.Interval())
-		p, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, node, records.RolePubBackground, repDir, node, args, spawnOpts{})
+		p, err := spawn(ctx, cr.net, cr.r.opts.IOTQ, node, records.RolePubBackground, repDir, node, args.Argv(), spawnOpts{})
 		if err != nil {
 			for _, c := range out {
 				c.stop(3 * time.Second)

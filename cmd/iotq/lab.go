@@ -310,9 +310,7 @@ func checkJobs(n int) error {
 // labProbe runs the timing guard's host probe until ctx ends (SIGTERM or
 // Ctrl-C) or stdout closes.
 func (a *app) labProbe(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("lab probe", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	every := fs.Duration("every", 10*time.Millisecond, "the probe timer's period")
+	fs, every := newLabProbeFlags()
 	if err := parseSub(fs, args); err != nil {
 		return err
 	}
@@ -323,6 +321,14 @@ func (a *app) labProbe(ctx context.Context, args []string) error {
 		return usageErrorf("--every %s: want a positive duration such as 10ms", *every)
 	}
 	return lab.ProbeLoop(ctx, *every, a.stdout)
+}
+
+// newLabProbeFlags returns lab probe's flag set, apart so a test parses
+// the lab's lab.ProbeArgs with it.
+func newLabProbeFlags() (*flag.FlagSet, *time.Duration) {
+	fs := flag.NewFlagSet("lab probe", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs, fs.Duration("every", 10*time.Millisecond, "the probe timer's period")
 }
 
 func (a *app) labShow(args []string) error {
@@ -455,7 +461,7 @@ func (a *app) labRun(ctx context.Context, args []string) error {
 		return fmt.Errorf("lab: finding this program to run the timing guard's probe: %w", err)
 	}
 	timing := &lab.TimingGuard{ProbeEvery: 10 * time.Millisecond,
-		ProbeCommand: []string{self, "lab", "probe", "--every", "10ms"}}
+		ProbeCommand: append([]string{self}, lab.ProbeArgs{Every: 10 * time.Millisecond}.Argv()...)}
 	switch *fabric {
 	case "link":
 		lf := lab.LinkFabric{Logger: logger, Timing: timing}
