@@ -128,3 +128,18 @@ func (x *Index) valuePath(line int, tag, value string, is func(path string) bool
 	}
 	return best
 }
+
+// valueAt returns the path of the value that starts at line and column
+// (the deepest, where several do), or Path(line).
+func (x *Index) valueAt(line, column int) string {
+	best := ""
+	for _, v := range x.values[line] {
+		if v.node.Column == column && len(v.path) > len(best) {
+			best = v.path
+		}
+	}
+	if best == "" {
+		return x.Path(line)
+	}
+	return best
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +27,9 @@ func (e *FieldError) Error() string { return e.Path + ": " + e.Msg }
 
 // Options tune Decode's checks and messages.
 type Options struct {
+	// Document names one document for the message about a document that
+	// is not a mapping, e.g. "a scenario"; default "the configuration".
+	Document string
 	// TopKeys is a sample of the top-level keys for the message about a
 	// document that is not a mapping, e.g. "listen:, state_dir:, ...".
 	TopKeys string
@@ -74,36 +78,69 @@ func Parse[T any](name string, data []byte, opts Options) (T, error) {
 func Decode(name string, data []byte, v any, opts Options) error {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return fmt.Errorf("%s: %s", name, strings.TrimPrefix(err.Error(), "yaml: "))
+		return syntaxError(name, err).err
 	}
-	if len(root.Content) == 0 {
+	if empty(&root) {
 		return nil // empty file: all defaults
 	}
-	if doc := root.Content[0]; doc.Kind != yaml.MappingNode {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	validate := opts.Validate
+	if vv, ok := v.(validator); ok && validate == nil {
+		validate = vv.Validate
+	}
+	return joinByLine(check(name, &root, v, dec.Decode(v), validate, opts))
+}
+
+// empty tells whether doc, a document node, holds nothing: no content (a
+// file of comments) or the null of an empty "---" document.
+func empty(doc *yaml.Node) bool {
+	if len(doc.Content) == 0 {
+		return true
+	}
+	c := doc.Content[0]
+	return c.Kind == yaml.ScalarNode && c.ShortTag() == "!!null" && c.Value == ""
+}
+
+// syntaxError places an error of the YAML parser at its line.
+func syntaxError(name string, err error) lineError {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if m := yamlLineRe.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return lineError{line: line, err: fmt.Errorf("%s:%d: not valid YAML: %s", name, line, m[2])}
+	}
+	return lineError{err: fmt.Errorf("%s: not valid YAML: %s", name, msg)}
+}
+
+// check lists the problems of one document: doc is its node (a document
+// node that is not empty), derr what decoding it into v gave, validate
+// (may be nil) what checks v then.
+func check(name string, doc *yaml.Node, v any, derr error, validate func() error, opts Options) []lineError {
+	if top := doc.Content[0]; top.Kind != yaml.MappingNode {
 		keys := ""
 		if opts.TopKeys != "" {
 			keys = " (" + opts.TopKeys + ")"
 		}
-		return fmt.Errorf("%s:%d: the configuration must be a mapping of keys%s, got %s", name, doc.Line, keys, kindName(doc))
+		what := opts.Document
+		if what == "" {
+			what = "the configuration"
+		}
+		return []lineError{{line: top.Line, err: fmt.Errorf("%s:%d: %s must be a mapping of keys%s, got %s", name, top.Line, what, keys, kindName(top))}}
 	}
-	idx := NewIndex(&root)
+	idx := NewIndex(doc)
 	t := reflect.TypeOf(v)
 	var errs []lineError
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+	if derr != nil && !errors.Is(derr, io.EOF) {
 		var te *yaml.TypeError
-		if errors.As(err, &te) {
-			for _, e := range te.Errors {
-				errs = append(errs, explain(name, e, idx, t, opts.Expect))
-			}
-		} else {
-			errs = append(errs, lineError{err: fmt.Errorf("%s: %s", name, strings.TrimPrefix(err.Error(), "yaml: "))})
+		if !errors.As(derr, &te) {
+			// An UnmarshalYAML or UnmarshalText method's plain error stops
+			// the decoder half-way: validating the half-filled value would
+			// report problems that are not there.
+			return []lineError{explain(name, strings.TrimPrefix(derr.Error(), "yaml: "), idx, t, opts.Expect)}
 		}
-	}
-	validate := opts.Validate
-	if vv, ok := v.(validator); ok && validate == nil {
-		validate = vv.Validate
+		for _, e := range te.Errors {
+			errs = append(errs, explain(name, e, idx, t, opts.Expect))
+		}
 	}
 	if validate != nil {
 		if err := validate(); err != nil {
@@ -111,7 +148,10 @@ func Decode(name string, data []byte, v any, opts Options) error {
 				var fe *FieldError
 				if errors.As(e, &fe) {
 					if line := idx.Line(fe.Path); line > 0 {
-						errs = append(errs, lineError{line, fmt.Errorf("%s:%d: %w", name, line, e)})
+						if undecoded(errs, fe.Path) {
+							continue
+						}
+						errs = append(errs, lineError{line: line, err: fmt.Errorf("%s:%d: %w", name, line, e)})
 						continue
 					}
 				}
@@ -119,6 +159,24 @@ func Decode(name string, data []byte, v any, opts Options) error {
 			}
 		}
 	}
+	return errs
+}
+
+// undecoded tells whether path is, or is inside, a value that errs say
+// could not be decoded: Validate saw its zero value, not what the file
+// says, so its problem with it is not reported.
+func undecoded(errs []lineError, path string) bool {
+	for _, e := range errs {
+		if v := e.value; v != "" && (path == v || strings.HasPrefix(path, v+".") || strings.HasPrefix(path, v+"[")) {
+			return true
+		}
+	}
+	return false
+}
+
+// joinByLine joins errs ordered by line (those without one first), or
+// returns nil.
+func joinByLine(errs []lineError) error {
 	if len(errs) == 0 {
 		return nil
 	}
@@ -134,6 +192,8 @@ func Decode(name string, data []byte, v any, opts Options) error {
 type lineError struct {
 	line int
 	err  error
+	// value is the key path of a value that could not be decoded, or "".
+	value string
 }
 
 func unjoin(err error) []error {
@@ -156,7 +216,8 @@ func kindName(n *yaml.Node) string {
 }
 
 var (
-	yamlLineRe    = regexp.MustCompile(`^line (\d+): (.*)$`)
+	yamlLineRe    = regexp.MustCompile(`(?s)^line (\d+): (.*)$`)
+	yamlColumnRe  = regexp.MustCompile(`(?s)^column (\d+): (.*)$`)
 	yamlUnknownRe = regexp.MustCompile(`^field (\S+) not found in type (\S+)$`)
 	yamlTypeRe    = regexp.MustCompile("^cannot unmarshal (!!\\w+)(?: `(.*)`)? into (.+)$")
 )
@@ -170,6 +231,11 @@ func explain(name, e string, idx *Index, t reflect.Type, expect map[string]strin
 	}
 	line, _ := strconv.Atoi(m[1])
 	msg := m[2]
+	if c := yamlColumnRe.FindStringSubmatch(msg); c != nil { // from ValueError
+		col, _ := strconv.Atoi(c[1])
+		path := idx.valueAt(line, col)
+		return lineError{line, fmt.Errorf("%s:%d: %s: %s", name, line, path, c[2]), path}
+	}
 	if u := yamlUnknownRe.FindStringSubmatch(msg); u != nil {
 		path := idx.keyPath(line, u[1])
 		parent := ""
@@ -177,7 +243,7 @@ func explain(name, e string, idx *Index, t reflect.Type, expect map[string]strin
 			parent = path[:i]
 		}
 		keys := strings.Join(KeysAt(t, parent), ", ")
-		return lineError{line, fmt.Errorf("%s:%d: %s: unknown key; expected one of: %s", name, line, path, keys)}
+		return lineError{line: line, err: fmt.Errorf("%s:%d: %s: unknown key; expected one of: %s", name, line, path, keys)}
 	}
 	if tm := yamlTypeRe.FindStringSubmatch(msg); tm != nil {
 		path := idx.valuePath(line, tm[1], tm[2], func(p string) bool {
@@ -190,9 +256,9 @@ func explain(name, e string, idx *Index, t reflect.Type, expect map[string]strin
 		} else {
 			got = strconv.Quote(got)
 		}
-		return lineError{line, fmt.Errorf("%s:%d: %s: got %s; expected %s", name, line, path, got, expected(tm[3], t, expect))}
+		return lineError{line, fmt.Errorf("%s:%d: %s: got %s; expected %s", name, line, path, got, expected(tm[3], t, expect)), path}
 	}
-	return lineError{line, fmt.Errorf("%s:%d: %s: %s", name, line, idx.Path(line), msg)}
+	return lineError{line: line, err: fmt.Errorf("%s:%d: %s: %s", name, line, idx.Path(line), msg)}
 }
 
 // expected describes a Go type, as the YAML decoder names it, to a person
@@ -217,6 +283,15 @@ func expected(goType string, t reflect.Type, expect map[string]string) string {
 	}
 	if structTypes(t)[strings.TrimPrefix(goType, "*")] {
 		return "a mapping of keys"
+	}
+	if e, ok := strings.CutPrefix(goType, "[]"); ok {
+		return "a list, each " + expected(e, t, expect)
+	}
+	if e, ok := strings.CutPrefix(goType, "map[string]"); ok {
+		return "a mapping of names, each to " + expected(e, t, expect)
+	}
+	if e, ok := strings.CutPrefix(goType, "*"); ok {
+		return expected(e, t, expect)
 	}
 	return "a value of type " + goType
 }
@@ -284,31 +359,30 @@ func typeAt(t reflect.Type, path string) reflect.Type {
 }
 
 // KeysAt lists the yaml keys of the struct at the key path ("quic",
-// "routes[0]"; "" for the top) inside t, or nil where the path does not
-// lead to a struct.
+// "routes[0]", "profiles.slow"; "" for the top) inside t, or nil where the
+// path does not lead to a struct. The keys of an inlined struct
+// (`yaml:",inline"`) are its parent's.
 func KeysAt(t reflect.Type, path string) []string {
-	t = elem(t)
 	if path != "" {
-		for _, part := range strings.Split(path, ".") {
-			if i := strings.IndexByte(part, '['); i >= 0 {
-				part = part[:i]
-			}
-			if t.Kind() != reflect.Struct {
-				return nil
-			}
-			f, ok := fieldByYAML(t, part)
-			if !ok {
-				return nil
-			}
-			t = elem(f.Type)
+		if t = typeAt(t, path); t == nil {
+			return nil
 		}
 	}
-	if t.Kind() != reflect.Struct {
+	if t = elem(t); t.Kind() != reflect.Struct {
 		return nil
 	}
+	return structKeys(t)
+}
+
+func structKeys(t reflect.Type) []string {
 	var keys []string
 	for i := range t.NumField() {
-		if k := yamlName(t.Field(i)); k != "" && k != "-" {
+		f := t.Field(i)
+		if inlined(f) {
+			keys = append(keys, structKeys(f.Type)...)
+			continue
+		}
+		if k := yamlName(f); k != "" && k != "-" {
 			keys = append(keys, k)
 		}
 	}
@@ -320,10 +394,24 @@ func yamlName(f reflect.StructField) string {
 	return name
 }
 
+// inlined tells whether f is a struct whose keys the YAML decoder reads
+// as its parent's.
+func inlined(f reflect.StructField) bool {
+	_, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	return f.Type.Kind() == reflect.Struct && slices.Contains(strings.Split(opts, ","), "inline")
+}
+
 func fieldByYAML(t reflect.Type, key string) (reflect.StructField, bool) {
 	for i := range t.NumField() {
-		if yamlName(t.Field(i)) == key {
-			return t.Field(i), true
+		f := t.Field(i)
+		if inlined(f) {
+			if g, ok := fieldByYAML(f.Type, key); ok {
+				return g, true
+			}
+			continue
+		}
+		if yamlName(f) == key {
+			return f, true
 		}
 	}
 	return reflect.StructField{}, false
