@@ -37,16 +37,14 @@ func builtin() map[string][]Spec {
 		if err != nil {
 			panic(fmt.Sprintf("built-in scenario %s: %v", name, err))
 		}
-		// One document at a time: a built-in may hold several documents of
-		// one experiment (E5 and its early variant, the smoke run's three
-		// patterns), which a user's file may not.
-		for i, doc := range strings.Split(string(data), "\n---\n") {
-			specs, err := ParseSpecs(fmt.Sprintf("lab/scenarios/%s (document %d)", e.Name(), i+1), []byte(doc))
-			if err != nil {
-				panic(fmt.Sprintf("built-in scenario %s: %v", name, err))
-			}
-			out[name] = append(out[name], specs...)
+		// parseSpecs, not ParseSpecs: a built-in may hold several documents
+		// of one experiment (E5 and its early variant, the smoke run's
+		// three patterns), which a user's file may not.
+		specs, err := parseSpecs("lab/scenarios/"+e.Name(), data)
+		if err != nil {
+			panic(fmt.Sprintf("built-in scenario %s: %v", name, err))
 		}
+		out[name] = specs
 	}
 	return out
 }

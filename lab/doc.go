@@ -6,8 +6,9 @@
 //   - Spec (spec.go): one experiment as written in a scenario YAML file
 //     (one Spec per YAML document) or built in (smoke, E1-E9, E11). Every field
 //     has a documented zero-value default; Validate reports all problems at
-//     once with field paths, ParseSpecs adds file and line. Spec.Scaled
-//     applies --scale (message counts, intervals, repetitions only).
+//     once with field paths, ParseSpecs (internal/yamlconf, the broker's
+//     configuration format) adds file and line. Spec.Scaled applies
+//     --scale (message counts, intervals, repetitions only).
 //   - Cells (cells.go): the deterministic expansion of specs into cells,
 //     each one combination of link, transport and traffic parameters, with
 //     a stable id that names its directory. Shard picks every n-th cell.

@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -706,32 +704,11 @@ func dupCheck[S ~string](list []S, path string, bad func(string, string, ...any)
 	}
 }
 
-// FieldError is one problem of a spec, at a field path and, when read from
-// a file, a line.
-type FieldError struct {
-	File string
-	Line int
-	Path string
-	Msg  string
-}
-
-func (e *FieldError) Error() string {
-	var b strings.Builder
-	if e.File != "" {
-		b.WriteString(e.File)
-		b.WriteString(":")
-	}
-	if e.Line > 0 {
-		b.WriteString(strconv.Itoa(e.Line))
-		b.WriteString(": ")
-	} else if e.File != "" {
-		b.WriteString(" ")
-	}
-	b.WriteString(e.Path)
-	b.WriteString(": ")
-	b.WriteString(e.Msg)
-	return b.String()
-}
+// FieldError is one problem of a spec, at a field path ("losses[2]");
+// ParseSpecs places it at its line in the file. It is the configuration
+// files' type (internal/yamlconf), so a scenario's errors read as the
+// broker's do.
+type FieldError = yamlconf.FieldError
 
 // Scaled returns the spec at the given scale: only Messages and
 // Repetitions change, never the inter-arrival time, payload, loss or link
@@ -770,42 +747,15 @@ func (s Spec) Scaled(scale string) (Spec, error) {
 	return out, nil
 }
 
-// ParseSpecs reads a scenario: one Spec per YAML document. Unknown fields
-// are errors; every error names the file, line and field. name labels the
-// errors (usually the file name).
+// ParseSpecs reads a scenario: one Spec per YAML document. name labels
+// the errors (usually the file name). Problems are reported as the
+// broker's configuration errors are (internal/yamlconf), all at once,
+// each as "NAME:LINE: FIELD: problem" with what to write: unknown fields,
+// values of the wrong type, syntax errors and Validate's problems.
 func ParseSpecs(name string, data []byte) ([]Spec, error) {
-	var specs []Spec
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	var nodes []*yaml.Node
-	ndec := yaml.NewDecoder(bytes.NewReader(data))
-	for {
-		var n yaml.Node
-		if err := ndec.Decode(&n); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			return nil, fmt.Errorf("%s: %w", name, cleanYAMLError(err))
-		}
-		nodes = append(nodes, &n)
-	}
-	for i := 0; ; i++ {
-		var s Spec
-		err := dec.Decode(&s)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, cleanYAMLError(err))
-		}
-		if err := s.Validate(); err != nil {
-			var n *yaml.Node
-			if i < len(nodes) {
-				n = nodes[i]
-			}
-			return nil, locate(name, n, err)
-		}
-		specs = append(specs, s)
+	specs, err := parseSpecs(name, data)
+	if err != nil {
+		return nil, err
 	}
 	if len(specs) == 0 {
 		return nil, fmt.Errorf("%s: no experiment in the file: write at least `experiment: NAME`", name)
@@ -827,43 +777,6 @@ func LoadSpecs(path string) ([]Spec, error) {
 		return nil, fmt.Errorf("read scenario: %w", err)
 	}
 	return ParseSpecs(path, data)
-}
-
-func cleanYAMLError(err error) error {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	msg = strings.ReplaceAll(msg, "unmarshal errors:\n  ", "")
-	msg = strings.ReplaceAll(msg, " in type lab.Spec", " (not a scenario field; see docs/lab.md)")
-	msg = strings.ReplaceAll(msg, " in type lab.TopologySpec", " (not a topology field)")
-	msg = strings.ReplaceAll(msg, " in type lab.ScaleSpec", " (not a scale field)")
-	msg = strings.ReplaceAll(msg, " in type lab.LinkSpec", " (not a link field)")
-	msg = strings.ReplaceAll(msg, " in type lab.EnergyModel", " (not an energy field)")
-	msg = strings.ReplaceAll(msg, " in type lab.RadioModel", " (not a radio model field)")
-	return errors.New(msg)
-}
-
-// locate adds file and line numbers to the FieldErrors of err using the
-// document node.
-func locate(file string, doc *yaml.Node, err error) error {
-	var list []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		list = j.Unwrap()
-	} else {
-		list = []error{err}
-	}
-	lines := yamlconf.NewIndex(doc)
-	out := make([]error, 0, len(list))
-	for _, e := range list {
-		var fe *FieldError
-		if errors.As(e, &fe) {
-			c := *fe
-			c.File = file
-			c.Line = lines.Line(c.Path)
-			out = append(out, &c)
-			continue
-		}
-		out = append(out, fmt.Errorf("%s: %w", file, e))
-	}
-	return errors.Join(out...)
 }
 
 // Marshal writes specs as one YAML stream (documents separated by ---).

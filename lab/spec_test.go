@@ -206,12 +206,12 @@ func TestBadScenarioFilesNameTheField(t *testing.T) {
 		src  string
 		want []string
 	}{
-		{"unknown field", "experiment: x\nprofile: [wifi]\n", []string{"line 2", "profile", "not a scenario field"}},
-		{"unknown nested field", "experiment: x\ntopology:\n  kindd: shared-medium\n", []string{"line 3", "kindd"}},
-		{"bad loss", "experiment: x\nlosses: [0, 5%%]\n", []string{"line 2", "loss"}},
+		{"unknown field", "experiment: x\nprofile: [wifi]\n", []string{"x.yaml:2: profile: unknown key; expected one of: experiment, description, topology, profiles,"}},
+		{"unknown nested field", "experiment: x\ntopology:\n  kindd: shared-medium\n", []string{"x.yaml:3: topology.kindd: unknown key; expected one of: kind, impaired,"}},
+		{"bad loss", "experiment: x\nlosses: [0, 5%%]\n", []string{"x.yaml:2: losses[1]: ", "5%%"}},
 		{"loss too high", "experiment: x\nlosses: [0, 150]\n", []string{"x.yaml:2", "losses[1]", "150%"}},
-		{"bad rate", "experiment: x\nprofile_defs:\n  p: {rate: fast}\n", []string{"line 3", "rate \"fast\""}},
-		{"bad duration", "experiment: x\nintervals: [1 second]\n", []string{"line 2", "duration"}},
+		{"bad rate", "experiment: x\nprofile_defs:\n  p: {rate: fast}\n", []string{"x.yaml:3: profile_defs.p.rate: ", "rate \"fast\""}},
+		{"bad duration", "experiment: x\nintervals: [1 second]\n", []string{"x.yaml:2: intervals[0]: ", "duration"}},
 		{"unknown profile", "experiment: x\nprofiles:\n  - wifi\n  - wify\n", []string{"x.yaml:4", "profiles[1]", "unknown profile \"wify\""}},
 		{"all problems at once", "experiment: x\ntransports: [tcp]\nqos: [3]\npayload_sizes: [4]\n", []string{"transports[0]", "qos[0]", "payload_sizes[0]", ":2:", ":3:", ":4:"}},
 		{"qos 0 stop-and-wait", "experiment: x\npatterns: [stop-and-wait]\n", []string{"patterns[0]", "QoS 1"}},
@@ -221,7 +221,7 @@ func TestBadScenarioFilesNameTheField(t *testing.T) {
 		{"bad congestion", "experiment: x\ntcp_congestion: vegas\n", []string{"tcp_congestion", "vegas"}},
 		{"bad scale", "experiment: x\nscales:\n  huge: {messages: 5}\n", []string{"scales.huge"}},
 		{"empty file", "", []string{"no experiment"}},
-		{"syntax", "experiment: [x\n", []string{"x.yaml"}},
+		{"syntax", "experiment: [x\n", []string{"x.yaml:", "not valid YAML"}},
 		{"duplicate", "experiment: a\n---\nexperiment: a\n", []string{"twice"}},
 		{"negative energy", "experiment: x\nenergy:\n  radio:\n    wifi: {base_w: -1}\n", []string{"energy.radio.wifi.base_w", ":4:"}},
 	}

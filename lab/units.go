@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/iotq/iotq/internal/yamlconf"
 	"github.com/iotq/iotq/link/profile"
 	"go.yaml.in/yaml/v3"
 )
@@ -26,7 +27,7 @@ func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	v, err := ParseDuration(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		return yamlconf.ValueError(n, err)
 	}
 	*d = v
 	return nil
@@ -58,7 +59,7 @@ func (r Rate) MarshalYAML() (any, error) { return r.String(), nil }
 func (r *Rate) UnmarshalYAML(n *yaml.Node) error {
 	v, err := ParseRate(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		return yamlconf.ValueError(n, err)
 	}
 	*r = v
 	return nil
@@ -89,7 +90,7 @@ func (p Percent) MarshalYAML() (any, error) { return float64(p), nil }
 func (p *Percent) UnmarshalYAML(n *yaml.Node) error {
 	v, err := parsePercentNumber(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		return yamlconf.ValueError(n, err)
 	}
 	*p = v
 	return nil
