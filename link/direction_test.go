@@ -40,7 +40,7 @@ func TestParseDirectionAndImpaired(t *testing.T) {
 }
 
 func TestParseTopologyDirection(t *testing.T) {
-	f, err := ParseTopology([]byte("links:\n  - {name: l, a: x, b: y, delay: 300ms, direction: up}\n  - {name: m, a: y, b: z, delay: 5ms}\n"))
+	f, err := ParseTopology("t.yaml", []byte("links:\n  - {name: l, a: x, b: y, delay: 300ms, direction: up}\n  - {name: m, a: y, b: z, delay: 5ms}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,8 +50,8 @@ func TestParseTopologyDirection(t *testing.T) {
 	if d := f.Topology.Links[1].Direction; d != DirectionBoth {
 		t.Errorf("default direction %q, want both", d)
 	}
-	_, err = ParseTopology([]byte("links:\n  - {name: l, a: x, b: y, direction: ingress}\n"))
-	if err == nil || !strings.Contains(err.Error(), `links[0] (line 2): direction "ingress" is unknown`) {
+	_, err = ParseTopology("t.yaml", []byte("links:\n  - {name: l, a: x, b: y, direction: ingress}\n"))
+	if err == nil || !strings.Contains(err.Error(), `t.yaml:2: links[0]: direction "ingress" is unknown`) {
 		t.Errorf("bad direction: %v", err)
 	}
 }

@@ -11,7 +11,7 @@ func FuzzParseTopology(f *testing.F) {
 	f.Add([]byte("media:\n  - {name: c, hub: h, stations: [a, b], capacity: 20mbit, fer: 5%, retries: 2}\n"))
 	f.Add([]byte("nodes: [{name: a, host: true}, b]\nlinks: [{name: l, a: a, b: b, schedule: [{at: 1s, down: 2s}]}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		tf, err := ParseTopology(data)
+		tf, err := ParseTopology("f.yaml", data)
 		if err == nil {
 			if verr := tf.Topology.Validate(); verr != nil {
 				t.Fatalf("accepted a topology that does not validate: %v", verr)

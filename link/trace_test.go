@@ -97,7 +97,7 @@ func TestGEBursts(t *testing.T) {
 // instead of a rate (for the whole link or one direction); a rate beside
 // it, an unknown trace and a trace on a medium are errors that say so.
 func TestTopologyFileTakesTrace(t *testing.T) {
-	f, err := ParseTopology([]byte(`
+	f, err := ParseTopology("t.yaml", []byte(`
 links:
   - {name: up, a: pub, b: broker, profile: cellular, trace: cellular-lte, b_to_a: {trace: cellular-lte, delay: 5ms}}
   - {name: down, a: broker, b: sub, profile: wifi, a_to_b: {trace: cellular-lte}}
@@ -113,12 +113,12 @@ links:
 		t.Errorf("down: %v / %v", down.AtoB, down.BtoA)
 	}
 	for _, c := range []struct{ src, want string }{
-		{"links: [{name: l, a: x, b: y, rate: 1mbit, trace: cellular-lte}]", "links[0] (line 1): rate and trace cellular-lte: the trace sets the rate"},
+		{"links: [{name: l, a: x, b: y, rate: 1mbit, trace: cellular-lte}]", "t.yaml:1: links[0]: rate and trace cellular-lte: the trace sets the rate"},
 		{"links: [{name: l, a: x, b: y, trace: nosuch}]", `trace "nosuch": neither a built-in trace`},
-		{"links: [{name: l, a: x, b: y, a_to_b: {trace: /nonexistent/t.trace}}]", "links[0].a_to_b (line 1): trace: open /nonexistent/t.trace"},
+		{"links: [{name: l, a: x, b: y, a_to_b: {trace: /nonexistent/t.trace}}]", "t.yaml:1: links[0].a_to_b: trace: open /nonexistent/t.trace"},
 		{"media: [{name: m, hub: h, stations: [a], capacity: 1mbit, trace: cellular-lte}]", "media[0]: trace cellular-lte: a medium has a capacity, not a trace"},
 	} {
-		if _, err := ParseTopology([]byte(c.src)); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := ParseTopology("t.yaml", []byte(c.src)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.src, err, c.want)
 		}
 	}

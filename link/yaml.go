@@ -1,14 +1,12 @@
 package link
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"github.com/iotq/iotq/link/trace"
-	"io"
-	"strings"
 	"time"
 
+	"github.com/iotq/iotq/internal/yamlconf"
+	"github.com/iotq/iotq/link/trace"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -23,7 +21,9 @@ type TopologyFile struct {
 
 // ParseTopology reads a topology file. The words are the CLI's: durations
 // as Go writes them (25ms, 1.5s), rates as tc does (20mbit), loss as a
-// percentage (5%). Errors name the line and the field. Example:
+// percentage (5%). name labels the errors (the file's path): they are
+// reported all at once as the broker's configuration errors are
+// (internal/yamlconf), each as "NAME:LINE: FIELD: problem". Example:
 //
 //	congestion_control: cubic
 //	nodes: [pub, broker, sub]
@@ -38,23 +38,41 @@ type TopologyFile struct {
 //	    direction: up       # impair a->b only (down: b->a only; default both)
 //	media:
 //	  - {name: cell, hub: broker, stations: [p1, p2], capacity: 20mbit, fer: 5%, retries: 2, delay: 12.5ms}
-func ParseTopology(data []byte) (TopologyFile, error) {
+func ParseTopology(name string, data []byte) (TopologyFile, error) {
 	var f yFile
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
-		if errors.Is(err, io.EOF) {
-			return TopologyFile{}, errors.New("topology file is empty: it needs nodes and links")
-		}
-		return TopologyFile{}, fmt.Errorf("topology: %s", friendlyYAMLError(err))
+	var out TopologyFile
+	checked := false
+	err := yamlconf.Decode(name, data, &f, yamlconf.Options{
+		Document: "a topology",
+		TopKeys:  "nodes:, links:, media:, ...",
+		Expect: map[string]string{
+			"[]link.yNode":     "a list of node names or of mappings (name, host, congestion_control)",
+			"link.yNodeFields": "a node name or a mapping of keys (name, host, congestion_control)",
+		},
+		Validate: func() error {
+			checked = true
+			var err error
+			out, err = f.topology()
+			return err
+		},
+	})
+	if err != nil {
+		return TopologyFile{}, err
 	}
+	if !checked { // yamlconf validates no empty document
+		return TopologyFile{}, fmt.Errorf("%s: topology file is empty: it needs nodes and links", name)
+	}
+	return out, nil
+}
+
+// topology turns the decoded file into a TopologyFile. The problems of a
+// link or medium are *yamlconf.FieldError (Decode places them at the
+// item's line); those of the whole topology are its Validate's.
+func (f *yFile) topology() (TopologyFile, error) {
 	out := TopologyFile{Prefix: f.Prefix, Seed: f.Seed, CongestionControl: f.CongestionControl}
 	var errs []error
-	lines := linkLines(data)
-	for i := range f.Links {
-		if i < len(lines) {
-			f.Links[i].line = lines[i]
-		}
+	bad := func(path string, err error) {
+		errs = append(errs, &yamlconf.FieldError{Path: path, Msg: err.Error()})
 	}
 	for _, n := range f.Nodes {
 		out.Topology.Nodes = append(out.Topology.Nodes, Node(n))
@@ -83,7 +101,7 @@ func ParseTopology(data []byte) (TopologyFile, error) {
 		if l.Profile != "" {
 			p, err := ProfileByName(l.Profile)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("links[%d] (line %d): %w", i, l.line, err))
+				bad(fmt.Sprintf("links[%d]", i), err)
 			}
 			switch l.ProfileDelay {
 			case "", "one-way", "oneway":
@@ -91,40 +109,40 @@ func ParseTopology(data []byte) (TopologyFile, error) {
 			case "rtt", "round-trip":
 				base = p.RTT()
 			default:
-				errs = append(errs, fmt.Errorf("links[%d] (line %d): profile_delay %q: use one-way or rtt", i, l.line, l.ProfileDelay))
+				bad(fmt.Sprintf("links[%d]", i), fmt.Errorf("profile_delay %q: use one-way or rtt", l.ProfileDelay))
 			}
 		}
 		common := l.apply(base)
 		common, err := l.withTrace(common)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("links[%d] (line %d): %w", i, l.line, err))
+			bad(fmt.Sprintf("links[%d]", i), err)
 		}
 		ab, ba := common, common
 		if l.AtoB != nil {
 			ab = l.AtoB.apply(common)
 			if ab, err = l.AtoB.withTrace(ab); err != nil {
-				errs = append(errs, fmt.Errorf("links[%d].a_to_b (line %d): %w", i, l.line, err))
+				bad(fmt.Sprintf("links[%d].a_to_b", i), err)
 			}
 		}
 		if l.BtoA != nil {
 			ba = l.BtoA.apply(common)
 			if ba, err = l.BtoA.withTrace(ba); err != nil {
-				errs = append(errs, fmt.Errorf("links[%d].b_to_a (line %d): %w", i, l.line, err))
+				bad(fmt.Sprintf("links[%d].b_to_a", i), err)
 			}
 		}
 		dir, err := ParseDirection(l.Direction)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("links[%d] (line %d): %w", i, l.line, err))
+			bad(fmt.Sprintf("links[%d]", i), err)
 		}
 		out.Topology.Links = append(out.Topology.Links, Link{Name: l.Name, A: l.A, B: l.B, AtoB: ab, BtoA: ba, Direction: dir})
 	}
 	for i, m := range f.Media {
 		p := m.apply(Params{})
 		if m.Trace != nil {
-			errs = append(errs, fmt.Errorf("media[%d]: trace %s: a medium has a capacity, not a trace (traces drive point-to-point links)", i, *m.Trace))
+			bad(fmt.Sprintf("media[%d]", i), fmt.Errorf("trace %s: a medium has a capacity, not a trace (traces drive point-to-point links)", *m.Trace))
 		}
 		if p.Queue != (QueueSpec{}) {
-			errs = append(errs, fmt.Errorf("media[%d]: queue %s: a medium has a drop-tail queue in bytes only (write queue: 30000)", i, p.Queue))
+			bad(fmt.Sprintf("media[%d]", i), fmt.Errorf("queue %s: a medium has a drop-tail queue in bytes only (write queue: 30000)", p.Queue))
 		}
 		mp := MediumParams{Delay: p.Delay, Jitter: p.Jitter, JitterDist: p.JitterDist,
 			QueueBytes: p.QueueBytes, MTU: p.MTU, Retries: m.Retries}
@@ -160,22 +178,20 @@ type yNode struct {
 	CongestionControl string `yaml:"congestion_control"`
 }
 
+// yNodeFields is yNode without its UnmarshalYAML method.
+type yNodeFields yNode
+
+// UnmarshalYAML reads a node's name or its mapping of keys.
 func (n *yNode) UnmarshalYAML(v *yaml.Node) error {
 	if v.Kind == yaml.ScalarNode {
 		n.Name = v.Value
 		return nil
 	}
-	if v.Kind == yaml.MappingNode {
-		for i := 0; i < len(v.Content); i += 2 {
-			switch k := v.Content[i]; k.Value {
-			case "name", "host", "congestion_control":
-			default:
-				return fmt.Errorf("line %d: field %s not found in node (use name, host, congestion_control)", k.Line, k.Value)
-			}
-		}
+	// v.Decode lets unknown keys pass.
+	if err := yamlconf.CheckKeys(v, n); err != nil {
+		return err
 	}
-	type plain yNode
-	return v.Decode((*plain)(n))
+	return v.Decode((*yNodeFields)(n))
 }
 
 type yParams struct {
@@ -278,26 +294,6 @@ type yLink struct {
 	yParams      `yaml:",inline"`
 	AtoB         *yParams `yaml:"a_to_b"`
 	BtoA         *yParams `yaml:"b_to_a"`
-	line         int
-}
-
-// linkLines returns the line of every item of the top-level "links" list.
-func linkLines(data []byte) []int {
-	var doc yaml.Node
-	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
-		return nil
-	}
-	m := doc.Content[0]
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == "links" {
-			var lines []int
-			for _, it := range m.Content[i+1].Content {
-				lines = append(lines, it.Line)
-			}
-			return lines
-		}
-	}
-	return nil
 }
 
 type yMedia struct {
@@ -332,7 +328,7 @@ type yDur time.Duration
 func (d *yDur) UnmarshalYAML(v *yaml.Node) error {
 	x, err := ParseDuration("duration", v.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", v.Line, err)
+		return yamlconf.ValueError(v, err)
 	}
 	*d = yDur(x)
 	return nil
@@ -343,7 +339,7 @@ type yRate int64
 func (r *yRate) UnmarshalYAML(v *yaml.Node) error {
 	x, err := ParseRate(v.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", v.Line, err)
+		return yamlconf.ValueError(v, err)
 	}
 	*r = yRate(x)
 	return nil
@@ -354,7 +350,7 @@ type yLoss float64
 func (l *yLoss) UnmarshalYAML(v *yaml.Node) error {
 	x, err := ParseLoss(v.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", v.Line, err)
+		return yamlconf.ValueError(v, err)
 	}
 	*l = yLoss(x)
 	return nil
@@ -365,22 +361,8 @@ type yQueue QueueSpec
 func (q *yQueue) UnmarshalYAML(v *yaml.Node) error {
 	x, err := ParseQueue(v.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", v.Line, err)
+		return yamlconf.ValueError(v, err)
 	}
 	*q = yQueue(x)
 	return nil
-}
-
-// friendlyYAMLError replaces the decoder's Go type names by the file's words.
-func friendlyYAMLError(err error) string {
-	msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n")
-	r := strings.NewReplacer(
-		"in type link.yFile", "at the top level (use prefix, seed, congestion_control, nodes, links, media)",
-		"in type link.yLink", "in a link (use name, a, b, profile, profile_delay, direction, delay, rtt, jitter, jitter_dist, loss, gilbert_elliott, rate, queue, mtu, reorder, schedule, a_to_b, b_to_a)",
-		"in type link.yMedia", "in a medium (use name, hub, stations, capacity, fer, retries, slot, delay, jitter, jitter_dist, queue, mtu)",
-		"in type link.yParams", "in a direction (use delay, rtt, jitter, jitter_dist, loss, gilbert_elliott, rate, queue, mtu, reorder, schedule)",
-		"in type link.yGE", "in gilbert_elliott (use p, r, 1-h, 1-k)",
-		"in type link.yStep", "in a schedule step (use at, down, loss, delay, rate, rebind)",
-	)
-	return strings.TrimSpace(r.Replace(msg))
 }

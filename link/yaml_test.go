@@ -25,7 +25,7 @@ links:
 media:
   - {name: cell, hub: broker, stations: [p1, p2], capacity: 20mbit, fer: 5%, retries: 2, delay: 12.5ms}
 `
-	f, err := ParseTopology([]byte(src))
+	f, err := ParseTopology("t.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,17 +54,17 @@ media:
 
 func TestParseTopologyErrorsNameLineAndField(t *testing.T) {
 	cases := []struct{ src, want string }{
-		{"links:\n  - {name: l, a: x, b: y, loss: 5%%}\n", "line 2"},
+		{"links:\n  - {name: l, a: x, b: y, loss: 5%%}\n", "t.yaml:2: links[0].loss: "},
 		{"links:\n  - {name: l, a: x, b: y, delay: -5ms}\n", "negative"},
 		{"links:\n  - {name: l, a: x, b: y, rate: fast}\n", "not understood"},
 		{"links:\n  - {name: l, a: x, b: y, colour: red}\n", "colour"},
 		{"nodes: [a]\nlinks:\n  - {name: l, a: a, b: zz}\n", `"zz"`},
 		{"", "empty"},
-		{"links:\n  - {name: l, a: x, b: y, queue: codel}\n", `line 2: queue "codel": unknown discipline`},
+		{"links:\n  - {name: l, a: x, b: y, queue: codel}\n", `t.yaml:2: links[0].queue: queue "codel": unknown discipline`},
 		{"media:\n  - {name: m, hub: h, stations: [s], capacity: 1mbit, queue: drophead}\n", "a medium has a drop-tail queue in bytes only"},
 	}
 	for _, c := range cases {
-		_, err := ParseTopology([]byte(c.src))
+		_, err := ParseTopology("t.yaml", []byte(c.src))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want it to mention %q", c.src, err, c.want)
 		}
@@ -74,7 +74,7 @@ func TestParseTopologyErrorsNameLineAndField(t *testing.T) {
 // TestParseRebind: "rebind: true" in a direction's schedule sets
 // Step.Rebind; a rebind in a direction the link leaves clean is refused.
 func TestParseRebind(t *testing.T) {
-	f, err := ParseTopology([]byte("nodes: [pub, broker]\nlinks:\n  - name: l\n    a: pub\n    b: broker\n    a_to_b:\n      schedule: [{at: 10s, rebind: true}, {at: 20s, loss: 1%}]\n"))
+	f, err := ParseTopology("t.yaml", []byte("nodes: [pub, broker]\nlinks:\n  - name: l\n    a: pub\n    b: broker\n    a_to_b:\n      schedule: [{at: 10s, rebind: true}, {at: 20s, loss: 1%}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,11 +82,11 @@ func TestParseRebind(t *testing.T) {
 	if s := l.AtoB.Schedule; len(s) != 2 || !s[0].Rebind || s[0].At != 10*time.Second || s[1].Rebind || len(l.BtoA.Schedule) != 0 {
 		t.Errorf("schedules %+v / %+v", l.AtoB.Schedule, l.BtoA.Schedule)
 	}
-	_, err = ParseTopology([]byte("nodes: [a, b]\nlinks:\n  - {name: l, a: a, b: b, direction: down, a_to_b: {schedule: [{at: 1s, rebind: true}]}}\n"))
+	_, err = ParseTopology("t.yaml", []byte("nodes: [a, b]\nlinks:\n  - {name: l, a: a, b: b, direction: down, a_to_b: {schedule: [{at: 1s, rebind: true}]}}\n"))
 	if err == nil || !strings.Contains(err.Error(), "rebind") {
 		t.Errorf("rebind in a clean direction: error %v, want it refused", err)
 	}
-	_, err = ParseTopology([]byte("nodes: [a, b]\nlinks:\n  - {name: l, a: a, b: b, schedule: [{at: 1s, rebound: true}]}\n"))
+	_, err = ParseTopology("t.yaml", []byte("nodes: [a, b]\nlinks:\n  - {name: l, a: a, b: b, schedule: [{at: 1s, rebound: true}]}\n"))
 	if err == nil || !strings.Contains(err.Error(), "rebind") {
 		t.Errorf("unknown step key: error %v, want the list of keys with rebind", err)
 	}

@@ -272,9 +272,9 @@ func (a *app) linkUp(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("read topology: %w", err)
 	}
-	tf, err := link.ParseTopology(data)
+	tf, err := link.ParseTopology(fs.Arg(0), data)
 	if err != nil {
-		return fmt.Errorf("%s: %w", fs.Arg(0), err)
+		return err
 	}
 	if err := link.Preflight(); err != nil {
 		return err
