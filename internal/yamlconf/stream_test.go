@@ -68,6 +68,11 @@ func (d sheet) Validate() error {
 	if d.Name == "" {
 		errs = append(errs, &FieldError{Path: "name", Msg: "missing"})
 	}
+	for i, it := range d.Items {
+		if it.Max <= 0 {
+			errs = append(errs, &FieldError{Path: fmt.Sprintf("items[%d].max", i), Msg: "must be positive"})
+		}
+	}
 	for i, s := range d.Sizes {
 		if s == 0 {
 			errs = append(errs, &FieldError{Path: fmt.Sprintf("sizes[%d]", i), Msg: "must not be zero"})
@@ -115,14 +120,13 @@ func TestParseAllSyntaxAndShape(t *testing.T) {
 
 // TestValueErrorsPlacedAndDecodingGoesOn: an UnmarshalYAML method's
 // ValueError is placed at its value's key path (several values on one
-// line told apart by column), decoding goes on after it, and Validate's
-// problem with the value it could not decode is not reported.
+// line told apart by column) and decoding goes on after it.
 func TestValueErrorsPlacedAndDecodingGoesOn(t *testing.T) {
 	var d sheet
-	err := Decode("d.yaml", []byte("name: x\nsizes: [1k, 2q, 0k]\nitems:\n  - {id: a, size: big, max: 1}\ncount: lots\n"), &d, Options{})
+	err := Decode("d.yaml", []byte("name: x\nsizes: [0k, 2q]\nitems:\n  - {id: a, size: big, max: 1}\ncount: lots\n"), &d, Options{})
 	want := strings.Join([]string{
 		`d.yaml:2: sizes[1]: size "2q": write a whole number of kilobytes such as 3k`,
-		`d.yaml:2: sizes[2]: must not be zero`,
+		`d.yaml:2: sizes[0]: must not be zero`,
 		`d.yaml:4: items[0].size: size "big": write a whole number of kilobytes such as 3k`,
 		`d.yaml:5: count: got "lots"; expected a whole number`,
 	}, "\n")
@@ -137,6 +141,8 @@ func TestValueErrorsPlacedAndDecodingGoesOn(t *testing.T) {
 // TestInlineMapAndHandDecodedKeys: unknown keys list an inlined struct's
 // keys as its parent's, find the struct under a mapping of names, and
 // are found by CheckKeys in a mapping an UnmarshalYAML method decodes.
+// Validate's problem with a value that could not be decoded (items[1].max,
+// a zero to it) is not reported; the one with a value left out is.
 func TestInlineMapAndHandDecodedKeys(t *testing.T) {
 	var d sheet
 	err := Decode("d.yaml", []byte(`name: x
@@ -150,6 +156,7 @@ nodes: [n1, {name: n2, tag: [1]}, {name: n3, tags: lots}]
 	want := strings.Join([]string{
 		`d.yaml:3: items[0].mx: unknown key; expected one of: id, max, size, under`,
 		`d.yaml:3: items[0].under.sise: unknown key; expected one of: max, size`,
+		`d.yaml:3: items[0].max: must be positive`,
 		`d.yaml:4: items[1].max: got "many"; expected a whole number`,
 		`d.yaml:6: byname.one.min: unknown key; expected one of: max, size`,
 		`d.yaml:7: nodes[1].tag: unknown key; expected one of: name, tags`,
@@ -167,11 +174,28 @@ nodes: [n1, {name: n2, tag: [1]}, {name: n3, tags: lots}]
 }
 
 // TestSyntaxErrorNamesTheLine: Decode places the parser's error at its
-// line too.
+// line too: for an unfinished list, the line where it starts (the YAML
+// decoder counts that one from 0).
 func TestSyntaxErrorNamesTheLine(t *testing.T) {
 	var d sheet
-	err := Decode("d.yaml", []byte("name: x\ncount: 1\n\titems: []\n"), &d, Options{})
-	if err == nil || !regexp.MustCompile(`^d\.yaml:3: not valid YAML: \S`).MatchString(err.Error()) {
+	err := Decode("d.yaml", []byte("name: x\ncount: 1\nitems: [a\nsizes: []\n"), &d, Options{})
+	if err == nil || err.Error() != `d.yaml:3: not valid YAML: did not find expected ',' or ']'` {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestValidateDecoded: with Options.ValidateDecoded, Validate runs only on
+// a document that decoded without a problem.
+func TestValidateDecoded(t *testing.T) {
+	var d sheet
+	ran := false
+	opts := Options{ValidateDecoded: true, Validate: func() error { ran = true; return &FieldError{Path: "name", Msg: "refused"} }}
+	err := Decode("d.yaml", []byte("name: x\ncount: lots\n"), &d, opts)
+	if ran || err == nil || err.Error() != `d.yaml:2: count: got "lots"; expected a whole number` {
+		t.Fatalf("ran %v, err %v", ran, err)
+	}
+	err = Decode("d.yaml", []byte("name: x\ncount: 3\n"), &d, opts)
+	if !ran || err == nil || err.Error() != "d.yaml:1: name: refused" {
+		t.Fatalf("ran %v, err %v", ran, err)
 	}
 }

@@ -43,6 +43,12 @@ type Options struct {
 	// errors.Join) are placed at the line of their Path, or of its nearest
 	// ancestor in the file.
 	Validate func() error
+	// ValidateDecoded runs Validate only when the document decoded
+	// without a problem: for checks of the whole value, whose problems
+	// would be consequences of what could not be decoded (the decoder
+	// drops a list item it cannot read, so a name defined there looks
+	// undefined).
+	ValidateDecoded bool
 }
 
 // validator is a configuration that checks its own values.
@@ -102,14 +108,34 @@ func empty(doc *yaml.Node) bool {
 	return c.Kind == yaml.ScalarNode && c.ShortTag() == "!!null" && c.Value == ""
 }
 
+// parserProblems are the messages of the YAML parser proper (not its
+// scanner's): the decoder gives their line counted from 0, the line where
+// the unfinished list, mapping or node starts (it adds 1 for the
+// scanner's only), and no line when that is the first.
+var parserProblems = []string{
+	"did not find expected ',' or ']'",
+	"did not find expected ',' or '}'",
+	"did not find expected '-' indicator",
+	"did not find expected key",
+	"did not find expected node content",
+	"found undefined tag handle",
+}
+
 // syntaxError places an error of the YAML parser at its line.
 func syntaxError(name string, err error) lineError {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 0
 	if m := yamlLineRe.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return lineError{line: line, err: fmt.Errorf("%s:%d: not valid YAML: %s", name, line, m[2])}
+		line, _ = strconv.Atoi(m[1])
+		msg = m[2]
 	}
-	return lineError{err: fmt.Errorf("%s: not valid YAML: %s", name, msg)}
+	if slices.Contains(parserProblems, msg) {
+		line++
+	}
+	if line == 0 {
+		return lineError{err: fmt.Errorf("%s: not valid YAML: %s", name, msg)}
+	}
+	return lineError{line: line, err: fmt.Errorf("%s:%d: not valid YAML: %s", name, line, msg)}
 }
 
 // check lists the problems of one document: doc is its node (a document
@@ -142,7 +168,7 @@ func check(name string, doc *yaml.Node, v any, derr error, validate func() error
 			errs = append(errs, explain(name, e, idx, t, opts.Expect))
 		}
 	}
-	if validate != nil {
+	if validate != nil && (len(errs) == 0 || !opts.ValidateDecoded) {
 		if err := validate(); err != nil {
 			for _, e := range unjoin(err) {
 				var fe *FieldError
