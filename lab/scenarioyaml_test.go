@@ -34,9 +34,9 @@ func TestScenarioYAMLErrors(t *testing.T) {
 		// The duration's own message; Validate does not add that the
 		// undecoded interval is zero.
 		{"bad duration", "experiment: x\nintervals: [1s, soon]\n",
-			`^s\.yaml:2: intervals\[1\]: duration "soon": [^\n]*$`},
+			`^s\.yaml:2: intervals\[1\]: duration "soon" is not a duration[^\n]*$`},
 		{"bad rate beside good values", "experiment: x\nprofile_defs:\n  p: {rtt: 10ms, rate: fast}\n",
-			`^s\.yaml:3: profile_defs\.p\.rate: rate "fast": [^\n]*$`},
+			`^s\.yaml:3: profile_defs\.p\.rate: rate "fast" is not understood[^\n]*$`},
 		{"syntax error", "experiment: x\nqos: [1\n",
 			`^s\.yaml:\d+: not valid YAML: [^\n]+$`},
 		{"syntax error in the second document", "experiment: a\n---\nexperiment: b\n  qos: [1]\n",

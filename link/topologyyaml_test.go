@@ -30,15 +30,17 @@ func TestTopologyYAMLErrors(t *testing.T) {
 		{"word for a list", "nodes: a\nlinks: [{name: l, a: a, b: b}]\n",
 			`^t\.yaml:1: nodes: got "a"; expected a list of node names or of mappings \(name, host, congestion_control\)$`},
 		{"bad rate", "links:\n  - {name: l, a: x, b: y, rate: fast}\n",
-			`^t\.yaml:2: links\[0\]\.rate: rate "fast": [^\n]*not understood[^\n]*$`},
+			`^t\.yaml:2: links\[0\]\.rate: rate "fast" is not understood[^\n]*$`},
 		{"bad loss in a schedule step", "links:\n  - name: l\n    a: x\n    b: y\n    schedule:\n      - {at: 1s, loss: lots}\n",
 			`^t\.yaml:6: links\[0\]\.schedule\[0\]\.loss: [^\n]*"lots"[^\n]*$`},
 		{"syntax error", "links:\n  - {name: l, a: x\n",
 			`^t\.yaml:\d+: not valid YAML: [^\n]+$`},
 		{"not a mapping", "[a, b]\n",
 			`^t\.yaml:1: a topology must be a mapping of keys \(nodes:, links:, media:, \.\.\.\), got a list$`},
-		{"every problem at once", "seed: -1\nlinks:\n  - {name: l, a: x, b: y, delay: soon}\n  - {name: m, a: y, b: z, direction: sideways}\n",
-			`^t\.yaml:1: seed: got "-1"; expected a whole number\nt\.yaml:3: links\[0\]\.delay: [^\n]*"soon"[^\n]*\nt\.yaml:4: links\[1\]: direction "sideways"[^\n]*$`},
+		{"every problem of decoding at once", "seed: -1\nlinks:\n  - {name: l, a: x, b: y, delay: soon}\n  - {name: m, a: y, b: z, mtu: big}\n",
+			`^t\.yaml:1: seed: got "-1"; expected a whole number\nt\.yaml:3: links\[0\]\.delay: [^\n]*"soon"[^\n]*\nt\.yaml:4: links\[1\]\.mtu: got "big"; expected a whole number$`},
+		{"every problem of the topology at once", "links:\n  - {name: l, a: x, b: y, profile: wify}\n  - {name: m, a: y, b: z, direction: sideways}\n",
+			`^t\.yaml:2: links\[0\]: [^\n]*"wify"[^\n]*\nt\.yaml:3: links\[1\]: direction "sideways"[^\n]*$`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

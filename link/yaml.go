@@ -49,6 +49,9 @@ func ParseTopology(name string, data []byte) (TopologyFile, error) {
 			"[]link.yNode":     "a list of node names or of mappings (name, host, congestion_control)",
 			"link.yNodeFields": "a node name or a mapping of keys (name, host, congestion_control)",
 		},
+		// A node the decoder could not read is dropped from the list: the
+		// links naming it would be reported as problems too.
+		ValidateDecoded: true,
 		Validate: func() error {
 			checked = true
 			var err error
@@ -59,7 +62,7 @@ func ParseTopology(name string, data []byte) (TopologyFile, error) {
 	if err != nil {
 		return TopologyFile{}, err
 	}
-	if !checked { // yamlconf validates no empty document
+	if !checked { // an empty document is not validated
 		return TopologyFile{}, fmt.Errorf("%s: topology file is empty: it needs nodes and links", name)
 	}
 	return out, nil
