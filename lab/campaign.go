@@ -209,6 +209,7 @@ func Merge(out string, dirs []string) error {
 			first, order = cf, cf.Cells
 			man = m
 			man.Shards = nil
+			man.RunSpans = nil // each shard's are in its manifest under shards
 			yml, err := os.ReadFile(filepath.Join(dir, FileScenario))
 			if err != nil {
 				return fmt.Errorf("merge: %s: %w", dir, err)

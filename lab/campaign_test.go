@@ -190,6 +190,11 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 	if r2.ran[0] != cells[4].ID {
 		t.Fatalf("resume started at %s, want %s", r2.ran[0], cells[4].ID)
 	}
+	// Each run has its span: a campaign resumed later is not one long run.
+	if m := readManifestT(t, parted); len(m.RunSpans) != 2 || !m.RunSpans[0].Start.Equal(m.Start) || !m.RunSpans[1].End.Equal(m.End) ||
+		m.RunSpans[1].Start.Before(m.RunSpans[0].End) {
+		t.Errorf("resumed campaign's run spans %+v (start %v end %v), want two runs one after the other", m.RunSpans, m.Start, m.End)
+	}
 	a, b := readResults(t, whole), readResults(t, parted)
 	for name := range a {
 		if a[name] != b[name] {
@@ -235,6 +240,9 @@ func TestTwoShardsMergedEqualUnsharded(t *testing.T) {
 	mb, _ := os.ReadFile(filepath.Join(merged, FileManifest))
 	if err := json.Unmarshal(mb, &m); err != nil || len(m.Shards) != 2 || m.Cells.OK != 12 || m.Cells.Pending != 0 {
 		t.Fatalf("merged manifest: %v %s", err, mb)
+	}
+	if len(m.RunSpans) != 0 || len(m.Shards[0].RunSpans) != 1 || len(m.Shards[1].RunSpans) != 1 {
+		t.Errorf("merged manifest's run spans %+v, shards' %+v and %+v: want none of its own, one per shard", m.RunSpans, m.Shards[0].RunSpans, m.Shards[1].RunSpans)
 	}
 	// The emulator timing is both shards', not the first one's.
 	if et := m.EmulatorTiming; et == nil || et.Runs != 2 || et.Pkts != 2000 || et.Jobs != 2 || m.Jobs != 2 ||

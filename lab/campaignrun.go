@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/iotq/iotq/records"
 )
 
 // Run runs the cells of specs (already scaled) into opts.Dir, opts.Jobs at
@@ -68,6 +70,7 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 // report on results.
 type campaignRun struct {
 	opts      Options
+	runStart  time.Time // this run's start (a resumed campaign's manifest keeps the first's)
 	log       *slog.Logger
 	now       func() time.Time
 	every     int // aggregate after this many finished cells
@@ -183,9 +186,16 @@ func (r *campaignRun) prepare(ctx context.Context, specs []Spec) error {
 	r.man.Fabric, r.man.Scenario, r.man.Scale, r.man.Shard = r.opts.Fabric, r.opts.Scenario, r.opts.Scale, r.cf.Shard
 	r.man.Start = r.now().UTC()
 	r.man.StartNs = r.man.Start.UnixNano()
+	r.runStart = r.man.Start
 	if old, ok := readManifest(r.opts.Dir); ok && r.opts.Resume {
-		// Keep the original start; record this run's loads too.
+		// Keep the original start and the earlier runs' spans (a manifest
+		// from before spans were recorded stands for one run, from its
+		// start to its end); record this run's loads too.
 		r.man.Start, r.man.StartNs = old.Start, old.StartNs
+		r.man.RunSpans = old.RunSpans
+		if len(old.RunSpans) == 0 && !old.Start.IsZero() && !old.End.IsZero() {
+			r.man.RunSpans = []records.RunSpan{{Start: old.Start, End: old.End}}
+		}
 		r.before = old.EmulatorTiming
 		r.man.EmulatorTiming = r.before
 	}
@@ -411,6 +421,7 @@ func (r *campaignRun) end() error {
 	man.Cells.Pending = len(r.mine) - man.Cells.OK - man.Cells.Failed
 	man.End = r.now().UTC()
 	man.EndNs = man.End.UnixNano()
+	man.RunSpans = append(slices.Clip(man.RunSpans), records.RunSpan{Start: r.runStart, End: man.End})
 	man.Host.LoadavgEnd = loadavg()
 	man.Interrupted = r.res.Interrupted
 	man.Jobs = r.jobs

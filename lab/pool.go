@@ -89,6 +89,7 @@ func Pool(out string, dirs []string) error {
 	}
 	man := mans[0]
 	man.Shards = mans
+	man.RunSpans = nil // each source's are in its manifest under shards
 	return writeCombinedManifest(out, man, records.ShardPooled, first.Cells, done)
 }
 

@@ -37,6 +37,12 @@ type Manifest struct {
 	EndNs          int64            `json:"end_ns,omitempty"`
 	Cells          CellCounts       `json:"cells"`
 	Interrupted    bool             `json:"interrupted,omitempty"`
+	// RunSpans are the runs that made the results, in order: one per "lab
+	// run" of the campaign (a --resume adds one), so a campaign resumed
+	// hours later is not taken for one that ran all that time. Start is
+	// the first run's start, End the last run's end. Absent before it was
+	// recorded.
+	RunSpans []RunSpan `json:"run_spans,omitempty"`
 	// Shards holds the manifests of merged shard directories.
 	Shards []Manifest `json:"shards,omitempty"`
 	// Energy is one energy record for every experiment, as other tools
@@ -50,6 +56,12 @@ type Manifest struct {
 	// EmulatorTiming is the link emulator's timing error and the host load
 	// while the cells ran (link fabric only).
 	EmulatorTiming *EmulatorTiming `json:"emulator_timing,omitempty"`
+}
+
+// RunSpan is when one run of a campaign ran.
+type RunSpan struct {
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
 }
 
 // EmulatorTiming records the timing error of a run: how late the link

@@ -196,14 +196,61 @@ func readCampaign(dir string) (*campaign, bool, error) {
 	c.cmp = comparisons(c.cells, c.xi, c.batch, evidenceSeed, evidenceResamples)
 	c.start, c.end = c.man.Start, c.man.End
 	for _, sh := range c.man.Shards {
-		if !sh.Start.IsZero() && !sh.End.IsZero() {
-			c.spans = append(c.spans, [2]time.Time{sh.Start, sh.End})
-		}
+		c.spans = append(c.spans, runSpans(sh)...)
 	}
-	if len(c.spans) == 0 && !c.start.IsZero() && !c.end.IsZero() {
-		c.spans = [][2]time.Time{{c.start, c.end}}
+	if len(c.spans) == 0 {
+		c.spans = runSpans(c.man)
 	}
 	return c, true, nil
+}
+
+// runSpans are the runs that made a campaign (or shard): its recorded run
+// spans, else one from its start to its end (before spans were recorded).
+func runSpans(m records.Manifest) [][2]time.Time {
+	var out [][2]time.Time
+	for _, r := range m.RunSpans {
+		if !r.Start.IsZero() && r.End.After(r.Start) {
+			out = append(out, [2]time.Time{r.Start, r.End})
+		}
+	}
+	if len(out) == 0 {
+		out = spansFromAdmission(m)
+	}
+	if len(out) == 0 && !m.Start.IsZero() && !m.End.IsZero() {
+		out = [][2]time.Time{{m.Start, m.End}}
+	}
+	return out
+}
+
+// spansFromAdmission recovers the runs of a resumed campaign recorded
+// before run spans were: each run's admission steps begin with the idle
+// calibration, so a run lasts from its calibration to its last step (an
+// earlier run may have gone on a little after it) and the last run to the
+// campaign's end. Nil when the steps do not account for every run.
+func spansFromAdmission(m records.Manifest) [][2]time.Time {
+	t := m.EmulatorTiming
+	if t == nil || t.Runs < 2 || m.End.IsZero() {
+		return nil
+	}
+	var starts []int
+	for i, st := range t.Admission {
+		if strings.HasPrefix(st.Reason, "idle calibration") {
+			starts = append(starts, i)
+		}
+	}
+	if len(starts) != t.Runs {
+		return nil
+	}
+	out := make([][2]time.Time, len(starts))
+	for k, i := range starts {
+		out[k][0] = time.Unix(0, t.Admission[i].AtNs).UTC()
+		if k+1 < len(starts) {
+			out[k][1] = time.Unix(0, t.Admission[starts[k+1]-1].AtNs).UTC()
+		} else {
+			out[k][1] = m.End
+		}
+	}
+	return out
 }
 
 // decodeNaN decodes each element into a T whose float fields start as NaN:
