@@ -540,6 +540,9 @@ func (cl *Client) read(packetHandler ReadFn, resumed bool) error {
 		if err := cl.readPacket(b, packetHandler); err != nil {
 			return err
 		}
+		if cl.park != nil && cl.Net.bconn.buffered() == 0 {
+			cl.park.handled() // [iotq patch 39]
+		}
 	}
 }
 

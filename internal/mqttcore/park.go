@@ -57,6 +57,7 @@ type clientPark struct {
 	expiry  time.Time   // keep-alive deadline of the current wait; zero: none
 	counted bool        // Info.ClientsConnected counts the client (see attachClient)
 	ended   func(error) // called once when the client ends
+	waking  atomic.Bool // woken from parked, input not yet handled (settle) [iotq patch 39]
 }
 
 // readNotifier is a connection that can wake a parked client itself.
@@ -173,6 +174,7 @@ func (cl *Client) waitOrPark() (byte, error) {
 // park (closed); in both the caller keeps reading.
 func (pk *clientPark) park(cl *Client) int32 {
 	pk.state.Store(parkRunning) // wakes so far are stale: this goroutine was reading
+	pk.handled()                // a wake that brought nothing: done with it [iotq patch 39]
 	if cl.Closed() {
 		return parkRunning
 	}
@@ -231,6 +233,7 @@ func (cl *Client) wakeParked() {
 		case parkParked:
 			if pk.state.CompareAndSwap(parkParked, parkRunning) {
 				pk.stopTimer()
+				pk.p.woke(pk) // [iotq patch 39]
 				go pk.p.resume(cl)
 				return
 			}
@@ -248,9 +251,26 @@ func (cl *Client) wakeParked() {
 // that ends the client.
 func (pk *clientPark) release() {
 	pk.stopTimer()
+	pk.handled() // [iotq patch 39]
 	if pk.rn != nil {
 		pk.rn.NotifyReadable(nil) // [iotq patch 38]
 		return
 	}
 	pk.p.forget(pk)
 }
+
+// handled tells the poller that the input which woke the client has been
+// handled (or that the client ends), so a settle waits for it no longer.
+// Called by the goroutine running the client; one atomic load unless the
+// client was just woken. [iotq patch 39]
+func (pk *clientPark) handled() {
+	if pk.waking.Load() {
+		pk.p.handled(pk)
+	}
+}
+
+// settleMax bounds how long a CONNECT waits for woken parked clients
+// (Server.settleParked). It is reached only when a woken client's input
+// keeps it busy (a stream of packets that never lets its buffer run dry)
+// or when no CPU is free for it; the CONNECT then goes on.
+const settleMax = 100 * time.Millisecond

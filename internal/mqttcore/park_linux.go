@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // poller waits for data on the sockets of parked clients: one goroutine
@@ -42,6 +43,11 @@ type poller struct {
 	mu      sync.Mutex
 	clients map[uint64]*Client // by token
 	next    uint64
+	waking  map[*clientPark]chan struct{} // woken, input not yet handled [iotq patch 39]
+
+	// pass is held from taking events out of epoll until their clients
+	// are woken, by run and by settle. [iotq patch 39]
+	pass sync.Mutex
 }
 
 // newPoller starts the poller goroutine; close stops it.
@@ -60,7 +66,7 @@ func newPoller(resume func(*Client), log *slog.Logger) (*poller, error) {
 		_ = ep.Close()
 		return nil, fmt.Errorf("epoll descriptor: %w", err)
 	}
-	p := &poller{ep: ep, raw: raw, resume: resume, log: log, done: make(chan struct{}), clients: map[uint64]*Client{}}
+	p := &poller{ep: ep, raw: raw, resume: resume, log: log, done: make(chan struct{}), clients: map[uint64]*Client{}, waking: map[*clientPark]chan struct{}{}}
 	go p.run()
 	return p, nil
 }
@@ -82,38 +88,56 @@ func (p *poller) run() {
 	for {
 		var n int
 		var werr error
+		locked := false
 		err := p.raw.Read(func(fd uintptr) bool {
+			p.pass.Lock() // a settle sees these events woken [iotq patch 39]
 			for {
 				n, werr = syscall.EpollWait(int(fd), events, 0)
 				if !errors.Is(werr, syscall.EINTR) {
 					break
 				}
 			}
-			return werr != nil || n > 0 // nothing ready: wait in the runtime's poller
+			if werr != nil || n > 0 {
+				locked = true
+				return true
+			}
+			p.pass.Unlock()
+			return false // nothing ready: wait in the runtime's poller
 		})
 		if err == nil {
 			err = werr
 		}
 		if err != nil {
+			if locked {
+				p.pass.Unlock()
+			}
 			if !p.closed.Load() {
 				p.log.Error("poller stopped: parked clients are no longer woken", "error", err)
 			}
 			return
 		}
-		wake = wake[:0]
-		p.mu.Lock()
-		for _, ev := range events[:n] {
-			tok := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
-			if cl, ok := p.clients[tok]; ok {
-				wake = append(wake, cl)
-			}
-		}
-		p.mu.Unlock()
-		for i, cl := range wake {
-			cl.wakeParked()
-			wake[i] = nil
+		wake = p.wakeEvents(events[:n], wake)
+		p.pass.Unlock()
+	}
+}
+
+// wakeEvents wakes the clients of events; wake is scratch space, returned
+// for reuse.
+func (p *poller) wakeEvents(events []syscall.EpollEvent, wake []*Client) []*Client {
+	wake = wake[:0]
+	p.mu.Lock()
+	for _, ev := range events {
+		tok := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
+		if cl, ok := p.clients[tok]; ok {
+			wake = append(wake, cl)
 		}
 	}
+	p.mu.Unlock()
+	for i, cl := range wake {
+		cl.wakeParked()
+		wake[i] = nil
+	}
+	return wake
 }
 
 // arm registers (or re-arms) cl's socket for one wake on readable data,
@@ -166,4 +190,93 @@ func (p *poller) forget(pk *clientPark) {
 	delete(p.clients, pk.token)
 	p.mu.Unlock()
 	pk.token = 0
+}
+
+// Causal order across connections. [iotq patch 39]
+//
+// A parked client's input is handled by a goroutine started for it when
+// the poller sees the data (run, then wakeParked). Under CPU load that
+// goroutine can wait in a run queue for several milliseconds, long enough
+// for a client that connects after the data was sent, and publishes at
+// once, to be served first: Paho's test_unsubscribe sends UNSUBSCRIBE
+// without waiting for UNSUBACK, connects a second client and publishes to
+// the topic, and a message sent after the UNSUBSCRIBE was delivered (one
+// clean-clone CI run in about twenty, with two busy loops beside it). A
+// blocked read has the same race in principle, but both goroutines are
+// made runnable by one pass of the runtime's poller, so its window is
+// microseconds, not a scheduling quantum.
+//
+// Every new connection therefore settles the parked clients before its
+// CONNECT is answered: input that has reached a parked client's socket
+// (epoll_wait with no timeout) and input whose wake is already under way
+// is handled first, up to settleMax. Whatever a client sent before another
+// client connected is then handled before anything the new client sends,
+// as on a broker with one event loop.
+
+// woke records that pk was woken from parked; handled ends the record.
+func (p *poller) woke(pk *clientPark) {
+	p.mu.Lock()
+	if _, ok := p.waking[pk]; !ok {
+		p.waking[pk] = make(chan struct{})
+	}
+	pk.waking.Store(true)
+	p.mu.Unlock()
+}
+
+func (p *poller) handled(pk *clientPark) {
+	p.mu.Lock()
+	if ch, ok := p.waking[pk]; ok {
+		close(ch)
+		delete(p.waking, pk)
+	}
+	pk.waking.Store(false)
+	p.mu.Unlock()
+}
+
+// settle wakes the parked clients whose sockets have input now and waits,
+// up to max, until every client woken so far has handled the input that
+// woke it. It reports whether all did in time.
+func (p *poller) settle(max time.Duration) bool {
+	var events [64]syscall.EpollEvent
+	p.pass.Lock() // events the run goroutine took are woken by now
+	for {
+		var n int
+		var werr error
+		err := p.raw.Control(func(epfd uintptr) {
+			for {
+				n, werr = syscall.EpollWait(int(epfd), events[:], 0)
+				if !errors.Is(werr, syscall.EINTR) {
+					return
+				}
+			}
+		})
+		if err != nil || werr != nil || n == 0 {
+			break // closed (the run goroutine reports it) or nothing ready
+		}
+		p.wakeEvents(events[:n], nil)
+		if n < len(events) {
+			break
+		}
+	}
+	p.pass.Unlock()
+	p.mu.Lock()
+	if len(p.waking) == 0 {
+		p.mu.Unlock()
+		return true
+	}
+	waits := make([]chan struct{}, 0, len(p.waking))
+	for _, ch := range p.waking {
+		waits = append(waits, ch)
+	}
+	p.mu.Unlock()
+	timer := time.NewTimer(max)
+	defer timer.Stop()
+	for _, ch := range waits {
+		select {
+		case <-ch:
+		case <-timer.C:
+			return false
+		}
+	}
+	return true
 }

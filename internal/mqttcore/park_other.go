@@ -7,6 +7,7 @@ package mqttcore
 import (
 	"errors"
 	"log/slog"
+	"time"
 )
 
 // poller is Linux only (epoll): elsewhere clients never park. [iotq patch 18]
@@ -16,6 +17,9 @@ func newPoller(func(*Client), *slog.Logger) (*poller, error) {
 	return nil, errors.New("parking idle clients needs Linux (epoll)")
 }
 
-func (p *poller) close()             {}
-func (p *poller) arm(*Client) error  { return errors.New("no poller") }
-func (p *poller) forget(*clientPark) {}
+func (p *poller) close()                    {}
+func (p *poller) arm(*Client) error         { return errors.New("no poller") }
+func (p *poller) forget(*clientPark)        {}
+func (p *poller) woke(*clientPark)          {}
+func (p *poller) handled(*clientPark)       {}
+func (p *poller) settle(time.Duration) bool { return true }

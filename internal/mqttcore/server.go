@@ -550,6 +550,9 @@ func (s *Server) connectClient(cl *Client, listener string) (counted bool, err e
 	if err != nil {
 		return false, fmt.Errorf("read connection: %w", err)
 	}
+	if s.poller != nil && !s.poller.settle(settleMax) { // [iotq patch 39]
+		s.Log.Debug("connect went on before every woken parked client had handled its input", "client", cl.ID, "waited", settleMax)
+	}
 
 	cl.ParseConnect(listener, pk)
 	if atomic.LoadInt64(&s.Info.ClientsConnected) >= s.Options.Capabilities.MaximumClients {
