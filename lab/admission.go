@@ -27,7 +27,8 @@ const admitRefWindows = 3
 // lateness to it: above the lowering bound (the warn bound, or the
 // reference plus half of it, whichever is larger) the limit halves (once
 // per window, and only when no more cells than the limit run: a reduction
-// takes effect as cells end); a complete window under the raising bound
+// takes effect as cells end or reach a repetition gate, repgate.go); a
+// complete window under the raising bound
 // (half the warn bound, or the reference plus a quarter of it), measured
 // while as many cells ran as the limit allows, raises it: doubling until
 // the first reduction, then by one. It never exceeds the requested jobs.

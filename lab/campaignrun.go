@@ -44,6 +44,7 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 	// aggregates.
 	cctx, cancelCells := context.WithCancel(ctx)
 	defer cancelCells()
+	r.cellsDone = cctx.Done()
 	stopProbe, err := r.opts.Timing.startProbe()
 	if err != nil {
 		return r.res, fmt.Errorf("timing guard: the host probe could not start: %w", err)
@@ -53,11 +54,26 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 	if fatal != nil {
 		cancelCells()
 	}
-	for r.running > 0 {
-		if err := r.record(ctx, cctx, <-r.results); err != nil && fatal == nil {
-			fatal = err
-			cancelCells()
+	tick, stopTick := r.ticker()
+	defer stopTick()
+	cancelled := r.cellsDone // nil once seen: grantWaiting lets waiting cells go
+	for r.running > 0 || len(r.waiting) > 0 {
+		select {
+		case <-cancelled:
+			cancelled = nil
+		case o := <-r.results:
+			if err := r.record(ctx, cctx, o); err != nil && fatal == nil {
+				fatal = err
+				cancelCells()
+			}
+		case req := <-r.gates:
+			r.gate(req)
+		case <-tick:
 		}
+		if !r.cancelled() {
+			r.evaluate()
+		}
+		r.grantWaiting()
 	}
 	if fatal != nil {
 		return r.res, fatal
@@ -85,7 +101,10 @@ type campaignRun struct {
 	pb     *progress
 
 	results            chan cellOutcome
-	running            int
+	running            int              // cells running a repetition (or setting up)
+	gates              chan gateRequest // cells between two repetitions (repgate.go)
+	waiting            []gateRequest    // their requests, not yet granted
+	cellsDone          <-chan struct{}  // closed when the cells are cancelled
 	sinceAgg           int
 	warned, failWarned bool
 	probeStopped       bool
@@ -126,6 +145,8 @@ func newCampaignRun(specs []Spec, opts Options) (*campaignRun, error) {
 	if r.jobs > MaxJobs {
 		return nil, fmt.Errorf("campaign: %d jobs: at most %d cells can run at once", r.jobs, MaxJobs)
 	}
+	// One request at most per cell that may run (never more than jobs).
+	r.gates = make(chan gateRequest, r.jobs)
 	if r.opts.Shard < 0 || r.opts.Shard >= r.opts.Shards {
 		return nil, fmt.Errorf("campaign: shard %d of %d does not exist", r.opts.Shard+1, r.opts.Shards)
 	}
@@ -210,6 +231,17 @@ func (r *campaignRun) prepare(ctx context.Context, specs []Spec) error {
 	return nil
 }
 
+// ticker ticks every quarter admission window while a timing guard
+// probes the host (evaluate judges the window between cell events too);
+// without one it never ticks.
+func (r *campaignRun) ticker() (<-chan time.Time, func()) {
+	if r.adm == nil || r.opts.Timing.ProbeEvery <= 0 {
+		return nil, func() {}
+	}
+	tk := time.NewTicker(r.adm.window / 4)
+	return tk.C, tk.Stop
+}
+
 // limit is how many cells may run at once now.
 func (r *campaignRun) limit() int {
 	if r.adm == nil {
@@ -259,12 +291,8 @@ func (r *campaignRun) evaluate() {
 // recording those that end meanwhile. It returns a fatal error (the
 // directory cannot be written); an interruption is kept in res and runErr.
 func (r *campaignRun) schedule(ctx, cctx context.Context) error {
-	var tick <-chan time.Time
-	if r.adm != nil && r.opts.Timing.ProbeEvery > 0 {
-		tk := time.NewTicker(r.adm.window / 4)
-		defer tk.Stop()
-		tick = tk.C
-	}
+	tick, stopTick := r.ticker()
+	defer stopTick()
 	var lastStart time.Time // of the last cell started, for StartGap
 	for _, c := range r.mine {
 		cellDir := filepath.Join(r.opts.Dir, DirCells, c.ID)
@@ -278,15 +306,22 @@ func (r *campaignRun) schedule(ctx, cctx context.Context) error {
 			continue
 		}
 		r.evaluate()
-		for r.running >= r.limit() {
+		r.grantWaiting()
+		cancelled := r.cellsDone // nil once seen: grantWaiting lets waiting cells go
+		for r.running >= r.limit() || len(r.waiting) > 0 {
 			select {
+			case <-cancelled:
+				cancelled = nil
 			case o := <-r.results:
 				if err := r.record(ctx, cctx, o); err != nil {
 					return err
 				}
+			case req := <-r.gates:
+				r.gate(req)
 			case <-tick:
 			}
 			r.evaluate()
+			r.grantWaiting()
 		}
 		if ctx.Err() != nil {
 			r.res.Interrupted, r.runErr = true, ctx.Err()
@@ -325,9 +360,13 @@ func (r *campaignRun) start(cctx context.Context, c Cell, dir string) {
 		r.adm.observe(time.Now(), r.running)
 	}
 	mark := r.opts.Timing.markHost()
+	ctx := cctx
+	if r.adm != nil {
+		ctx = withRepGate(cctx, r.gateFor())
+	}
 	go func() {
 		start := r.now()
-		sum, err := runCellSafely(cctx, r.opts.Runner, c, dir)
+		sum, err := runCellSafely(ctx, r.opts.Runner, c, dir)
 		r.results <- cellOutcome{c: c, dir: dir, start: start, end: r.now(), sum: sum, err: err, host: mark}
 	}()
 }

@@ -143,6 +143,13 @@ func (r *ProcRunner) RunCell(ctx context.Context, c Cell, dir string) (sum CellS
 		if ctx.Err() != nil {
 			return cr.sum, ctx.Err()
 		}
+		if rep > 1 {
+			// Between two repetitions the admission control may hold the
+			// cell (repgate.go).
+			if err := waitRepGate(ctx); err != nil {
+				return cr.sum, err
+			}
+		}
 		if b := broker.failed(); b != nil {
 			return cr.sum, fmt.Errorf("broker died before repetition %d: %w", rep, b.failure())
 		}
