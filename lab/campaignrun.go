@@ -56,24 +56,12 @@ func Run(ctx context.Context, specs []Spec, opts Options) (Result, error) {
 	}
 	tick, stopTick := r.ticker()
 	defer stopTick()
-	cancelled := r.cellsDone // nil once seen: grantWaiting lets waiting cells go
+	cancelled := r.cellsDone
 	for r.running > 0 || len(r.waiting) > 0 {
-		select {
-		case <-cancelled:
-			cancelled = nil
-		case o := <-r.results:
-			if err := r.record(ctx, cctx, o); err != nil && fatal == nil {
-				fatal = err
-				cancelCells()
-			}
-		case req := <-r.gates:
-			r.gate(req)
-		case <-tick:
+		if err := r.await(ctx, cctx, tick, &cancelled); err != nil && fatal == nil {
+			fatal = err
+			cancelCells()
 		}
-		if !r.cancelled() {
-			r.evaluate()
-		}
-		r.grantWaiting()
 	}
 	if fatal != nil {
 		return r.res, fatal
@@ -242,6 +230,29 @@ func (r *campaignRun) ticker() (<-chan time.Time, func()) {
 	return tk.C, tk.Stop
 }
 
+// await waits for one event (a cell's end, a cell between two
+// repetitions, a tick, or the cells' cancellation, which it sees once:
+// *cancelled becomes nil), then lets the admission control judge the
+// window and the waiting cells go on as it allows. It returns record's
+// error.
+func (r *campaignRun) await(ctx, cctx context.Context, tick <-chan time.Time, cancelled *<-chan struct{}) error {
+	var err error
+	select {
+	case <-*cancelled:
+		*cancelled = nil
+	case o := <-r.results:
+		err = r.record(ctx, cctx, o)
+	case req := <-r.gates:
+		r.gate(req)
+	case <-tick:
+	}
+	if !r.cancelled() {
+		r.evaluate()
+	}
+	r.grantWaiting()
+	return err
+}
+
 // limit is how many cells may run at once now.
 func (r *campaignRun) limit() int {
 	if r.adm == nil {
@@ -307,21 +318,11 @@ func (r *campaignRun) schedule(ctx, cctx context.Context) error {
 		}
 		r.evaluate()
 		r.grantWaiting()
-		cancelled := r.cellsDone // nil once seen: grantWaiting lets waiting cells go
+		cancelled := r.cellsDone
 		for r.running >= r.limit() || len(r.waiting) > 0 {
-			select {
-			case <-cancelled:
-				cancelled = nil
-			case o := <-r.results:
-				if err := r.record(ctx, cctx, o); err != nil {
-					return err
-				}
-			case req := <-r.gates:
-				r.gate(req)
-			case <-tick:
+			if err := r.await(ctx, cctx, tick, &cancelled); err != nil {
+				return err
 			}
-			r.evaluate()
-			r.grantWaiting()
 		}
 		if ctx.Err() != nil {
 			r.res.Interrupted, r.runErr = true, ctx.Err()
