@@ -287,8 +287,12 @@ func dialQUIC(ctx context.Context, ep Endpoint, opts DialOptions, start time.Tim
 	// race on the parameters pointer; the race detector may report it in
 	// 0-RTT tests. Either value is valid for the new stream.
 	str, err := conn.OpenStreamSync(ctx)
-	if errors.Is(err, quic.Err0RTTRejected) {
-		// Rejected before we wrote anything: nothing to resend.
+	rejected := errors.Is(err, quic.Err0RTTRejected)
+	if rejected {
+		// Rejected before we wrote anything: nothing to resend. The
+		// handshake may have completed before the check above, so this
+		// is the only sign that the client offered 0-RTT.
+		attempted = false
 		if conn, err = conn.NextConnection(ctx); err == nil {
 			str, err = conn.OpenStreamSync(ctx)
 		}
@@ -299,7 +303,7 @@ func dialQUIC(ctx context.Context, ep Endpoint, opts DialOptions, start time.Tim
 		return nil, fmt.Errorf("open stream: %w", err)
 	}
 	c := newQUICConn(conn, str, true, &q, release)
-	c.info = Info{Scheme: ep.Scheme, DialStart: start, TransportReady: ready}
+	c.info = Info{Scheme: ep.Scheme, DialStart: start, TransportReady: ready, Rejected0RTT: rejected}
 	c.earlyPending = attempted
 	c.hsWatch = make(chan struct{})
 	c.wg.Add(1)
