@@ -163,7 +163,9 @@ func (cr *cellRun) repMultiTopic(ctx context.Context, rep int, repDir, base stri
 
 // multiTopicLateness is how late each message of a multi-topic publisher
 // left: its send_ns minus its due time, message 0's send_ns (topic 0's
-// first, due at the schedule's start) plus its slot's offset.
+// first, due at the schedule's start) plus its slot's offset, or minus its
+// ready_ns (readyLateness): a topic whose large message blocked the client
+// is late because of the transport, which is what E9 measures.
 func multiTopicLateness(pubs []records.PubRecord, c Cell) []time.Duration {
 	slots := multiTopicSchedule(c, "t")
 	var anchor int64
@@ -181,8 +183,7 @@ func multiTopicLateness(pubs []records.PubRecord, c Cell) []time.Duration {
 		if p.SendNs <= 0 || p.Seq < 0 || p.Seq >= int64(len(slots)) {
 			continue
 		}
-		due := anchor + int64(slots[p.Seq].At)
-		out = append(out, max(time.Duration(p.SendNs-due), 0))
+		out = append(out, readyLateness(p, anchor+int64(slots[p.Seq].At)))
 	}
 	return out
 }

@@ -10,8 +10,9 @@ import (
 // sendLateness returns how late each paced message of one publisher's
 // records left: its send_ns minus its due time, message 0's send_ns plus
 // seq*interval (client/measure anchors a paced schedule there, in the
-// clock of send_ns). Records without message 0 give nothing: their
-// schedule is unknown.
+// clock of send_ns), or minus its ready_ns where the records have it
+// (readyLateness). Records without message 0 give nothing: their schedule
+// is unknown.
 func sendLateness(pubs []records.PubRecord, interval time.Duration) []time.Duration {
 	if interval <= 0 {
 		return nil
@@ -31,10 +32,24 @@ func sendLateness(pubs []records.PubRecord, interval time.Duration) []time.Durat
 		if p.SendNs <= 0 || p.Seq < 0 {
 			continue
 		}
-		due := anchor + p.Seq*int64(interval)
-		out = append(out, max(time.Duration(p.SendNs-due), 0))
+		out = append(out, readyLateness(p, anchor+p.Seq*int64(interval)))
 	}
 	return out
+}
+
+// readyLateness is how late one paced message left for reasons of the
+// host: send_ns minus ready_ns, the later of its due time and the return
+// of the publisher's previous hand-over. A hand-over that blocks (a large
+// message, a full socket or stream) delays the next message by what the
+// transport held back, which E9 measures and the timing guard must not
+// take for a late host. Records before version 8 have no ready_ns: their
+// lateness counts from the due time.
+func readyLateness(p records.PubRecord, due int64) time.Duration {
+	from := due
+	if p.ReadyNs > 0 {
+		from = max(due, p.ReadyNs)
+	}
+	return max(time.Duration(p.SendNs-from), 0)
 }
 
 // addSendLateness adds the send lateness of a repetition's paced

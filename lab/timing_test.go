@@ -570,6 +570,16 @@ func TestSendLatenessJudged(t *testing.T) {
 	if sendLateness(pubs[1:], 10*time.Millisecond) != nil || sendLateness(pubs, 0) != nil {
 		t.Fatal("no message 0 or no interval: the schedule is unknown")
 	}
+	// Message 2's hand-over blocked until 1.045 s: message 3 (due at 1.030
+	// s) was ready then and left 0.2 ms later; the 15 ms before are the
+	// transport's, not the host's. Records without ready_ns keep the due
+	// time.
+	blocked := []records.PubRecord{{Seq: 0, SendNs: 1_000_000_000, ReadyNs: 1_000_000_000},
+		{Seq: 1, SendNs: 1_010_000_000, ReadyNs: 1_010_000_000}, {Seq: 2, SendNs: 1_020_000_000, ReadyNs: 1_020_000_000},
+		{Seq: 3, SendNs: 1_045_200_000, ReadyNs: 1_045_000_000}, {Seq: 4, SendNs: 1_045_300_000}}
+	if got, want := sendLateness(blocked, 10*time.Millisecond), []time.Duration{0, 0, 0, 200 * time.Microsecond, 5_300_000}; !slices.Equal(got, want) {
+		t.Fatalf("send lateness with ready times %v, want %v", got, want)
+	}
 
 	specs := testSpecs(t)
 	dir := filepath.Join(t.TempDir(), "out")

@@ -14,8 +14,11 @@ package records
 // those empty. Version 6 adds pattern path-change (E10: done.json's
 // path_change, change_at_ns, change_link; rep-N/e10.csv) and drop_nat to
 // links.csv; version 7 pattern multi-topic (E9): topic in pub records,
-// topics, large_size and large_interval_ns at the end of cells.csv.
-const Version = 7
+// topics, large_size and large_interval_ns at the end of cells.csv;
+// version 8 ready_ns in pub records: the send lateness that the timing
+// guard judges leaves out a hand-over that blocked (the transport, not
+// the host).
+const Version = 8
 
 // Files of a results directory DIR (docs/records.md). Per-cell record files
 // in DIR/cells/CELL/ have the same header as their aggregate in DIR.

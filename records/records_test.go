@@ -74,6 +74,8 @@ func TestVersion0Headers(t *testing.T) {
 	// version 7: pattern multi-topic's topic per published message, its topics and large topic per cell
 	want["pub"] += ",topic"
 	want["cells"] += ",topics,large_size,large_interval_ns"
+	// version 8: when each paced message was ready to leave
+	want["pub"] += ",ready_ns"
 	for k, w := range want {
 		if g := strings.Join(got[k], ","); g != w {
 			t.Errorf("%s header\n got %s\nwant %s", k, g, w)

@@ -18,6 +18,13 @@ type PubRecord struct {
 	// `iotq pub --topics N` the publisher's messages spread over several
 	// topics (their seq counts across all of them); empty in older files.
 	Topic string `csv:"topic"`
+	// ReadyNs (version 8) is when a paced message could leave at the
+	// earliest: its due time, or the return of the previous hand-over on
+	// the same publishing goroutine if that came later (a large message
+	// or a full stream blocks the client). SendNs-ReadyNs is the
+	// publisher's scheduling delay alone, the host's share of its send
+	// lateness; 0 when not paced and in older files.
+	ReadyNs int64 `csv:"ready_ns,omitzero"`
 }
 
 // SubRecord is one row of `iotq sub --records FILE`: one received message

@@ -193,6 +193,7 @@ func (p *MultiPublisher) Run(ctx context.Context, c client.Client) Summary {
 // publishTopic publishes one topic's slots when they are due and queues
 // each for its receipt. A lost connection ends the whole run (cancel).
 func (p *MultiPublisher) publishTopic(ctx context.Context, c client.Client, cancel func(), start time.Time, slots []records.TopicSlot, queue chan<- pending) {
+	var freeNs int64 // when the previous hand-over returned
 	for _, s := range slots {
 		due := start.Add(s.At)
 		if d := time.Until(due); d > 0 {
@@ -218,7 +219,9 @@ func (p *MultiPublisher) publishTopic(ctx context.Context, c client.Client, canc
 		sendNs := time.Now().UnixNano()
 		payload.Put(body, payload.Header{Seq: s.Seq, SendNs: sendNs, RunID: p.o.RunID})
 		pe := pending{seq: s.Seq, size: size, sendNs: sendNs, dueNs: due.UnixNano()}
+		pe.readyNs = max(pe.dueNs, freeNs)
 		pe.r, pe.err = c.Publish(ctx, s.Topic, body, client.PublishOptions{QoS: p.o.QoS})
+		freeNs = time.Now().UnixNano()
 		p.mu.Lock()
 		p.sum.Sent++
 		if p.sum.FirstSendNs == 0 || sendNs < p.sum.FirstSendNs {

@@ -122,7 +122,14 @@ type Result struct {
 	// late it left: the scheduling delay of the publishing goroutine after
 	// its timer, or a hand-over that blocked past the slot. 0 when not
 	// paced.
-	DueNs      int64
+	DueNs int64
+	// ReadyNs is when a paced message could leave at the earliest: its
+	// DueNs, or the return of the previous hand-over on the same
+	// publishing goroutine if that came later. SendNs-ReadyNs is the
+	// goroutine's scheduling delay alone (the host), while SendNs-DueNs
+	// also holds a hand-over that blocked (the transport). 0 when not
+	// paced.
+	ReadyNs    int64
 	AcceptedNs int64 // receipt time; 0 when not accepted
 	Err        error // nil when accepted
 }
@@ -151,12 +158,13 @@ type Publisher struct {
 }
 
 type pending struct {
-	seq    uint32
-	size   int
-	sendNs int64
-	dueNs  int64
-	r      *client.Receipt
-	err    error // Publish itself failed
+	seq     uint32
+	size    int
+	sendNs  int64
+	dueNs   int64
+	readyNs int64
+	r       *client.Receipt
+	err     error // Publish itself failed
 }
 
 // NewPublisher validates o and returns a Publisher.
@@ -235,24 +243,28 @@ func (p *Publisher) Run(ctx context.Context, c client.Client) Summary {
 	if p.early != nil {
 		pe := *p.early // its receipt is the early message's (client.EarlyMessage.Receipt)
 		if paced {
-			pe.dueNs = pe.sendNs
+			pe.dueNs, pe.readyNs = pe.sendNs, pe.sendNs
 		}
 		p.sent(pe.sendNs)
 		queue <- pe
 		first = 1
 		start = time.Unix(0, pe.sendNs)
 	}
+	var freeNs int64 // when the previous hand-over returned
 	for i := first; i < p.o.Count; i++ {
 		if !p.pace(ctx, c, i, start) {
 			break
 		}
 		pe := p.publish(ctx, c, uint32(i))
+		returned := time.Now().UnixNano()
 		if i == 0 {
 			start = time.Unix(0, pe.sendNs)
 		}
 		if paced {
 			pe.dueNs = start.Add(time.Duration(i) * p.o.Interval).UnixNano()
+			pe.readyNs = max(pe.dueNs, freeNs)
 		}
+		freeNs = returned
 		queue <- pe
 		if errors.Is(pe.err, client.ErrConnectionLost) {
 			break
@@ -346,7 +358,7 @@ func (p *Publisher) collect(pe pending, stop <-chan struct{}) {
 // outcome waits for pe's receipt (until stop) and returns the message's
 // result: acknowledged (with the time it was accepted) or why not.
 func (pe pending) outcome(topic string, stop <-chan struct{}) Result {
-	res := Result{Seq: pe.seq, Topic: topic, Size: pe.size, SendNs: pe.sendNs, DueNs: pe.dueNs, Err: pe.err}
+	res := Result{Seq: pe.seq, Topic: topic, Size: pe.size, SendNs: pe.sendNs, DueNs: pe.dueNs, ReadyNs: pe.readyNs, Err: pe.err}
 	if res.Err == nil {
 		select {
 		case <-pe.r.Done():

@@ -19,6 +19,25 @@ import (
 // the results in the order OnResult saw them.
 func run(t *testing.T, url string, o measure.PublisherOptions) (measure.Summary, []measure.Result) {
 	t.Helper()
+	return runWrapped(t, url, o, func(c client.Client) client.Client { return c })
+}
+
+// slowFirstPublish holds its first hand-over back for hold, as a client
+// does whose socket or stream is full.
+type slowFirstPublish struct {
+	client.Client
+	hold time.Duration
+	once sync.Once
+}
+
+func (c *slowFirstPublish) Publish(ctx context.Context, topic string, payload []byte, o client.PublishOptions) (*client.Receipt, error) {
+	c.once.Do(func() { time.Sleep(c.hold) })
+	return c.Client.Publish(ctx, topic, payload, o)
+}
+
+// runWrapped is run with the dialled client wrapped by wrap.
+func runWrapped(t *testing.T, url string, o measure.PublisherOptions, wrap func(client.Client) client.Client) (measure.Summary, []measure.Result) {
+	t.Helper()
 	var mu sync.Mutex
 	var res []measure.Result
 	o.OnResult = func(r measure.Result) { mu.Lock(); res = append(res, r); mu.Unlock() }
@@ -37,7 +56,7 @@ func run(t *testing.T, url string, o measure.PublisherOptions) (measure.Summary,
 		t.Fatal(err)
 	}
 	defer c.Close()
-	sum := p.Run(ctx, c)
+	sum := p.Run(ctx, wrap(c))
 	mu.Lock()
 	defer mu.Unlock()
 	return sum, res
@@ -103,11 +122,30 @@ func TestPublisher(t *testing.T) {
 		}
 	})
 
+	t.Run("a hand-over that blocks past the next slot moves that message's ready time, not its due time", func(t *testing.T) {
+		const iv = 20 * time.Millisecond
+		_, res := runWrapped(t, url, measure.PublisherOptions{Topic: "m/g", Message: []byte("x"), Count: 3, Interval: iv, AckWait: 5 * time.Second},
+			func(c client.Client) client.Client { return &slowFirstPublish{Client: c, hold: 3 * iv} })
+		if len(res) != 3 {
+			t.Fatalf("results %+v", res)
+		}
+		if r := res[0]; r.ReadyNs != r.DueNs || r.DueNs != r.SendNs {
+			t.Fatalf("message 0: ready %d, due %d, sent %d: want all equal", r.ReadyNs, r.DueNs, r.SendNs)
+		}
+		// Message 0's hand-over returned 3 intervals after it left: message
+		// 1 (due 1 interval after) could not leave before that.
+		r := res[1]
+		if r.ReadyNs < res[0].SendNs+int64(3*iv) || r.ReadyNs <= r.DueNs || r.SendNs < r.ReadyNs {
+			t.Fatalf("message 1: ready %d, due %d, sent %d, message 0 sent %d: want due < message 0 + %v <= ready <= sent",
+				r.ReadyNs, r.DueNs, r.SendNs, res[0].SendNs, 3*iv)
+		}
+	})
+
 	t.Run("unpaced messages have no due time", func(t *testing.T) {
 		_, res := run(t, url, measure.PublisherOptions{Topic: "m/f", Message: []byte("x"), Count: 2, AckWait: 5 * time.Second})
 		for _, r := range res {
-			if r.DueNs != 0 {
-				t.Fatalf("back-to-back message with due time: %+v", r)
+			if r.DueNs != 0 || r.ReadyNs != 0 {
+				t.Fatalf("back-to-back message with due or ready time: %+v", r)
 			}
 		}
 	})

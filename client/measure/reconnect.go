@@ -56,11 +56,12 @@ const (
 // tracked is a message of a reconnecting run until its outcome is final:
 // its current receipt is replaced each time it is published again.
 type tracked struct {
-	seq    uint32
-	size   int
-	sendNs int64
-	dueNs  int64
-	body   []byte
+	seq     uint32
+	size    int
+	sendNs  int64
+	dueNs   int64
+	readyNs int64
+	body    []byte
 
 	mu      sync.Mutex
 	r       *client.Receipt
@@ -136,6 +137,7 @@ func (p *Publisher) runReconnecting(ctx context.Context, c client.Client) Summar
 	}
 	var start time.Time
 	paced := p.o.Interval > 0
+	var freeNs int64 // when the previous hand-over returned
 	for i := 0; i < p.o.Count && cur != nil; {
 		ok, lost := p.slot(ctx, cur, i, start)
 		if lost {
@@ -146,12 +148,15 @@ func (p *Publisher) runReconnecting(ctx context.Context, c client.Client) Summar
 			break
 		}
 		t := p.publishTracked(ctx, cur, uint32(i))
+		returned := time.Now().UnixNano()
 		if i == 0 {
 			start = time.Unix(0, t.sendNs)
 		}
 		if paced {
 			t.dueNs = start.Add(time.Duration(i) * p.o.Interval).UnixNano()
+			t.readyNs = max(t.dueNs, freeNs)
 		}
+		freeNs = returned
 		if open = append(open, t); len(open)%256 == 0 {
 			open = slices.DeleteFunc(open, (*tracked).accepted) // keep what a reconnection may resend
 		}
@@ -316,7 +321,7 @@ func (p *Publisher) event(ev ReconnectEvent) {
 // a reason a new connection does not change, or still open when the wait
 // ends (stop) or no connection will come any more (noMore).
 func (p *Publisher) collectTracked(t *tracked, stop, noMore <-chan struct{}) {
-	res := Result{Seq: t.seq, Size: t.size, SendNs: t.sendNs, DueNs: t.dueNs}
+	res := Result{Seq: t.seq, Size: t.size, SendNs: t.sendNs, DueNs: t.dueNs, ReadyNs: t.readyNs}
 	for {
 		r, changed, err := t.current()
 		if err == nil && r != nil {

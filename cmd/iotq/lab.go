@@ -520,8 +520,8 @@ func (a *app) labRun(ctx context.Context, args []string) error {
 		}
 		what = fmt.Sprintf(", %d to run", len(todo))
 	}
-	fmt.Fprintf(a.stderr, "lab: %s at scale %s: %d cells (shard %d/%d)%s, %d at once, into %s; estimated %s\n", name, sel.scale, len(mine), si+1, sn, what, *jobs, dir,
-		lab.FormatWall(lab.EstimateWall(todo, *jobs)))
+	fmt.Fprintf(a.stderr, "lab: %s at scale %s: %d cells (shard %d/%d)%s, up to %d at once, into %s; %s\n", name, sel.scale, len(mine), si+1, sn, what, *jobs, dir,
+		estimateRange(todo, *jobs, timing != nil))
 	res, err := lab.Run(ctx, specs, lab.Options{Dir: dir, Resume: *resume, RetryFailed: *retry, Shard: si, Shards: sn,
 		Scenario: name, Scale: sel.scale, Runner: runner, Fabric: fab.Name(), Progress: a.stderr, Logger: logger,
 		Jobs: *jobs, Timing: timing, StartGap: *startGap})
@@ -536,4 +536,18 @@ func (a *app) labRun(ctx context.Context, args []string) error {
 		return &exitError{code: exitFailure, msg: fmt.Sprintf("%d of %d cells failed (see %s/cells.csv); rerun them with --resume --retry-failed", res.Failed, res.InShard, dir)}
 	}
 	return nil
+}
+
+// estimateRange words a campaign's wall-time estimate. Under the timing
+// guard the number of cells at once is decided while the campaign runs
+// (heavy cells may run one at a time), so a single figure at the requested
+// --jobs would promise too much: it gives the span from all at once to one
+// at a time.
+func estimateRange(cells []lab.Cell, jobs int, guarded bool) string {
+	all := lab.FormatWall(lab.EstimateWall(cells, jobs))
+	if !guarded || jobs <= 1 {
+		return "estimated " + all
+	}
+	return fmt.Sprintf("estimated %s if all %d run at once, %s one at a time (the timing guard decides how many run; docs/lab.md)",
+		all, jobs, lab.FormatWall(lab.EstimateWall(cells, 1)))
 }

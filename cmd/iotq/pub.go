@@ -45,8 +45,10 @@ Each publish returns a receipt: accepted when the broker acknowledged it
 (PUBACK for QoS 1, PUBCOMP for QoS 2) or when it was handed to the transport
 (QoS 0). --wait-acks (on by default) waits up to --timeout for all receipts
 before disconnecting. --records FILE writes one CSV row per message:
-seq,size,send_ns,accepted_ns,ok,error,topic. --stats json prints one JSON object
-with the connection facts (transport, protocol, used_0rtt, tls_resumed,
+seq,size,send_ns,accepted_ns,ok,error,topic,ready_ns (ready_ns: paced
+messages, the later of the due time and the previous hand-over's return).
+--stats json prints one JSON object with the connection facts (transport,
+protocol, used_0rtt, tls_resumed,
 dial_start_ns, transport_ready_ns, connack_ns, dial_ms = duration of the
 whole connect call, transport_ready_ms and connack_ms counted from
 dial_start) and the counts sent, acked, failed.
@@ -310,7 +312,7 @@ func (a *app) publish(ctx context.Context, cf *clientFlags, p *measure.Publisher
 
 // pubRecord is the --records row of one message.
 func pubRecord(r measure.Result) records.PubRecord {
-	rec := records.PubRecord{Seq: int64(r.Seq), Size: r.Size, SendNs: r.SendNs, AcceptedNs: r.AcceptedNs, OK: r.Err == nil, Topic: r.Topic}
+	rec := records.PubRecord{Seq: int64(r.Seq), Size: r.Size, SendNs: r.SendNs, AcceptedNs: r.AcceptedNs, OK: r.Err == nil, Topic: r.Topic, ReadyNs: r.ReadyNs}
 	if r.Err != nil {
 		rec.Error = r.Err.Error()
 	}

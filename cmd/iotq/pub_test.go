@@ -176,7 +176,7 @@ func TestPubSubEndToEnd(t *testing.T) {
 					}
 				}
 				pr := readCSV(t, pubRec)
-				if strings.Join(pr[0], ",") != "seq,size,send_ns,accepted_ns,ok,error,topic" || len(pr) != 11 {
+				if strings.Join(pr[0], ",") != "seq,size,send_ns,accepted_ns,ok,error,topic,ready_ns" || len(pr) != 11 {
 					t.Fatalf("pub records header %v, %d rows", pr[0], len(pr))
 				}
 				sr := readCSV(t, subRec)
