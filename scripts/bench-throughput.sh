@@ -25,7 +25,14 @@
 # Each run also records the CPU seconds (user + system) the broker used
 # during the run (/proc/PID/stat) and those of the mqttv5 process
 # (/usr/bin/time), with its wall time: a load generator near 2 CPU seconds
-# per wall second on 2 cores is the bottleneck, not the broker.
+# per wall second on 2 cores is the bottleneck, not the broker. For iotq
+# brokers (started with --metrics) it also records the broker's own count:
+# PUBLISH packets it wrote to subscribers per second (the median over the
+# run's busy seconds, ramps left out, of iotq_broker_messages_sent_total,
+# read every 0.5 s),
+# so a load generator that counts fewer than the broker sent shows as such
+# (the sampler, curl twice a second, costs about 1 % of a core; latency
+# runs are not sampled).
 # Latency: mqttv5 bench --mode latency --rate 10000 (paced, delay measured
 # from each message's scheduled send time), QoS 0 and 1, 1 -> 1, p50/p95/p99,
 # for mosquitto, iotq-mqtt-none and iotq-mqtt-bolt (and the base rows).
@@ -189,6 +196,7 @@ git diff --quiet HEAD 2> /dev/null || git_rev="$git_rev (dirty)"
 bpid=""   # PID of the running broker
 burl=""   # URL mqttv5 bench connects to
 bca=()    # --ca-cert FILE for TLS (QUIC) brokers
+bmetrics="" # iotq brokers: host:port of their /metrics
 bcmd=""   # the broker's command line, for commands.txt
 used_ports=" "
 
@@ -240,6 +248,7 @@ start_broker() {
   free_port
   port=$fport
   bca=()
+  bmetrics=""
   case $name in
     mosquitto)
       cat > "$dir/mosquitto.conf" << EOF
@@ -261,8 +270,10 @@ EOF
       case $name in base-*) bin=$IOTQ_BASE ;; esac
       case $name in *-quic-*) scheme=quic wait_proto=udp ;; esac
       case $name in *-bolt) store=bolt ;; esac
+      free_port
+      bmetrics="127.0.0.1:$fport"
       local args=(broker --listen "$scheme://127.0.0.1:$port" --state-dir "$dir/state"
-        --store "$store" --log-level warn --ready-file "$dir/ready.json")
+        --store "$store" --log-level warn --ready-file "$dir/ready.json" --metrics "$bmetrics")
       bcmd="$bin ${args[*]}"
       "$bin" "${args[@]}" > "$dir/broker.log" 2>&1 &
       bpid=$!
@@ -329,6 +340,7 @@ clk_tck=$(getconf CLK_TCK)
 # timed commands run in the background (timeout puts them in a process
 # group of their own) so that a signal to this script stops them at once.
 tpid=""
+spid="" # the /metrics sampler
 run_timed() { # SECONDS CMD...: runs CMD under timeout, returns its status
   local t=$1
   shift
@@ -342,6 +354,7 @@ run_timed() { # SECONDS CMD...: runs CMD under timeout, returns its status
 
 cleanup() {
   [ -z "$tpid" ] || kill -TERM "$tpid" 2> /dev/null || true
+  stop_sampler
   stop_broker
   rm -rf "$tmp"
 }
@@ -353,8 +366,49 @@ progress() {
   echo "bench-throughput: [$done_runs/$total] $*" >&2
 }
 
+# sample_sent ADDR FILE: every 0.5 s, a line "UNIX_SECONDS COUNT" with the
+# broker's iotq_broker_messages_sent_total (all QoS), until stopped.
+sample_sent() {
+  while :; do
+    printf '%s %s\n' "$(date +%s.%N)" "$(curl -s --max-time 1 "http://$1/metrics" |
+      awk '/^iotq_broker_messages_sent_total/ {s += $2} END {printf "%.0f", s}')" >> "$2"
+    sleep 0.5
+  done
+}
+stop_sampler() {
+  [ -n "$spid" ] || return 0
+  kill "$spid" 2> /dev/null || true
+  wait "$spid" 2> /dev/null || true
+  spid=""
+}
+
+# sent_rate FILE: the median of the per-second rates between samples one
+# second apart while the count grew, the ramps at both ends left out ("" without
+# samples).
+sent_rate() {
+  [ -s "$1" ] || return 0
+  python3 - "$1" << 'EOF'
+import statistics, sys
+s = []
+for line in open(sys.argv[1]):
+    p = line.split()
+    if len(p) == 2 and p[1]:
+        s.append((float(p[0]), float(p[1])))
+r = []
+for i, (t0, c0) in enumerate(s):
+    for t1, c1 in s[i + 1:]:
+        if t1 - t0 >= 0.95:
+            if c1 > c0:
+                r.append((c1 - c0) / (t1 - t0))
+            break
+# The first and last two windows straddle the start and the end.
+r = r[2:-2] if len(r) > 6 else r
+print(f"{statistics.median(r):.0f}" if r else "")
+EOF
+}
+
 # bench ROUND KIND BROKER LOAD QOS SUBS: one mqttv5 bench run against a
-# fresh broker. Sets r_json, r_bcpu, r_lcpu, r_lwall, r_status.
+# fresh broker. Sets r_json, r_bcpu, r_lcpu, r_lwall, r_bsent, r_status.
 bench() {
   local round=$1 kind=$2 broker=$3 load=$4 qos=$5 subs=$6
   local id="$round-$kind-$load-$broker"
@@ -374,8 +428,14 @@ bench() {
   local c0 c1
   c0=$(cpu_ticks "$bpid")
   r_status=ok
+  if [ -n "$bmetrics" ] && [ "$kind" = tp ]; then
+    sample_sent "$bmetrics" "$dir/sent.txt" &
+    spid=$!
+  fi
   run_timed "$RUN_TIMEOUT" /usr/bin/time -f '%U %S %e' -o "$dir/loadgen.time" \
     "$mqttv5_bin" "${args[@]}" > "$r_json" 2> "$dir/loadgen.err" || r_status=fail
+  stop_sampler
+  r_bsent=$(sent_rate "$dir/sent.txt")
   if kill -0 "$bpid" 2> /dev/null; then
     c1=$(cpu_ticks "$bpid")
     r_bcpu=$(awk -v a="$c0" -v b="$c1" -v t="$clk_tck" 'BEGIN {printf "%.2f", (b - a) / t}')
@@ -425,7 +485,7 @@ echo "bench-throughput: $total runs into $out (${#brokers[@]} brokers, $ROUNDS r
 
 # --- throughput -----------------------------------------------------------
 if [ $do_tp = 1 ]; then
-  echo "round,broker,load,qos,subscribers,msgs_per_s,broker_cpu_s,loadgen_cpu_s,loadgen_wall_s,published,received,delivered_ratio,status" > "$out/runs.csv"
+  echo "round,broker,load,qos,subscribers,msgs_per_s,broker_cpu_s,loadgen_cpu_s,loadgen_wall_s,published,received,delivered_ratio,broker_sent_per_s,status" > "$out/runs.csv"
   for ((r = 1; r <= ROUNDS; r++)); do
     for l in "${loads[@]}"; do
       read -r load qos subs <<< "$l"
@@ -433,8 +493,8 @@ if [ $do_tp = 1 ]; then
         bench "$r" tp "$b" "$load" "$qos" "$subs"
         f=$(json_fields "$r_json" throughput_avg published received delivered_ratio)
         IFS=, read -r rate pub recv ratio <<< "$f"
-        echo "$r,$b,$load,$qos,$subs,$rate,$r_bcpu,$r_lcpu,$r_lwall,$pub,$recv,$ratio,$r_status" >> "$out/runs.csv"
-        progress "round $r $load $b: ${rate:-?} msg/s, broker CPU ${r_bcpu:-?} s, mqttv5 CPU ${r_lcpu:-?} s in ${r_lwall:-?} s ($r_status; load $(cut -d' ' -f1 /proc/loadavg))"
+        echo "$r,$b,$load,$qos,$subs,$rate,$r_bcpu,$r_lcpu,$r_lwall,$pub,$recv,$ratio,$r_bsent,$r_status" >> "$out/runs.csv"
+        progress "round $r $load $b: ${rate:-?} msg/s${r_bsent:+ (broker sent $r_bsent/s)}, broker CPU ${r_bcpu:-?} s, mqttv5 CPU ${r_lcpu:-?} s in ${r_lwall:-?} s ($r_status; load $(cut -d' ' -f1 /proc/loadavg))"
       done
     done
   done
@@ -532,6 +592,7 @@ tp = cells(runs, "load", "msgs_per_s")
 bcpu = cells(runs, "load", "broker_cpu_s")
 lcpu = cells(runs, "load", "loadgen_cpu_s")
 lwall = cells(runs, "load", "loadgen_wall_s")
+bsent = cells(runs, "load", "broker_sent_per_s")
 p99 = cells(lat, "load", "p99_us")
 p50 = cells(lat, "load", "p50_us")
 mem = cells(idle, "transport", "kib_per_conn")
@@ -564,7 +625,8 @@ for (b, l), v in tp.items():
     summary["throughput"].setdefault(b, {})[l] = {
         "median": med(v), "min": min(v), "max": max(v), "n": len(v),
         "broker_cpu_s": med(bcpu.get((b, l), [])), "loadgen_cpu_s": med(lcpu.get((b, l), [])),
-        "loadgen_wall_s": med(lwall.get((b, l), []))}
+        "loadgen_wall_s": med(lwall.get((b, l), [])),
+        "broker_sent_per_s": med(bsent.get((b, l), []))}
 for (b, l), v in p99.items():
     summary["latency"].setdefault(b, {})[l] = {
         "p99_us_median": med(v), "p99_us_min": min(v), "p99_us_max": max(v),
@@ -646,6 +708,18 @@ if runs:
             cs.append("-" if x is None or y is None else f"{x:.1f} / {y:.1f} ({z:.1f} s)")
         w(f"| {b} | " + " | ".join(cs) + " |")
     w("")
+    sent_brokers = [b for b in brokers if any(bsent.get((b, l)) for l in loads)]
+    if sent_brokers:
+        w("### The broker's own count: PUBLISH packets written to subscribers per second\n")
+        w("iotq_broker_messages_sent_total read every 0.5 s, the median over the run's busy seconds "
+          "(warm-up included), against mqttv5's count in brackets. A broker figure well above mqttv5's "
+          "means the load generator counted late or not at all: the broker was not the limit.\n")
+        w("| broker | " + " | ".join(loads) + " |")
+        w("|---|" + "---|" * len(loads))
+        for b in sent_brokers:
+            w(f"| {b} | " + " | ".join(f"{fmt_k(med(bsent.get((b, l), [])))} ({fmt_k(med(tp.get((b, l), [])))})"
+                                       if bsent.get((b, l)) else "-" for l in loads) + " |")
+        w("")
 if lat:
     rate = lat[0]["rate"]
     w(f"## Latency at a paced {rate} msg/s, 1 -> 1 (mqttv5 --mode latency), microseconds\n")
