@@ -31,8 +31,9 @@
 # run's busy seconds, ramps left out, of iotq_broker_messages_sent_total,
 # read every 0.5 s),
 # so a load generator that counts fewer than the broker sent shows as such
-# (the sampler, curl twice a second, costs about 1 % of a core; latency
-# runs are not sampled).
+# (the sampler, curl twice a second, costs about 1 % of a core and counts in
+# iotq's broker CPU seconds, not in the other brokers'; latency runs are not
+# sampled).
 # Latency: mqttv5 bench --mode latency --rate 10000 (paced, delay measured
 # from each message's scheduled send time), QoS 0 and 1, 1 -> 1, p50/p95/p99,
 # for mosquitto, iotq-mqtt-none and iotq-mqtt-bolt (and the base rows).
@@ -129,7 +130,7 @@ if [ -n "$IOTQ_BASE" ]; then
 fi
 mosquitto_bin=$(command -v mosquitto || echo /usr/sbin/mosquitto)
 mqttv5_bin=$(command -v mqttv5 || echo "$HOME/.cargo/bin/mqttv5")
-for tool in "$mosquitto_bin" "$mqttv5_bin" /usr/bin/time openssl ss timeout python3 go; do
+for tool in "$mosquitto_bin" "$mqttv5_bin" /usr/bin/time openssl ss timeout python3 go curl; do
   command -v "$tool" > /dev/null || {
     echo "bench-throughput: $tool not found; run scripts/setup.sh first" >&2; exit 1; }
 done
@@ -369,9 +370,13 @@ progress() {
 # sample_sent ADDR FILE: every 0.5 s, a line "UNIX_SECONDS COUNT" with the
 # broker's iotq_broker_messages_sent_total (all QoS), until stopped.
 sample_sent() {
+  local c
   while :; do
-    printf '%s %s\n' "$(date +%s.%N)" "$(curl -s --max-time 1 "http://$1/metrics" |
-      awk '/^iotq_broker_messages_sent_total/ {s += $2} END {printf "%.0f", s}')" >> "$2"
+    # a failed or timed-out read writes no count (a 0 would make a window
+    # from 0 to the running total); the time is taken after the read
+    c=$(curl -s --max-time 1 "http://$1/metrics" |
+      awk '/^iotq_broker_messages_sent_total/ {s += $2; n++} END {if (n) printf "%.0f", s}')
+    printf '%s %s\n' "$(date +%s.%N)" "$c" >> "$2"
     sleep 0.5
   done
 }

@@ -24,6 +24,8 @@ command -v ping >/dev/null || need_apt+=(iputils-ping=3:20221126-1+deb12u1)
 command -v javac >/dev/null || need_apt+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null || need_apt+=(maven)
 command -v openssl >/dev/null || need_apt+=(openssl)
+# scripts/bench-throughput.sh reads the iotq broker's /metrics with it.
+command -v curl >/dev/null || need_apt+=(curl)
 # (Debian's module is for Debian's /usr/bin/python3, which the tests use for it.)
 /usr/bin/python3 -c 'import proton' 2>/dev/null || need_apt+=(python3-qpid-proton=0.37.0-2+b1)
 # libcoap: CoAP interop peer (coap-client-notls/-openssl, coap-server-openssl).

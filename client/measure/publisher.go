@@ -251,6 +251,9 @@ func (p *Publisher) Run(ctx context.Context, c client.Client) Summary {
 		start = time.Unix(0, pe.sendNs)
 	}
 	var freeNs int64 // when the previous hand-over returned
+	if p.early != nil {
+		freeNs = time.Now().UnixNano() // message 0 went with the dial, which just ended
+	}
 	for i := first; i < p.o.Count; i++ {
 		if !p.pace(ctx, c, i, start) {
 			break
@@ -275,6 +278,7 @@ func (p *Publisher) Run(ctx context.Context, c client.Client) Summary {
 			case <-ctx.Done():
 			case <-c.Done():
 			}
+			freeNs = time.Now().UnixNano() // the wait for the receipt is the round trip's
 		}
 	}
 	close(queue)

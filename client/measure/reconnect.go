@@ -117,10 +117,15 @@ func (p *Publisher) runReconnecting(ctx context.Context, c client.Client) Summar
 	var open []*tracked // published, maybe not yet acknowledged
 	var endOnce sync.Once
 	end := func() { endOnce.Do(func() { close(noMore) }) }
+	// freeNs is when the loop was last free to send: the previous
+	// hand-over's return, or the end of a reconnection (the outage and
+	// the resends are the transport's time, not the host's).
+	var freeNs int64
 	redial := func() {
 		if cur, open = p.reconnect(ctx, cur, open); cur == nil {
 			end() // the collector fails what is still open
 		}
+		freeNs = time.Now().UnixNano()
 	}
 	// send hands t to the collector; while the collector waits for a
 	// message of a lost connection, the queue may be full: reconnect then.
@@ -137,7 +142,6 @@ func (p *Publisher) runReconnecting(ctx context.Context, c client.Client) Summar
 	}
 	var start time.Time
 	paced := p.o.Interval > 0
-	var freeNs int64 // when the previous hand-over returned
 	for i := 0; i < p.o.Count && cur != nil; {
 		ok, lost := p.slot(ctx, cur, i, start)
 		if lost {

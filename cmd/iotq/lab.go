@@ -548,6 +548,6 @@ func estimateRange(cells []lab.Cell, jobs int, guarded bool) string {
 	if !guarded || jobs <= 1 {
 		return "estimated " + all
 	}
-	return fmt.Sprintf("estimated %s if all %d run at once, %s one at a time (the timing guard decides how many run; docs/lab.md)",
-		all, jobs, lab.FormatWall(lab.EstimateWall(cells, 1)))
+	return fmt.Sprintf("estimated %s if up to %d run at once, %s one at a time (the timing guard decides how many run; docs/lab.md)",
+		all, min(jobs, len(cells)), lab.FormatWall(lab.EstimateWall(cells, 1)))
 }
