@@ -188,6 +188,7 @@ func (bx *boxes) Plot(c draw.Canvas, plt *plot.Plot) {
 		[]vg.Point{{X: xm, Y: q1}, {X: xm, Y: lo}}, []vg.Point{{X: xm - capW, Y: lo}, {X: xm + capW, Y: lo}})...)
 	gs := draw.GlyphStyle{Color: bx.col, Radius: vg.Points(2), Shape: draw.CircleGlyph{}}
 	above, below := 0, 0
+	ys := make([]vg.Length, 0, len(bx.b.Outliers))
 	for _, o := range bx.b.Outliers {
 		y := trY(o)
 		switch {
@@ -196,8 +197,11 @@ func (bx *boxes) Plot(c draw.Canvas, plt *plot.Plot) {
 		case y < c.Min.Y:
 			below++
 		default:
-			c.DrawGlyphNoClip(gs, vg.Point{X: xm, Y: y})
+			ys = append(ys, y)
 		}
+	}
+	for _, y := range distinctMarks(ys) {
+		c.DrawGlyphNoClip(gs, vg.Point{X: xm, Y: y})
 	}
 	// outliers beyond the axis are counted at its edge, so they do not
 	// squeeze the boxes into a line
@@ -213,6 +217,25 @@ func (bx *boxes) Plot(c draw.Canvas, plt *plot.Plot) {
 		sty.YAlign = draw.YBottom
 		c.FillText(sty, vg.Point{X: xm, Y: c.Min.Y + vg.Points(1)}, fmt.Sprintf("+%d", below))
 	}
+}
+
+// markGap is the distance below which two outlier marks of one box draw
+// as one: a glyph of radius 2 pt moved by less than this looks the same,
+// and a box of a campaign's pooled messages can have thousands of outliers
+// (one SVG element each made figures of over a megabyte).
+const markGap = vg.Length(0.5)
+
+// distinctMarks sorts ys and keeps each position at least markGap above the
+// last kept one.
+func distinctMarks(ys []vg.Length) []vg.Length {
+	sort.Slice(ys, func(i, j int) bool { return ys[i] < ys[j] })
+	out := ys[:0]
+	for _, y := range ys {
+		if len(out) == 0 || y-out[len(out)-1] >= markGap {
+			out = append(out, y)
+		}
+	}
+	return out
 }
 
 // DataRange spans the whiskers, the lower bound and the outliers within

@@ -163,3 +163,38 @@ func TestGroupedBarsCountAndCheckTheirValues(t *testing.T) {
 		t.Error("a series with fewer values than categories was accepted")
 	}
 }
+
+// TestOutlierMarksDrawOncePerPosition: marks closer than markGap draw as
+// one, marks farther apart each draw, and a box with thousands of outliers
+// on a few positions writes a small SVG.
+func TestOutlierMarksDrawOncePerPosition(t *testing.T) {
+	got := distinctMarks([]vg.Length{10.6, 10, 10.3, 20, 10.7})
+	want := []vg.Length{10, 10.6, 20}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("distinct marks %v, want %v", got, want)
+	}
+	render := func(n int) int64 {
+		out := make([]float64, n)
+		for i := range out {
+			out[i] = 15 + float64(i%7)*0.5 // 7 positions inside the axis
+		}
+		p := New("boxes", "x", "y")
+		box := stats.Box{Q1: 10, Median: 11, Q3: 12, Low: 9, High: 14, Outliers: out}
+		if err := AddBoxes(p, []BoxGroup{{Category: "5%", Series: "quic", Box: box, Bound: math.NaN()}}, plain()); err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if err := Render(p, dir, "b"); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(filepath.Join(dir, "b.svg"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	few, many := render(7), render(20000)
+	if many != few {
+		t.Errorf("SVG with 20000 outliers on 7 positions: %d bytes, with 7 outliers: %d; want the same", many, few)
+	}
+}
