@@ -18,6 +18,11 @@ const (
 	MetricStartupCut = "startup_cut_pct" // 100 x (1 - QUIC/TCP) of the cells' median start-up latency
 	MetricXi         = "xi"              // QUIC/TCP of the cells' mean completion time
 	MetricDegrade    = "degradation_ratio"
+	// MetricCommCut is 100 x (1 - QUIC/TCP) of the cells' mean
+	// communication time of a batch (E8's metric), over the patterns that
+	// time it (batch and batch-resume; batch-echo's echo traffic shares
+	// the links).
+	MetricCommCut = "comm_cut_pct"
 )
 
 // Verdicts of a comparison.
@@ -205,9 +210,13 @@ func comparisons(cells []*CellResult, xi []*XiResult, batch []*BatchResult, seed
 		g.pairs = append(g.pairs, p)
 	}
 	degr := map[string]float64{}
+	comm := map[string]float64{}
 	maxLoss := map[string]float64{}
 	for _, b := range batch {
 		degr[b.Cell] = b.CommDegradation
+		if b.Pattern != records.PatternBatchEcho {
+			comm[b.Cell] = b.CommS.Mean
+		}
 		maxLoss[b.Experiment] = math.Max(maxLoss[b.Experiment], b.LossPct)
 	}
 	for _, p := range pairCells(cells) {
@@ -224,6 +233,9 @@ func comparisons(cells []*CellResult, xi []*XiResult, batch []*BatchResult, seed
 			k := func(loss, metric string) groupKey { return groupKey{c.Experiment, proto, start, prof, loss, metric} }
 			switch {
 			case isBatch(c.Pattern):
+				if tc, ok := comm[p.tcp.Cell]; ok {
+					add(k(lossScope, MetricCommCut), p, tc, comm[p.quic.Cell])
+				}
 				if _, ok := degr[p.tcp.Cell]; ok && c.LossPct > 0 && c.LossPct == maxLoss[c.Experiment] {
 					add(k(loss(c.LossPct)+" %", MetricDegrade), p, degr[p.tcp.Cell], degr[p.quic.Cell])
 				}
@@ -410,11 +422,11 @@ func sideLabel(transports string) string {
 
 func isCut(metric string) bool {
 	return metric == MetricDelayCut || metric == MetricRSDCut || metric == MetricStartupCut ||
-		metric == MetricGapCut || metric == MetricFirstAfterCut
+		metric == MetricCommCut || metric == MetricGapCut || metric == MetricFirstAfterCut
 }
 
 func metricRank(m string) int {
-	for i, v := range []string{MetricDelayCut, MetricRSDCut, MetricStartupCut, MetricXi, MetricDegrade, MetricGapCut, MetricFirstAfterCut} {
+	for i, v := range []string{MetricDelayCut, MetricRSDCut, MetricStartupCut, MetricXi, MetricCommCut, MetricDegrade, MetricGapCut, MetricFirstAfterCut} {
 		if v == m {
 			return i
 		}
@@ -453,6 +465,8 @@ func metricWords(m string) string {
 		return "start-up latency of a resumed connection"
 	case MetricXi:
 		return "completion time of stop-and-wait messages (xi = T_QUIC / T_TCP)"
+	case MetricCommCut:
+		return "communication time of a batch"
 	case MetricDegrade:
 		return "slow-down of a batch against its own 0 % loss time"
 	case MetricGapCut:
@@ -506,7 +520,7 @@ func sideText(c *Comparison) string {
 		qv, tv = "RSD "+pct(c.QUIC, 0)+" %", "RSD "+pct(c.TCP, 0)+" %"
 	case MetricDegrade:
 		qv, tv = fmtF(c.QUIC, 2)+"x", fmtF(c.TCP, 2)+"x"
-	case MetricGapCut, MetricFirstAfterCut:
+	case MetricCommCut, MetricGapCut, MetricFirstAfterCut:
 		qv, tv = fmtF(c.QUIC, 3)+" s", fmtF(c.TCP, 3)+" s"
 	default:
 		return ""

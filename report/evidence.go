@@ -108,7 +108,7 @@ func EvidenceIndex(dir string) ([]byte, error) {
 	for _, c := range cs {
 		fmt.Fprintf(&b, "\n### %s: headline comparisons, TCP vs QUIC, 95 %% CIs\n\n", c.name)
 		if len(c.cmp) == 0 {
-			b.WriteString("No configuration has a TCP and a QUIC cell with the metrics compared here (delay, start-up, completion time, batch slow-down).\n")
+			b.WriteString("No configuration has a TCP and a QUIC cell with the metrics compared here (delay, start-up, completion time, batch communication time and slow-down).\n")
 			continue
 		}
 		b.WriteString("| experiment | protocol | start | profile | loss | metric | configs | not QUIC | QUIC | estimate (95 % CI) | verdict | xi CIs above / below 1 |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -441,6 +441,8 @@ func sideValue(c *Comparison, v float64) string {
 		return pct(v, 0) + " %"
 	case MetricDegrade:
 		return fmtF(v, 2) + "x"
+	case MetricCommCut:
+		return fmtF(v, 3) + " s"
 	}
 	return ""
 }
@@ -455,6 +457,8 @@ func metricShort(m string) string {
 		return "start-up cut %"
 	case MetricXi:
 		return "xi"
+	case MetricCommCut:
+		return "batch comm. time cut %"
 	case MetricDegrade:
 		return "batch slow-down, QUIC/TCP"
 	}
