@@ -149,3 +149,74 @@ func TestRunCampaignsReportsAFailedCampaign(t *testing.T) {
 		t.Fatalf("campaign without --out: exit %d, want 2:\n%s", code, out)
 	}
 }
+
+// TestKeepRecordsRoundTrip: keep stores a results directory's campaign
+// files and its finished cells' records, never broker-state (private
+// keys), pcaps, logs or unfinished cells; restore brings them back byte
+// for byte and refuses a directory that is not empty.
+func TestKeepRecordsRoundTrip(t *testing.T) {
+	if _, err := exec.LookPath("xz"); err != nil {
+		t.Fatalf("xz not found (apt-get install xz-utils): %v", err)
+	}
+	res := filepath.Join(t.TempDir(), "e4-s2")
+	files := map[string]string{
+		"campaign.json":                           `{"scenario":"e4"}`,
+		"scenario.yaml":                           "experiment: E4\n",
+		"manifest.json":                           `{"shard":"1/1"}`,
+		"cells/A/messages.csv":                    "# records 8\nrep,seq\n1,1\n",
+		"cells/A/completions.csv":                 "# records 8\nrep,ms\n1,5\n",
+		"cells/A/done.json":                       `{"reps":1}`,
+		"cells/A/pub.pcap":                        "pcap",
+		"cells/A/broker.stderr":                   "log",
+		"cells/A/broker-state/tls/server-key.pem": "PRIVATE",
+		"cells/A/rep-1/pub.csv":                   "raw",
+		"cells/B/messages.csv":                    "# unfinished\n",
+	}
+	for name, body := range files {
+		p := filepath.Join(res, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := filepath.Join(t.TempDir(), "kept")
+	run := func(args ...string) (string, error) {
+		cmd := exec.Command("bash", append([]string{"keep-records.sh"}, args...)...)
+		cmd.Env = append(cmd.Environ(), "CAMPAIGN_RECORDS="+store)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run("keep", res); err != nil || !strings.Contains(out, "1 finished cells") {
+		t.Fatalf("keep: %v\n%s", err, out)
+	}
+	dst := filepath.Join(t.TempDir(), "back")
+	if out, err := run("restore", "e4-s2", dst); err != nil {
+		t.Fatalf("restore: %v\n%s", err, out)
+	}
+	kept := []string{"campaign.json", "scenario.yaml", "manifest.json", "cells/A/messages.csv", "cells/A/completions.csv", "cells/A/done.json"}
+	for _, name := range kept {
+		b, err := os.ReadFile(filepath.Join(dst, name))
+		if err != nil || string(b) != files[name] {
+			t.Errorf("%s restored as %q (%v), want %q", name, b, err, files[name])
+		}
+	}
+	var got []string
+	_ = filepath.WalkDir(dst, func(p string, e os.DirEntry, err error) error {
+		if err == nil && !e.IsDir() {
+			rel, _ := filepath.Rel(dst, p)
+			got = append(got, rel)
+		}
+		return nil
+	})
+	if len(got) != len(kept) {
+		t.Errorf("restored %v, want only %v", got, kept)
+	}
+	if out, err := run("restore", "e4-s2", dst); err == nil || !strings.Contains(out, "is not empty") {
+		t.Errorf("restore into a full directory: %v\n%s", err, out)
+	}
+	if out, err := run("keep", t.TempDir()); err == nil || !strings.Contains(out, "campaign.json not found") {
+		t.Errorf("keep of a directory that holds no campaign: %v\n%s", err, out)
+	}
+}
