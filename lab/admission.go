@@ -89,13 +89,18 @@ func (a *admission) evaluate(now time.Time, running int) *records.AdmissionStep 
 	// While the reference is measured (one cell) every window runs to
 	// its end: a late one is a measurement, not a reason to act.
 	if enough && p99 > lower && running <= a.limit && (a.limit > 1 || a.measured) {
+		steal, stealOK := a.g.windowSteal()
 		a.g.resetWindow(now)
 		if a.limit <= 1 {
 			return nil
 		}
 		a.slowStart = false
-		return a.step(now, running, max(1, a.limit/2), n, p99,
-			fmt.Sprintf("lateness p99 %s over the last %s with %s running, above %s (%s)", fmtMs(p99), age.Round(time.Millisecond), cellsWord(running), fmtMs(lower), a.boundWords()))
+		reason := fmt.Sprintf("lateness p99 %s over the last %s with %s running, above %s (%s)", fmtMs(p99), age.Round(time.Millisecond), cellsWord(running), fmtMs(lower), a.boundWords())
+		if stealOK && steal >= 1 {
+			// Said so that a reduction the hypervisor caused reads as such.
+			reason += fmt.Sprintf("; the hypervisor took %.0f %% of the CPUs' time over the window (steal)", steal)
+		}
+		return a.step(now, running, max(1, a.limit/2), n, p99, reason)
 	}
 	if age < a.window {
 		return nil

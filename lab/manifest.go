@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +38,42 @@ func hostCongestionControl() string {
 }
 
 func loadavg() string { return readTrim("/proc/loadavg") }
+
+// cpuTimes is the first line of /proc/stat: the CPUs' time in clock
+// ticks, all of it and the part stolen by the hypervisor.
+type cpuTimes struct{ total, steal int64 }
+
+// readCPUTimes reads /proc/stat's "cpu" line; ok is false where there is
+// none (not Linux) or it cannot be parsed.
+func readCPUTimes() (t cpuTimes, ok bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return t, false
+	}
+	return parseCPUTimes(string(b))
+}
+
+// parseCPUTimes parses /proc/stat: "cpu user nice system idle iowait irq
+// softirq steal guest guest_nice" (guest time is counted in user already,
+// so the total is the first eight fields).
+func parseCPUTimes(stat string) (t cpuTimes, ok bool) {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return t, false
+	}
+	for i := 1; i <= 8; i++ {
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return cpuTimes{}, false
+		}
+		t.total += v
+		if i == 8 {
+			t.steal = v
+		}
+	}
+	return t, true
+}
 
 // toolInfo reads the build information; when the binary does not know its
 // commit, git is asked (in the executable's and the working directory).

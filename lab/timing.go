@@ -86,6 +86,12 @@ type TimingGuard struct {
 	hist    latHist   // emulator lateness over all cells
 	loads   []float64 // 1-minute load averages sampled at cell ends
 	loadEnd string
+	// cpuFirst and cpuLast are /proc/stat's CPU times at the first and
+	// the latest load sample (cpuOK once the first was read).
+	cpuFirst, cpuLast cpuTimes
+	cpuOK             bool
+	winCPU            cpuTimes // at the admission window's start
+
 	host    latHist // probe lateness while the cells ran
 	hostN   int64
 	hostMax time.Duration
@@ -397,9 +403,24 @@ func (g *TimingGuard) window() (n int64, p99 time.Duration, start time.Time) {
 
 // resetWindow starts a new admission window at now.
 func (g *TimingGuard) resetWindow(now time.Time) {
+	ct, _ := readCPUTimes()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.win, g.winMax, g.winStart = latHist{}, 0, now
+	g.win, g.winMax, g.winStart, g.winCPU = latHist{}, 0, now, ct
+}
+
+// windowSteal is the share of the CPUs' time, in per cent, the hypervisor
+// took since the admission window began; ok is false when unknown.
+func (g *TimingGuard) windowSteal() (pct float64, ok bool) {
+	ct, ok := readCPUTimes()
+	g.mu.Lock()
+	start := g.winCPU
+	g.mu.Unlock()
+	d := ct.total - start.total
+	if !ok || start.total == 0 || d <= 0 {
+		return 0, false
+	}
+	return 100 * float64(ct.steal-start.steal) / float64(d), true
 }
 
 // noteRunning records how many cells run at once.
@@ -477,9 +498,16 @@ func (g *TimingGuard) sampleLoad() {
 	}
 	la := loadavg()
 	f, _ := strconv.ParseFloat(strings.Fields(la + " 0")[0], 64)
+	ct, ctOK := readCPUTimes()
 	g.mu.Lock()
 	g.loads = append(g.loads, f)
 	g.loadEnd = la
+	if ctOK {
+		if !g.cpuOK {
+			g.cpuFirst, g.cpuOK = ct, true
+		}
+		g.cpuLast = ct
+	}
 	g.mu.Unlock()
 }
 
@@ -515,6 +543,10 @@ func (g *TimingGuard) Report(jobs int) TimingReport {
 		r.LoadavgMax1 = max(r.LoadavgMax1, l)
 	}
 	r.LoadavgEnd = g.loadEnd
+	if g.cpuOK {
+		r.CPUTicks = g.cpuLast.total - g.cpuFirst.total
+		r.StealTicks = g.cpuLast.steal - g.cpuFirst.steal
+	}
 	r.HostHist = g.host.buckets()
 	r.HostMax, r.HostSamples = g.hostMax, g.hostN
 	r.Send = histLateness(g.send, g.sendMax)
@@ -688,6 +720,8 @@ func CombineTiming(rs ...*TimingReport) *TimingReport {
 		}
 		out.WarnP99, out.RefuseP99 = max(out.WarnP99, r.WarnP99), max(out.RefuseP99, r.RefuseP99)
 		out.LoadavgMax1 = max(out.LoadavgMax1, r.LoadavgMax1)
+		out.CPUTicks += r.CPUTicks
+		out.StealTicks += r.StealTicks
 		if r.LoadavgEnd != "" {
 			out.LoadavgEnd = r.LoadavgEnd
 		}
@@ -775,13 +809,17 @@ func explainTiming(r TimingReport) string {
 		n = r.Jobs
 	}
 	jobs := cellsWord(max(n, 1)) + " at once"
+	steal := ""
+	if pct, ok := r.StealPct(); ok {
+		steal = fmt.Sprintf(", the hypervisor took %.1f %% of the CPUs' time (steal)", pct)
+	}
 	switch r.Status {
 	case TimingFail, TimingRefused:
-		return fmt.Sprintf("%s (fail bound %s%s; at most %s, load average up to %.1f): the measured delays are not the links' own, so these results are no evidence",
-			what, fmtMs(r.RefuseP99), worst, jobs, r.LoadavgMax1)
+		return fmt.Sprintf("%s (fail bound %s%s; at most %s, load average up to %.1f%s): the measured delays are not the links' own, so these results are no evidence",
+			what, fmtMs(r.RefuseP99), worst, jobs, r.LoadavgMax1, steal)
 	default:
-		return fmt.Sprintf("%s (warn bound %s%s; at most %s, load average up to %.1f); delays may be inflated by about that much",
-			what, fmtMs(r.WarnP99), worst, jobs, r.LoadavgMax1)
+		return fmt.Sprintf("%s (warn bound %s%s; at most %s, load average up to %.1f%s); delays may be inflated by about that much",
+			what, fmtMs(r.WarnP99), worst, jobs, r.LoadavgMax1, steal)
 	}
 }
 

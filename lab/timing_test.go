@@ -817,3 +817,42 @@ func TestProbeProcessOutlivesItsStarter(t *testing.T) {
 		t.Fatalf("%d samples in 500 ms at 1 ms", n)
 	}
 }
+
+// TestCPUSteal: /proc/stat's steal column is read as a share of all the
+// CPUs' time; the timing record keeps the ticks, combined runs add them
+// up, and a warn note names the steal.
+func TestCPUSteal(t *testing.T) {
+	ct, ok := parseCPUTimes("cpu  100 5 50 800 10 1 4 30 20 0\ncpu0 50 2 25 400 5 0 2 15 10 0\n")
+	if !ok || ct.total != 1000 || ct.steal != 30 {
+		t.Fatalf("parsed %+v %v, want total 1000 (guest not counted twice), steal 30", ct, ok)
+	}
+	for _, bad := range []string{"", "intr 1 2 3\n", "cpu 1 2 3\n", "cpu 1 2 3 4 5 6 7 x 9\n"} {
+		if _, ok := parseCPUTimes(bad); ok {
+			t.Errorf("parsed %q", bad)
+		}
+	}
+	if _, err := os.Stat("/proc/stat"); err == nil {
+		if _, ok := readCPUTimes(); !ok {
+			t.Error("this host's /proc/stat was not read")
+		}
+	}
+	a := TimingReport{CPUTicks: 1000, StealTicks: 100, WarnP99: TimingWarnP99, RefuseP99: TimingRefuseP99}
+	b := TimingReport{CPUTicks: 3000, StealTicks: 0, WarnP99: TimingWarnP99, RefuseP99: TimingRefuseP99}
+	c := CombineTiming(&a, &b)
+	if pct, ok := c.StealPct(); !ok || pct != 2.5 {
+		t.Fatalf("combined steal %v %v, want 2.5 %%", pct, ok)
+	}
+	if _, ok := (&TimingReport{}).StealPct(); ok {
+		t.Fatal("a record without CPU ticks has no steal")
+	}
+	w := TimingReport{Status: TimingWarn, P99: 2 * time.Millisecond, Pkts: 1000, CPUTicks: 1000, StealTicks: 80, WarnP99: TimingWarnP99, RefuseP99: TimingRefuseP99}
+	if note := explainTiming(w); !strings.Contains(note, "the hypervisor took 8.0 % of the CPUs' time (steal)") {
+		t.Fatalf("note without the steal: %s", note)
+	}
+	g := &TimingGuard{}
+	g.sampleLoad()
+	g.sampleLoad()
+	if r := g.Report(1); r.CPUTicks < 0 || r.StealTicks < 0 || r.StealTicks > r.CPUTicks {
+		t.Fatalf("guard's ticks %d steal %d", r.CPUTicks, r.StealTicks)
+	}
+}

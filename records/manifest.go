@@ -150,6 +150,23 @@ type EmulatorTiming struct {
 	// of each cell; LoadavgEnd /proc/loadavg at the last sample.
 	LoadavgMax1 float64 `json:"loadavg_max_1min"`
 	LoadavgEnd  string  `json:"loadavg_end,omitempty"`
+	// CPUTicks and StealTicks are the CPUs' time while the cells ran and
+	// the part of it the hypervisor gave to other machines (/proc/stat,
+	// clock ticks summed over CPUs; 0: not measured). On a virtual
+	// machine, steal is lateness that the campaign's own load does not
+	// explain: a probe late at a low load average with steal of several
+	// per cent waited for the hypervisor. StealPct reads them.
+	CPUTicks   int64 `json:"cpu_ticks,omitempty"`
+	StealTicks int64 `json:"steal_ticks,omitempty"`
+}
+
+// StealPct is the share of the CPUs' time, in per cent, that the
+// hypervisor took while the cells ran; ok is false when not measured.
+func (t *EmulatorTiming) StealPct() (pct float64, ok bool) {
+	if t == nil || t.CPUTicks <= 0 {
+		return 0, false
+	}
+	return 100 * float64(t.StealTicks) / float64(t.CPUTicks), true
 }
 
 // Failed reports whether the timing guard failed the run: its results

@@ -344,6 +344,9 @@ func hostText(c *campaign, all []*campaign) string {
 		load += ", up to " + strconv.FormatFloat(t.LoadavgMax1, 'f', -1, 64)
 	}
 	parts = append(parts, load)
+	if pct, ok := t.StealPct(); ok {
+		parts = append(parts, fmt.Sprintf("hypervisor steal %.1f %%", pct))
+	}
 	jobs := c.man.Jobs
 	if t != nil && t.Jobs > 0 {
 		jobs = t.Jobs
