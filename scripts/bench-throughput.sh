@@ -22,6 +22,11 @@
 #   mqttv5 bench --mode throughput --duration 6 --warmup 1 --payload-size 100
 #     --publishers 1 --subscribers 1|20 -q 0|1 --url URL
 #   loads p2p-q0, p2p-q1 (1 -> 1), fan20-q0, fan20-q1 (1 -> 20).
+# mqttv5 0.29.9 keeps --inflight (32) QoS 1 publishes in flight per
+# publisher connection and its subscribers subscribe at the load's QoS, so a
+# q1 load is QoS 1 on both legs; throughput_avg is the mean of the
+# per-second delivered counts after the warm-up, one second dropped at each
+# end (--steady-trim 0.1).
 # Each run also records the CPU seconds (user + system) the broker used
 # during the run (/proc/PID/stat) and those of the mqttv5 process
 # (/usr/bin/time), with its wall time: a load generator near 2 CPU seconds
@@ -45,6 +50,15 @@
 # run with IOTQ_BIN (each iotq build) and IOTQ_IDLE_SCHEMES; the clients
 # live in the test process, the broker is a separate process.
 #
+# Profiles (PROFILE=1): after the measured rounds, one more throughput run
+# per iotq broker and load, with the broker started with --pprof and a CPU
+# profile of its busy seconds (DURATION - 1 s, from the end of the
+# warm-up) taken over /debug/pprof/profile; these runs count in no median
+# (profiling costs the broker a few per cent). Output profiles/BROKER-LOAD
+# .cpu.pb.gz and .top.txt (go tool pprof -top, by flat and by cumulative
+# time): where the broker's CPU goes on each load, the evidence for a
+# target the medians miss.
+#
 # Usage: scripts/bench-throughput.sh [--tiny] [--out DIR] [--skip-throughput]
 #        [--skip-latency] [--skip-idle]
 #   --tiny   1 round, --duration 1 --warmup 0, 200 idle connections: checks
@@ -54,7 +68,8 @@
 # IDLE_ROUNDS (= ROUNDS), IDLE_SETTLE (15s: when RSS is read after the last
 # CONNACK), RUN_TIMEOUT (seconds per bench run, 60),
 # IDLE_TIMEOUT (seconds per idle run, 600), BROKERS (space-separated subset
-# of the names above, default all), KEEP_RAW=0 (drop mqttv5's JSON).
+# of the names above, default all), KEEP_RAW=0 (drop mqttv5's JSON),
+# PROFILE=1 (the profiled runs above).
 # Output (--out, default docs/bench/throughput-DATE):
 #   runs.csv     one row per throughput run: round, broker, load, qos,
 #                subscribers, msgs_per_s, broker_cpu_s, loadgen_cpu_s, ...
@@ -109,11 +124,16 @@ IDLE_TIMEOUT=${IDLE_TIMEOUT:-600}
 # holds the connection burst's garbage). Every broker is read the same way.
 IDLE_SETTLE=${IDLE_SETTLE:-15s}
 KEEP_RAW=${KEEP_RAW:-1}
+PROFILE=${PROFILE:-0}
 IOTQ=${IOTQ:-bin/iotq}
 IOTQ_BASE=${IOTQ_BASE:-}
-for v in ROUNDS DURATION WARMUP PAYLOAD FANOUT LAT_RATE IDLE_N IDLE_ROUNDS RUN_TIMEOUT IDLE_TIMEOUT; do
+for v in ROUNDS DURATION WARMUP PAYLOAD FANOUT LAT_RATE IDLE_N IDLE_ROUNDS RUN_TIMEOUT IDLE_TIMEOUT PROFILE; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "bench-throughput: $v=${!v}: want a whole number" >&2; exit 2; }
 done
+if [ "$PROFILE" = 1 ] && [ "$DURATION" -lt 2 ]; then
+  echo "bench-throughput: PROFILE=1 needs DURATION of 2 s or more (the profile covers DURATION - 1 s)" >&2
+  exit 2
+fi
 if [ "$RUN_TIMEOUT" -le $((DURATION + WARMUP + 5)) ]; then
   echo "bench-throughput: RUN_TIMEOUT=$RUN_TIMEOUT is too short for DURATION=$DURATION + WARMUP=$WARMUP" >&2
   exit 2
@@ -170,7 +190,13 @@ if [ $do_idle = 1 ]; then
   n_idle=$IDLE_ROUNDS
   [ -n "$IOTQ_BASE" ] && n_idle=$((IDLE_ROUNDS * 2))
 fi
-total=$((n_tp + n_lat + n_idle))
+n_prof=0
+if [ $do_tp = 1 ] && [ "$PROFILE" = 1 ]; then
+  for b in "${brokers[@]}"; do
+    case $b in iotq-* | base-*) n_prof=$((n_prof + ${#loads[@]})) ;; esac
+  done
+fi
+total=$((n_tp + n_lat + n_idle + n_prof))
 done_runs=0
 failed=0
 
@@ -199,6 +225,7 @@ burl=""   # URL mqttv5 bench connects to
 bca=()    # --ca-cert FILE for TLS (QUIC) brokers
 bmetrics="" # iotq brokers: host:port of their /metrics
 bcmd=""   # the broker's command line, for commands.txt
+profiling=0 # 1 while the profiled runs run: iotq brokers get --pprof
 used_ports=" "
 
 # free_port: sets fport to a loopback port no TCP or UDP socket listens
@@ -275,6 +302,7 @@ EOF
       bmetrics="127.0.0.1:$fport"
       local args=(broker --listen "$scheme://127.0.0.1:$port" --state-dir "$dir/state"
         --store "$store" --log-level warn --ready-file "$dir/ready.json" --metrics "$bmetrics")
+      [ "$profiling" = 1 ] && args+=(--pprof)
       bcmd="$bin ${args[*]}"
       "$bin" "${args[@]}" > "$dir/broker.log" 2>&1 &
       bpid=$!
@@ -437,9 +465,17 @@ bench() {
     sample_sent "$bmetrics" "$dir/sent.txt" &
     spid=$!
   fi
+  local ppid=""
+  if [ "$profiling" = 1 ]; then
+    mkdir -p "$out/profiles"
+    (sleep "$WARMUP" && curl -s --max-time $((DURATION + 10)) -o "$out/profiles/$broker-$load.cpu.pb.gz" \
+      "http://$bmetrics/debug/pprof/profile?seconds=$((DURATION - 1))") &
+    ppid=$!
+  fi
   run_timed "$RUN_TIMEOUT" /usr/bin/time -f '%U %S %e' -o "$dir/loadgen.time" \
     "$mqttv5_bin" "${args[@]}" > "$r_json" 2> "$dir/loadgen.err" || r_status=fail
   stop_sampler
+  [ -z "$ppid" ] || wait "$ppid" || echo "bench-throughput: the CPU profile of $broker $load failed" >&2
   r_bsent=$(sent_rate "$dir/sent.txt")
   if kill -0 "$bpid" 2> /dev/null; then
     c1=$(cpu_ticks "$bpid")
@@ -503,6 +539,30 @@ if [ $do_tp = 1 ]; then
       done
     done
   done
+fi
+
+# --- profiles -------------------------------------------------------------
+if [ $n_prof -gt 0 ]; then
+  profiling=1
+  for l in "${loads[@]}"; do
+    read -r load qos subs <<< "$l"
+    for b in "${brokers[@]}"; do
+      case $b in iotq-* | base-*) ;; *) continue ;; esac
+      bench prof tp "$b" "$load" "$qos" "$subs"
+      p="$out/profiles/$b-$load.cpu.pb.gz"
+      if [ -s "$p" ]; then
+        bin=$IOTQ
+        case $b in base-*) bin=$IOTQ_BASE ;; esac
+        { echo "# $b $load: CPU profile of the broker over $((DURATION - 1)) s of the run (mqttv5 counted ${r_json:+$(json_fields "$r_json" throughput_avg)} msg/s)"
+          go tool pprof -top -nodecount=35 "$bin" "$p" 2> /dev/null
+          echo
+          go tool pprof -top -cum -nodecount=35 "$bin" "$p" 2> /dev/null
+        } > "$out/profiles/$b-$load.top.txt"
+      fi
+      progress "profiled $load $b: $(json_fields "$r_json" throughput_avg) msg/s, broker CPU ${r_bcpu:-?} s"
+    done
+  done
+  profiling=0
 fi
 
 # --- latency --------------------------------------------------------------
@@ -747,6 +807,30 @@ if idle:
     for (b, t), v in sorted(mem.items()):
         w(f"| {b} | {t} | {med(v):.2f} ({min(v):.2f}-{max(v):.2f}) |")
     w("")
+prof_dir = os.path.join(out, "profiles")
+tops = sorted(f for f in os.listdir(prof_dir) if f.endswith(".top.txt")) if os.path.isdir(prof_dir) else []
+if tops:
+    w("## Where the broker's CPU went (PROFILE=1)\n")
+    w("One more run per iotq broker and load, started with --pprof, not counted above: the CPU profile "
+      "of the broker's busy seconds (profiles/*.cpu.pb.gz; the full listings by flat and cumulative time "
+      "in profiles/*.top.txt). The functions that used the most CPU themselves (flat):\n")
+    for f in tops:
+        lines = open(os.path.join(prof_dir, f)).read().splitlines()
+        head = lines[0].lstrip("# ") if lines else f
+        body, started = [], False
+        for line in lines[1:]:
+            if line.strip().startswith("flat"):
+                started = True
+                continue
+            if started:
+                if not line.strip():
+                    break
+                body.append(line)
+        total = next((l for l in lines if l.startswith("Showing nodes")), "")
+        w(f"**{head}** ({total.strip()})\n")
+        w("```")
+        w("\n".join(body[:10]))
+        w("```\n")
 w("## Issue 21's targets (from the medians above)\n")
 w("| target | value | met |")
 w("|---|---|---|")
