@@ -69,7 +69,15 @@
 # CONNACK), RUN_TIMEOUT (seconds per bench run, 60),
 # IDLE_TIMEOUT (seconds per idle run, 600), BROKERS (space-separated subset
 # of the names above, default all), KEEP_RAW=0 (drop mqttv5's JSON),
-# PROFILE=1 (the profiled runs above).
+# PROFILE=1 (the profiled runs above), PIN=1 (below).
+# Pinned runs (PIN=1): every broker runs on the CPUs BROKER_CPUS (default
+# 0) and mqttv5 on LOADGEN_CPUS (default 1), with taskset, in throughput,
+# profiled and latency runs (not the idle runs). On 2 cores the broker and
+# the load generator otherwise take CPU from each other, and a broker that
+# sends faster than mqttv5 reads leaves it less CPU to count with: pinned,
+# each has a core of its own, and a load generator at 1 CPU second per
+# wall second on its core is the limit. iotq (Go) then runs with
+# GOMAXPROCS 1, Mosquitto is single-threaded either way.
 # Output (--out, default docs/bench/throughput-DATE):
 #   runs.csv     one row per throughput run: round, broker, load, qos,
 #                subscribers, msgs_per_s, broker_cpu_s, loadgen_cpu_s, ...
@@ -125,11 +133,23 @@ IDLE_TIMEOUT=${IDLE_TIMEOUT:-600}
 IDLE_SETTLE=${IDLE_SETTLE:-15s}
 KEEP_RAW=${KEEP_RAW:-1}
 PROFILE=${PROFILE:-0}
+PIN=${PIN:-0}
+BROKER_CPUS=${BROKER_CPUS:-0}
+LOADGEN_CPUS=${LOADGEN_CPUS:-1}
 IOTQ=${IOTQ:-bin/iotq}
 IOTQ_BASE=${IOTQ_BASE:-}
-for v in ROUNDS DURATION WARMUP PAYLOAD FANOUT LAT_RATE IDLE_N IDLE_ROUNDS RUN_TIMEOUT IDLE_TIMEOUT PROFILE; do
+for v in ROUNDS DURATION WARMUP PAYLOAD FANOUT LAT_RATE IDLE_N IDLE_ROUNDS RUN_TIMEOUT IDLE_TIMEOUT PROFILE PIN; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "bench-throughput: $v=${!v}: want a whole number" >&2; exit 2; }
 done
+pin_broker=() pin_load=()
+if [ "$PIN" = 1 ]; then
+  for v in BROKER_CPUS LOADGEN_CPUS; do
+    [[ ${!v} =~ ^[0-9]+([,-][0-9]+)*$ ]] || { echo "bench-throughput: $v=${!v}: want a CPU list for taskset -c (0, 1, 0-1)" >&2; exit 2; }
+  done
+  command -v taskset > /dev/null || { echo "bench-throughput: PIN=1 needs taskset (util-linux)" >&2; exit 1; }
+  pin_broker=(taskset -c "$BROKER_CPUS")
+  pin_load=(taskset -c "$LOADGEN_CPUS")
+fi
 if [ "$PROFILE" = 1 ] && [ "$DURATION" -lt 2 ]; then
   echo "bench-throughput: PROFILE=1 needs DURATION of 2 s or more (the profile covers DURATION - 1 s)" >&2
   exit 2
@@ -204,7 +224,7 @@ failed=0
 git_rev=$(git rev-parse HEAD 2> /dev/null || echo unknown)
 git diff --quiet HEAD 2> /dev/null || git_rev="$git_rev (dirty)"
 {
-  echo "command: IOTQ=$IOTQ IOTQ_BASE=$IOTQ_BASE ROUNDS=$ROUNDS DURATION=$DURATION WARMUP=$WARMUP PAYLOAD=$PAYLOAD FANOUT=$FANOUT LAT_RATE=$LAT_RATE IDLE_N=$IDLE_N IDLE_ROUNDS=$IDLE_ROUNDS BROKERS='${brokers[*]}' scripts/bench-throughput.sh$([ $tiny = 1 ] && echo ' --tiny')$([ $do_tp = 0 ] && echo ' --skip-throughput')$([ $do_lat = 0 ] && echo ' --skip-latency')$([ $do_idle = 0 ] && echo ' --skip-idle')"
+  echo "command: IOTQ=$IOTQ IOTQ_BASE=$IOTQ_BASE ROUNDS=$ROUNDS DURATION=$DURATION WARMUP=$WARMUP PAYLOAD=$PAYLOAD FANOUT=$FANOUT LAT_RATE=$LAT_RATE IDLE_N=$IDLE_N IDLE_ROUNDS=$IDLE_ROUNDS PROFILE=$PROFILE PIN=$PIN$([ "$PIN" = 1 ] && echo " BROKER_CPUS=$BROKER_CPUS LOADGEN_CPUS=$LOADGEN_CPUS") BROKERS='${brokers[*]}' scripts/bench-throughput.sh$([ $tiny = 1 ] && echo ' --tiny')$([ $do_tp = 0 ] && echo ' --skip-throughput')$([ $do_lat = 0 ] && echo ' --skip-latency')$([ $do_idle = 0 ] && echo ' --skip-idle')"
   echo "date: $(date -u +%FT%TZ)"
   echo "tiny: $tiny"
   echo "repo commit: $git_rev"
@@ -288,8 +308,8 @@ log_dest stderr
 log_type error
 log_type warning
 EOF
-      bcmd="$mosquitto_bin -c $dir/mosquitto.conf  # mosquitto.conf: $(paste -sd';' "$dir/mosquitto.conf" | sed 's/;/; /g')"
-      "$mosquitto_bin" -c "$dir/mosquitto.conf" > "$dir/broker.log" 2>&1 &
+      bcmd="${pin_broker[*]}${pin_broker[*]:+ }$mosquitto_bin -c $dir/mosquitto.conf  # mosquitto.conf: $(paste -sd';' "$dir/mosquitto.conf" | sed 's/;/; /g')"
+      "${pin_broker[@]}" "$mosquitto_bin" -c "$dir/mosquitto.conf" > "$dir/broker.log" 2>&1 &
       bpid=$!
       burl="mqtt://127.0.0.1:$port"
       ;;
@@ -303,8 +323,8 @@ EOF
       local args=(broker --listen "$scheme://127.0.0.1:$port" --state-dir "$dir/state"
         --store "$store" --log-level warn --ready-file "$dir/ready.json" --metrics "$bmetrics")
       [ "$profiling" = 1 ] && args+=(--pprof)
-      bcmd="$bin ${args[*]}"
-      "$bin" "${args[@]}" > "$dir/broker.log" 2>&1 &
+      bcmd="${pin_broker[*]}${pin_broker[*]:+ }$bin ${args[*]}"
+      "${pin_broker[@]}" "$bin" "${args[@]}" > "$dir/broker.log" 2>&1 &
       bpid=$!
       burl="$scheme://127.0.0.1:$port"
       [ $scheme = quic ] && bca=(--ca-cert "$dir/state/tls/ca.pem")
@@ -327,8 +347,8 @@ EOF
         bca=(--ca-cert "$dir/ca.pem")
         port=$qport wait_proto=udp
       fi
-      bcmd="$mqttv5_bin ${args[*]}"
-      "$mqttv5_bin" "${args[@]}" > "$dir/broker.log" 2>&1 &
+      bcmd="${pin_broker[*]}${pin_broker[*]:+ }$mqttv5_bin ${args[*]}"
+      "${pin_broker[@]}" "$mqttv5_bin" "${args[@]}" > "$dir/broker.log" 2>&1 &
       bpid=$!
       ;;
     *) echo "bench-throughput: unknown broker $name" >&2; exit 1 ;;
@@ -456,7 +476,7 @@ bench() {
   fi
   local key=$load
   case $burl in quic://*) key="$load, QUIC brokers" ;; esac
-  printf '%s\tbroker\t%s\t%s\n%s\tload\t%s\t%s %s\n' "$id" "$broker" "$bcmd" "$id" "$key" "$mqttv5_bin" "${args[*]}" >> "$out/commands.txt"
+  printf '%s\tbroker\t%s\t%s\n%s\tload\t%s\t%s%s %s\n' "$id" "$broker" "$bcmd" "$id" "$key" "${pin_load[*]}${pin_load[*]:+ }" "$mqttv5_bin" "${args[*]}" >> "$out/commands.txt"
   r_json="$out/raw/$id.json"
   local c0 c1
   c0=$(cpu_ticks "$bpid")
@@ -473,7 +493,7 @@ bench() {
     ppid=$!
   fi
   run_timed "$RUN_TIMEOUT" /usr/bin/time -f '%U %S %e' -o "$dir/loadgen.time" \
-    "$mqttv5_bin" "${args[@]}" > "$r_json" 2> "$dir/loadgen.err" || r_status=fail
+    "${pin_load[@]}" "$mqttv5_bin" "${args[@]}" > "$r_json" 2> "$dir/loadgen.err" || r_status=fail
   stop_sampler
   [ -z "$ppid" ] || wait "$ppid" || echo "bench-throughput: the CPU profile of $broker $load failed" >&2
   r_bsent=$(sent_rate "$dir/sent.txt")
@@ -763,7 +783,7 @@ if runs:
         w(f"| {a} / {b} | " + " | ".join(f"{fmt_r(ratio(tp, a, b, l))} ({fmt_r(round_ratio(a, b, l))})" for l in loads) + " |")
     w("")
     w("### CPU seconds per run: broker / mqttv5 (mqttv5 wall seconds)\n")
-    w("mqttv5 near 2 CPU seconds per wall second (nproc 2) means the load generator, not the broker, was the limit.\n")
+    w("mqttv5 near 2 CPU seconds per wall second (nproc 2), or near 1 on its own core (PIN=1 in the command), means the load generator, not the broker, was the limit.\n")
     w("| broker | " + " | ".join(loads) + " |")
     w("|---|" + "---|" * len(loads))
     for b in brokers:

@@ -55,6 +55,8 @@ func TestBenchThroughputRefusesBadArguments(t *testing.T) {
 		{nil, []string{"--bogus"}, "unknown argument --bogus"},
 		{[]string{"ROUNDS=three"}, nil, "ROUNDS=three: want a whole number"},
 		{[]string{"RUN_TIMEOUT=5"}, nil, "RUN_TIMEOUT=5 is too short"},
+		{[]string{"PIN=1", "BROKER_CPUS=first"}, nil, "BROKER_CPUS=first: want a CPU list"},
+		{[]string{"PROFILE=1", "DURATION=1"}, nil, "PROFILE=1 needs DURATION of 2 s or more"},
 	} {
 		cmd := exec.Command("bash", append([]string{"bench-throughput.sh"}, c.args...)...)
 		cmd.Env = append(cmd.Environ(), c.env...)
