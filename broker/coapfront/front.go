@@ -298,6 +298,7 @@ func (f *Front) Serve(pc net.PacketConn) error {
 		de.scheme, de.dtls = "coaps", l
 	}
 	tc := f.countersLocked(de.scheme)
+	local := de.scheme + "://" + pc.LocalAddr().String()
 	// The handler may run before New returns: it waits for ep.
 	var ep *coapmsg.Endpoint
 	ready := make(chan struct{})
@@ -305,10 +306,10 @@ func (f *Front) Serve(pc net.PacketConn) error {
 	ep, err := coapmsg.New(pc, coapmsg.Options{
 		Params: f.o.Params,
 		Handler: func(peer net.Addr, req *message.Message) *message.Message {
-			return f.handleOn(&udpSink{f: f, ep: get(), peer: peer, con: req.Type == message.Confirmable, tc: tc}, peer, req)
+			return f.handleOn(&udpSink{f: f, ep: get(), local: local, peer: peer, con: req.Type == message.Confirmable, tc: tc}, peer, req)
 		},
 		Logger:  f.log,
-		OnReset: func(peer net.Addr, mid uint16) { f.onReset(peer, mid) },
+		OnReset: func(peer net.Addr, mid uint16) { f.onReset(local, peer, mid) },
 	})
 	close(ready)
 	if err != nil {

@@ -1,6 +1,7 @@
 package coapfront
 
 import (
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -631,12 +632,12 @@ type rstFirstSink struct {
 	tc   transportCounters
 }
 
-func (s *rstFirstSink) key() string                  { return (&udpSink{peer: s.peer}).key() }
+func (s *rstFirstSink) key() string                  { return datagramKey("test", s.peer) }
 func (s *rstFirstSink) confirmable() bool            { return false }
 func (s *rstFirstSink) counters() *transportCounters { return &s.tc }
 func (s *rstFirstSink) send(m *message.Message, con bool, done func(error)) (uint16, error) {
 	s.mid++
-	s.f.onReset(s.peer, s.mid) // the client's RST, before the sender records the ID
+	s.f.onReset("test", s.peer, s.mid) // the client's RST, before the sender records the ID
 	if done != nil {
 		done(nil)
 	}
@@ -698,4 +699,61 @@ func decodeCBORKeys(b []byte) ([]uint64, error) {
 		return nil, err
 	}
 	return c.decodeKeys(b)
+}
+
+// TestSamePeerOnTwoListeners: one client address with one token observes on
+// two listeners (as a coap:// client and a coaps:// client do when the
+// kernel gives the second the first's source port); they are two
+// observations and each gets its notification on its own socket.
+func TestSamePeerOnTwoListeners(t *testing.T) {
+	topics := &memTopics{}
+	f, err := New(topics, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var listeners [2]net.Addr
+	for i := range listeners {
+		if listeners[i], err = f.ListenUDP("127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := coapmsg.New(pc, coapmsg.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	token := coapmsg.NewToken()
+	got := make(chan string, 8)
+	for i, l := range listeners {
+		c := &rawClient{t: t, ep: ep, peer: l}
+		name := fmt.Sprintf("listener %d", i)
+		defer ep.HandleToken(l, token, func(m *message.Message) {
+			if len(m.Payload) > 0 {
+				got <- name + ": " + string(m.Payload)
+			}
+		})()
+		obs := req(codes.GET, "t/same", uintOpt(message.Observe, 0))
+		obs.Token = token
+		if r := c.do(obs); r.Code != codes.Content {
+			t.Fatalf("register on %s: %v", name, r.Code)
+		}
+	}
+	if n := f.Stats().Observers; n != 2 {
+		t.Fatalf("%d observers after registering on two listeners from one address with one token, want 2", n)
+	}
+	_ = topics.Publish("same", []byte("x"), 0, false)
+	seen := map[string]bool{}
+	for len(seen) < 2 {
+		select {
+		case s := <-got:
+			seen[s] = true
+		case <-time.After(10 * time.Second):
+			t.Fatalf("notifications seen: %v, want one on each listener", seen)
+		}
+	}
 }

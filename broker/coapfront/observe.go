@@ -27,14 +27,21 @@ type sink interface {
 }
 
 type udpSink struct {
-	f    *Front
-	ep   *coapmsg.Endpoint
-	peer net.Addr
-	con  bool
-	tc   *transportCounters
+	f  *Front
+	ep *coapmsg.Endpoint
+	// local names the socket the peer talks to (scheme and bound
+	// address): one host:port is a different endpoint on each listener,
+	// such as a coap:// client and a later coaps:// client that the
+	// kernel gave the same source port.
+	local string
+	peer  net.Addr
+	con   bool
+	tc    *transportCounters
 }
 
-func (u *udpSink) key() string                  { return "udp|" + u.peer.String() }
+func datagramKey(local string, peer net.Addr) string { return "udp|" + local + "|" + peer.String() }
+
+func (u *udpSink) key() string                  { return datagramKey(u.local, u.peer) }
 func (u *udpSink) counters() *transportCounters { return u.tc }
 func (u *udpSink) confirmable() bool            { return u.con }
 func (u *udpSink) send(m *message.Message, con bool, done func(error)) (uint16, error) {
@@ -139,9 +146,10 @@ func (f *Front) dropSink(key string) {
 	}
 }
 
-// onReset removes the observer whose NON notification peer rejected.
-func (f *Front) onReset(peer net.Addr, mid uint16) {
-	key := (&udpSink{peer: peer}).key()
+// onReset removes the observer whose NON notification peer rejected on
+// the socket named local.
+func (f *Front) onReset(local string, peer net.Addr, mid uint16) {
+	key := datagramKey(local, peer)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, set := range f.observers {

@@ -8,9 +8,11 @@ import (
 	"net"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/iotq/iotq/broker"
 	"github.com/iotq/iotq/client"
 	"github.com/iotq/iotq/internal/testutil"
 )
@@ -52,63 +54,117 @@ func TestLibcoapThroughBroker(t *testing.T) {
 		t.Run(tc.scheme, func(t *testing.T) {
 			name := strings.ReplaceAll(tc.scheme, "+", "-")
 			uri := tc.scheme + "://" + hostPort(endpointOf(t, srv, tc.scheme)) + "/t/lib/" + name
-			// The observer registers after its (DTLS) handshake; on a
-			// loaded host libcoap sometimes gives up on that handshake
-			// (seen 2 in ~12 runs for coaps), so a client that did not
-			// register within 10 s is replaced, at most three times.
-			var out, errOut bytes.Buffer
-			var obs *exec.Cmd
+			// On a loaded host libcoap sometimes gives up on its DTLS
+			// handshake; an attempt that fails is logged with what the
+			// broker counted and the client's exit, and replaced, at most
+			// three times. Each attempt publishes its own payloads, so a
+			// late notification of an earlier attempt cannot pass.
 			for attempt := 1; ; attempt++ {
-				before := srv.CoAPStats().Observers
-				out.Reset()
-				errOut.Reset()
-				obs = exec.Command(tc.bin, append(append([]string{}, tc.args...), "-s", "8", "-m", "get", "-w", uri)...)
-				obs.Stdout, obs.Stderr = &out, &errOut
-				if err := obs.Start(); err != nil {
-					t.Fatal(err)
+				problem := observeRoundTrip(t, srv, mq, fromCoAP, tc.bin, tc.args, uri, fmt.Sprintf("%s-%d", name, attempt))
+				if problem == "" {
+					return
 				}
-				registered := false
-				deadline := time.Now().Add(testutil.Scale(10 * time.Second))
-				for time.Now().Before(deadline) {
-					if srv.CoAPStats().Observers > before {
-						registered = true
-						break
-					}
-					time.Sleep(20 * time.Millisecond)
-				}
-				if registered {
-					cmd := obs
-					t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-					break
-				}
-				_ = obs.Process.Kill()
-				_ = obs.Wait()
 				if attempt == 3 {
-					t.Fatalf("coap-client observer not registered after %d attempts (stderr of the last: %q)", attempt, errOut.String())
+					t.Fatalf("attempt %d: %s", attempt, problem)
 				}
-				t.Logf("attempt %d: observer not registered within 10 s (stderr %q); starting another", attempt, errOut.String())
-			}
-			put := exec.Command(tc.bin, append(append([]string{}, tc.args...), "-m", "put", "-e", "v-"+name, uri)...)
-			if b, err := put.CombinedOutput(); err != nil {
-				t.Fatalf("coap-client put: %v: %s", err, b)
-			}
-			fromCoAP.want(t, "v-"+name)
-			r, err := mq.Publish(ctx, "lib/"+name, []byte("mqtt-"+name), client.PublishOptions{QoS: 1})
-			wait(t, r, err)
-			fromCoAP.want(t, "mqtt-"+name)
-			done := make(chan error, 1)
-			go func() { done <- obs.Wait() }()
-			select {
-			case <-done:
-			case <-time.After(testutil.Scale(20 * time.Second)):
-				t.Fatal("coap-client observer did not end")
-			}
-			got := out.String()
-			if !strings.Contains(got, "v-"+name) || !strings.Contains(got, "mqtt-"+name) {
-				t.Fatalf("observer output %q (stderr %q): want v-%s and mqtt-%s", got, errOut.String(), name, name)
+				t.Logf("attempt %d: %s; starting another", attempt, problem)
 			}
 		})
 	}
+}
+
+// observeRoundTrip runs one libcoap observer of uri, publishes v-tag with a
+// libcoap PUT and mqtt-tag over MQTT, and checks that the MQTT subscriber
+// (inbox) got v-tag and the observer printed both. It returns what went
+// wrong, or "" when all arrived; failures of our own side end the test.
+func observeRoundTrip(t *testing.T, srv *broker.Server, mq client.Client, fromCoAP inbox, bin string, args []string, uri, tag string) string {
+	t.Helper()
+	topic := "lib/" + tagTopic(uri)
+	r, err := mq.Publish(context.Background(), topic, []byte("r-"+tag), client.PublishOptions{QoS: 1, Retain: true})
+	wait(t, r, err)
+	fromCoAP.want(t, "r-"+tag) // the live copy of the retained value
+	before := srv.CoAPStats()
+	var out, errOut lockedBuffer
+	// stdbuf -oL: coap-client's stdout is a pipe, fully buffered by
+	// stdio; line buffering lets the test read each notification as it
+	// is printed (-w ends each with a newline) rather than at exit.
+	obs := exec.Command("stdbuf", append([]string{"-oL", bin}, append(append([]string{}, args...), "-s", "20", "-m", "get", "-w", uri)...)...)
+	obs.Stdout, obs.Stderr = &out, &errOut
+	if err := obs.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- obs.Wait() }()
+	defer func() {
+		_ = obs.Process.Kill()
+		<-exited
+	}()
+	diag := func(what string) string {
+		now := srv.CoAPStats()
+		return fmt.Sprintf("%s (observers %d -> %d, notifications %d -> %d, notify failures %d -> %d, DTLS handshakes %d -> %d, failures %d -> %d; requests %d -> %d; observer stdout %q, stderr %q)",
+			what, before.Observers, now.Observers, before.Notifications, now.Notifications, before.NotifyFailures, now.NotifyFailures,
+			before.DTLS.Handshakes, now.DTLS.Handshakes, before.DTLS.HandshakeFailures, now.DTLS.HandshakeFailures, before.Requests, now.Requests, out.String(), tail(errOut.String(), 6000))
+	}
+	// The registration's response carries the topic's retained value, so
+	// the observer has registered once it has printed that.
+	deadline := time.Now().Add(testutil.Scale(10 * time.Second))
+	for !strings.Contains(out.String(), "r-"+tag+"\n") {
+		select {
+		case err := <-exited:
+			exited <- err
+			return diag(fmt.Sprintf("observer exited (%v) before it registered", err))
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return diag("observer not registered within 10 s")
+		}
+	}
+	put := exec.Command(bin, append(append([]string{}, args...), "-m", "put", "-e", "v-"+tag, uri)...)
+	if b, err := put.CombinedOutput(); err != nil {
+		t.Fatalf("coap-client put: %v: %s", err, b)
+	}
+	fromCoAP.want(t, "v-"+tag)
+	r, err = mq.Publish(context.Background(), topic, []byte("mqtt-"+tag), client.PublishOptions{QoS: 1})
+	wait(t, r, err)
+	fromCoAP.want(t, "mqtt-"+tag)
+	deadline = time.Now().Add(testutil.Scale(10 * time.Second))
+	for {
+		got := out.String()
+		if strings.Contains(got, "v-"+tag+"\n") && strings.Contains(got, "mqtt-"+tag+"\n") {
+			return ""
+		}
+		select {
+		case err := <-exited:
+			exited <- err
+			return diag(fmt.Sprintf("observer exited (%v) without printing v-%s and mqtt-%s", err, tag, tag))
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return diag(fmt.Sprintf("observer did not print v-%s and mqtt-%s within 10 s", tag, tag))
+		}
+	}
+}
+
+// tagTopic is the MQTT topic of a /t/lib/NAME resource URI: NAME.
+func tagTopic(uri string) string { return uri[strings.LastIndex(uri, "/")+1:] }
+
+// lockedBuffer is a bytes.Buffer that a child process's output copier
+// writes while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // freePort returns a port p such that p and p+1 are free for both UDP and
@@ -187,4 +243,11 @@ func TestClientAgainstLibcoapServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
 }
