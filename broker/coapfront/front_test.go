@@ -81,6 +81,13 @@ func startFrontOpts(t testing.TB, topics *memTopics, o Options) (*Front, *rawCli
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f, &rawClient{t: t, ep: clientEndpoint(t), peer: addr}
+}
+
+// clientEndpoint is a client's CoAP message layer on a UDP socket of its
+// own, closed when the test ends.
+func clientEndpoint(t testing.TB) *coapmsg.Endpoint {
+	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +97,7 @@ func startFrontOpts(t testing.TB, topics *memTopics, o Options) (*Front, *rawCli
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ep.Close() })
-	return f, &rawClient{t: t, ep: ep, peer: addr}
+	return ep
 }
 
 func req(code codes.Code, path string, opts ...message.Option) *message.Message {
@@ -718,15 +725,7 @@ func TestSamePeerOnTwoListeners(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep, err := coapmsg.New(pc, coapmsg.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ep.Close()
+	ep := clientEndpoint(t)
 	token := coapmsg.NewToken()
 	got := make(chan string, 8)
 	for i, l := range listeners {

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -86,7 +85,7 @@ func observeRoundTrip(t *testing.T, srv *broker.Server, mq client.Client, fromCo
 	wait(t, r, err)
 	fromCoAP.want(t, "r-"+tag) // the live copy of the retained value
 	before := srv.CoAPStats()
-	var out, errOut lockedBuffer
+	var out, errOut testutil.SyncBuffer
 	// stdbuf -oL: coap-client's stdout is a pipe, fully buffered by
 	// stdio; line buffering lets the test read each notification as it
 	// is printed (-w ends each with a newline) rather than at exit.
@@ -149,25 +148,6 @@ func observeRoundTrip(t *testing.T, srv *broker.Server, mq client.Client, fromCo
 
 // tagTopic is the MQTT topic of a /t/lib/NAME resource URI: NAME.
 func tagTopic(uri string) string { return uri[strings.LastIndex(uri, "/")+1:] }
-
-// lockedBuffer is a bytes.Buffer that a child process's output copier
-// writes while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // freePort returns a port p such that p and p+1 are free for both UDP and
 // TCP on 127.0.0.1 (coap-server uses p for UDP and TCP, p+1 for DTLS and

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -62,7 +61,7 @@ func StartArtemis(t testing.TB, withTLS bool) *Artemis {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := &lockedBuffer{}
+	stderr := &SyncBuffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start artemis: %v", err)
@@ -99,23 +98,4 @@ func StartArtemis(t testing.TB, withTLS bool) *Artemis {
 		t.Fatalf("artemis not ready after 60s: %s", stderr.String())
 	}
 	return a
-}
-
-// lockedBuffer collects a child's output; safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b = append(l.b, p...)
-	return len(p), nil
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return string(l.b)
 }

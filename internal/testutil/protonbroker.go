@@ -18,7 +18,7 @@ type Proton struct {
 	Port    int    // AMQP over TCP on 127.0.0.1
 	TLSPort int    // AMQP over TLS on 127.0.0.1 (0 unless asked for)
 	CAFile  string // the CA of the TLS listener's certificate
-	log     *lockedBuffer
+	log     *SyncBuffer
 }
 
 // URL is the amqp:// URL of the plain listener.
@@ -39,7 +39,7 @@ func (p *Proton) Log() string { return p.log.String() }
 func StartProton(t testing.TB, o protonbroker.Options) *Proton {
 	t.Helper()
 	o.Host, o.Port, o.TLSPort, o.StopOnEOF, o.Verbose = "127.0.0.1", 0, 0, true, true
-	p := &Proton{log: &lockedBuffer{}}
+	p := &Proton{log: &SyncBuffer{}}
 	if o.TLS {
 		files, err := certs.EnsureServerCert(t.TempDir(), []string{"127.0.0.1", "localhost"})
 		if err != nil {
