@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -164,9 +165,14 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 	parted := filepath.Join(base, "parted")
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &fakeRunner{cancelAfter: 5, cancel: cancel}
-	res, err := Run(ctx, specs, Options{Dir: parted, Runner: r, AggregateEvery: 2})
+	var say bytes.Buffer
+	res, err := Run(ctx, specs, Options{Dir: parted, Runner: r, AggregateEvery: 2, Progress: &say})
 	if !errors.Is(err, context.Canceled) || !res.Interrupted || res.Ran != 4 {
 		t.Fatalf("interrupted run: %+v %v", res, err)
+	}
+	// The operator hears at once what the interrupt does.
+	if !strings.Contains(say.String(), "interrupted: ending the one cell still running") {
+		t.Fatalf("no word on the interrupt in the progress output:\n%s", say.String())
 	}
 	// The directory is consistent: 4 complete cells aggregated, the
 	// interrupted one has no done marker.

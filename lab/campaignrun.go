@@ -240,6 +240,9 @@ func (r *campaignRun) await(ctx, cctx context.Context, tick <-chan time.Time, ca
 	select {
 	case <-*cancelled:
 		*cancelled = nil
+		if ctx.Err() != nil && r.running+len(r.waiting) > 0 {
+			r.say("\ninterrupted: ending the %s still running (their records stay incomplete; --resume runs them again); interrupt again to exit at once\n", cellsWord(r.running+len(r.waiting)))
+		}
 	case o := <-r.results:
 		err = r.record(ctx, cctx, o)
 	case req := <-r.gates:

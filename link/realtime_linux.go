@@ -106,6 +106,7 @@ func threadIDs() []int {
 // normal-priority thread can wait hundreds of milliseconds for a CPU.
 // Options.RealTimeProcess does the same for one network.
 type ProcessRaiser struct {
+	once   sync.Once
 	mu     sync.Mutex
 	exempt map[int]bool
 	raised map[int]bool
@@ -173,17 +174,22 @@ func (r *ProcessRaiser) run() {
 }
 
 // Stop ends the raising and returns the raised threads that still exist
-// to SCHED_NORMAL.
+// to SCHED_NORMAL. It may be called more than once, from any goroutine:
+// an interrupted campaign lowers its threads at once (its teardown must
+// not keep ordinary processes, such as the ip commands it waits for, off
+// the CPUs), and again when it returns.
 func (r *ProcessRaiser) Stop() {
 	if r == nil {
 		return
 	}
-	close(r.stop)
-	<-r.done
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for tid := range r.raised {
-		_ = setThreadNormal(tid) // the thread may be gone
-	}
-	r.raised = map[int]bool{}
+	r.once.Do(func() {
+		close(r.stop)
+		<-r.done
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for tid := range r.raised {
+			_ = setThreadNormal(tid) // the thread may be gone
+		}
+		r.raised = map[int]bool{}
+	})
 }

@@ -3,6 +3,7 @@ package link
 import (
 	"errors"
 	"runtime"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -51,6 +52,13 @@ func TestProcessRaiser(t *testing.T) {
 	if pol, err := threadPolicy(tid); err != nil || pol != unix.SCHED_NORMAL {
 		t.Fatalf("exempt thread has policy %d (err %v), want SCHED_NORMAL", pol, err)
 	}
+	// Stop may be called twice and concurrently (an interrupt and the
+	// caller's deferred Stop).
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(r.Stop)
+	}
+	wg.Wait()
 	r.Stop()
 	for _, t2 := range threadIDs() {
 		if pol, err := threadPolicy(t2); err == nil && pol == unix.SCHED_FIFO {

@@ -486,6 +486,10 @@ func (a *app) labRun(ctx context.Context, args []string) error {
 			logger.Warn("the lab process runs without real-time priority; the emulator's timing error grows with load", "error", err)
 		} else {
 			defer rt.Stop()
+			// An interrupted campaign only tears down: its threads go back
+			// to normal at once, so that however long the teardown takes
+			// it cannot keep the host's ordinary processes off the CPUs.
+			defer context.AfterFunc(ctx, rt.Stop)()
 		}
 	case "local":
 		fab = lab.LocalFabric{}

@@ -10,10 +10,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -284,7 +282,7 @@ type exitError struct {
 func (e *exitError) Error() string { return fmt.Sprintf("exit %d: %s", e.code, e.msg) }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	code := newApp(os.Stdout, os.Stderr).run(ctx, os.Args[1:])
 	stop()
 	os.Exit(code)
