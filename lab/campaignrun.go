@@ -241,7 +241,7 @@ func (r *campaignRun) await(ctx, cctx context.Context, tick <-chan time.Time, ca
 	case <-*cancelled:
 		*cancelled = nil
 		if ctx.Err() != nil && r.running+len(r.waiting) > 0 {
-			r.say("\ninterrupted: ending the %s still running (their records stay incomplete; --resume runs them again); interrupt again to exit at once\n", cellsWord(r.running+len(r.waiting)))
+			r.say("\ninterrupted: ending the %s still running (a cell ended unfinished is run again by --resume); interrupt again to exit at once\n", cellsWord(r.running+len(r.waiting)))
 		}
 	case o := <-r.results:
 		err = r.record(ctx, cctx, o)

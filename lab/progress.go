@@ -9,22 +9,22 @@ import (
 )
 
 // progress draws a progress bar with an ETA. On a terminal it redraws one
-// line; otherwise it prints one line per cell. With several cells at once
-// the remaining estimate is divided by the cells at once (jobs). Not safe
+// line; otherwise it prints one line per cell. The ETA scales the estimate
+// of the cells left by the wall time per estimated second so far (before
+// the first cell ends: by the cells at once asked for, jobs). Not safe
 // for concurrent use: only Run's own goroutine calls it, cells report
 // their end to that goroutine over a channel.
 type progress struct {
-	w        io.Writer
-	tty      bool
-	total    int
-	done     int
-	failed   int
-	estLeft  time.Duration // estimate of the cells not yet finished
-	estDone  time.Duration // estimate of the cells finished in this run
-	realDone time.Duration // wall time they took
-	started  time.Time
-	now      func() time.Time
-	jobs     int // cells at once: the remaining estimate is shared by them
+	w       io.Writer
+	tty     bool
+	total   int
+	done    int
+	failed  int
+	estLeft time.Duration // estimate of the cells not yet finished
+	estDone time.Duration // estimate of the cells finished in this run
+	started time.Time
+	now     func() time.Time
+	jobs    int // cells at once: the remaining estimate is shared by them
 }
 
 func newProgress(w io.Writer, cells []Cell, now func() time.Time) *progress {
@@ -71,7 +71,6 @@ func (p *progress) finish(c Cell, took time.Duration, err error) {
 	p.done++
 	p.estLeft -= estimate(c)
 	p.estDone += estimate(c)
-	p.realDone += took
 	status := "ok"
 	if err != nil {
 		p.failed++
@@ -112,9 +111,15 @@ func (p *progress) bar() string {
 // eta scales the remaining estimate by how the estimates compared with
 // reality so far.
 func (p *progress) eta() string {
-	left := p.estLeft / time.Duration(max(p.jobs, 1))
+	var left time.Duration
 	if p.estDone > 0 {
-		left = time.Duration(float64(left) * float64(p.realDone) / float64(p.estDone))
+		// The wall time this run took per estimated second of the cells
+		// it finished holds the concurrency the timing guard allowed,
+		// which the requested --jobs does not (E6 asked for 64 at once,
+		// ran one, and showed an ETA of 2 minutes for 2 hours of cells).
+		left = time.Duration(float64(p.estLeft) * float64(p.now().Sub(p.started)) / float64(p.estDone))
+	} else {
+		left = p.estLeft / time.Duration(max(p.jobs, 1))
 	}
 	if left < 0 {
 		left = 0
