@@ -24,7 +24,7 @@ type progress struct {
 	estDone time.Duration // estimate of the cells finished in this run
 	started time.Time
 	now     func() time.Time
-	jobs    int // cells at once: the remaining estimate is shared by them
+	jobs    int // cells at once asked for: divides the remaining estimate until the first cell ends
 }
 
 func newProgress(w io.Writer, cells []Cell, now func() time.Time) *progress {
