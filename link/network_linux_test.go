@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // testPrefix keeps test namespaces apart from real runs.
@@ -442,9 +444,10 @@ func TestCloseWithPacketsInFlight(t *testing.T) {
 	}
 }
 
-// TestRealTimeProcess: with Options.RealTimeProcess the threads of this
-// process run SCHED_FIFO while the network is up, children stay normal,
-// and Close returns the threads to SCHED_NORMAL.
+// TestRealTimeProcess: with Options.RealTimeProcess the forwarding thread
+// runs SCHED_FIFO and the other threads of this process SCHED_RR while the
+// network is up, children stay normal, and Close returns the threads to
+// SCHED_NORMAL.
 func TestRealTimeProcess(t *testing.T) {
 	n := up(t, twoNodes(Params{}, Params{}), Options{RealTimeProcess: true})
 	if ok, err := n.RealTime(); !ok {
@@ -460,8 +463,11 @@ func TestRealTimeProcess(t *testing.T) {
 		return c
 	}
 	time.Sleep(100 * time.Millisecond)
-	if fifo := count(1); fifo < 2 {
-		t.Errorf("%d SCHED_FIFO threads while up", fifo)
+	if fifo := count(unix.SCHED_FIFO); fifo != 1 {
+		t.Errorf("%d SCHED_FIFO threads while up, want 1 (the forwarding thread)", fifo)
+	}
+	if rr := count(unix.SCHED_RR); rr < 1 {
+		t.Errorf("%d SCHED_RR threads while up, want the process's other threads", rr)
 	}
 	out, err := n.Command(t.Context(), "a", "sh", "-c", "chrt -p $$").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "SCHED_OTHER") {
@@ -472,11 +478,11 @@ func TestRealTimeProcess(t *testing.T) {
 	}
 	// The forwarding thread exits with its goroutine, a moment after Close.
 	deadline := time.Now().Add(2 * time.Second)
-	for count(1) != 0 && time.Now().Before(deadline) {
+	for count(unix.SCHED_FIFO)+count(unix.SCHED_RR) != 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if fifo := count(1); fifo != 0 {
-		t.Errorf("%d threads still SCHED_FIFO after Close", fifo)
+	if rt := count(unix.SCHED_FIFO) + count(unix.SCHED_RR); rt != 0 {
+		t.Errorf("%d threads still real-time after Close", rt)
 	}
 }
 

@@ -1,5 +1,5 @@
-// Real-time priority (SCHED_FIFO) for the forwarding thread and, on
-// request, for the rest of the process.
+// Real-time priority for the forwarding thread (SCHED_FIFO) and, on
+// request, for the rest of the process (SCHED_RR).
 
 package link
 
@@ -19,7 +19,7 @@ func (n *Network) RealTime() (bool, error) {
 	return n.rtOK, n.rtErr
 }
 
-// raiseThreads keeps every thread of the process at SCHED_FIFO 40 until
+// raiseThreads keeps every thread of the process at SCHED_RR 40 until
 // the network closes, then returns the threads it raised to normal.
 func (n *Network) raiseThreads() {
 	defer n.wg.Done()
@@ -58,10 +58,23 @@ func setRealTime(prio uint32) error {
 	return unix.SchedSetAttr(0, &attr, 0)
 }
 
-// setThreadRealTime gives thread tid SCHED_FIFO priority prio with
+// setThreadRealTime gives thread tid SCHED_RR priority prio with
 // reset-on-fork, so processes and threads it creates start as normal tasks.
+//
+// Round-robin, not FIFO: the Go runtime's threads wait for each other in
+// spin loops that never sleep (a finalizer's removal waits with sched_yield
+// for another thread to finish sweeping the span; the background sweeper
+// retries under a runtime lock). SCHED_FIFO never takes the CPU from a
+// spinning thread, and sched_yield gives it only to a thread queued on the
+// same CPU: with both CPUs of the host spinning, the thread they waited
+// for, runnable at the same priority, never ran. A lab campaign (E6, seed
+// 6, 2026-11-27) sat at two full CPUs for 16 minutes with nothing done;
+// perf showed os/exec's Close in runtime.removespecial -> osyield on one
+// CPU and runtime.bgsweep in lock2/unlock2 on the other. SCHED_RR
+// time-slices threads of equal priority (sched_rr_timeslice_ms, 100 ms
+// by default), so such a wait ends within a slice.
 func setThreadRealTime(tid int, prio uint32) error {
-	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: prio, Flags: unix.SCHED_FLAG_RESET_ON_FORK}
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_RR, Priority: prio, Flags: unix.SCHED_FLAG_RESET_ON_FORK}
 	return unix.SchedSetAttr(tid, &attr, 0)
 }
 
@@ -96,7 +109,7 @@ func threadIDs() []int {
 	return out
 }
 
-// ProcessRaiser keeps every thread of this process at SCHED_FIFO
+// ProcessRaiser keeps every thread of this process at SCHED_RR
 // priority 40 while it runs (forwarding threads keep their 50), with
 // reset-on-fork so child processes start as normal tasks. A process that
 // hosts many networks at once (a lab campaign with --jobs) needs it: Go
@@ -116,10 +129,10 @@ type ProcessRaiser struct {
 
 // RaiseProcess raises the threads of this process now and every second
 // until Stop, which returns them to SCHED_NORMAL. It fails when the
-// process may not use SCHED_FIFO (not root, or RT limits).
+// process may not use real-time priority (not root, or RT limits).
 func RaiseProcess() (*ProcessRaiser, error) {
 	if err := setThreadRealTime(unix.Gettid(), 40); err != nil {
-		return nil, fmt.Errorf("sched_setattr SCHED_FIFO: %w", err)
+		return nil, fmt.Errorf("sched_setattr SCHED_RR: %w", err)
 	}
 	r := &ProcessRaiser{exempt: map[int]bool{}, raised: map[int]bool{unix.Gettid(): true},
 		stop: make(chan struct{}), done: make(chan struct{})}

@@ -11,8 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestProcessRaiser: every thread of the process runs SCHED_FIFO while the
-// raiser runs, except the exempt one; Stop returns them to normal.
+// TestProcessRaiser: every thread of the process runs SCHED_RR while the
+// raiser runs (round-robin: see setThreadRealTime), except the exempt one;
+// Stop returns them to normal.
 func TestProcessRaiser(t *testing.T) {
 	r, err := RaiseProcess()
 	if errors.Is(err, syscall.EPERM) {
@@ -52,6 +53,11 @@ func TestProcessRaiser(t *testing.T) {
 	if pol, err := threadPolicy(tid); err != nil || pol != unix.SCHED_NORMAL {
 		t.Fatalf("exempt thread has policy %d (err %v), want SCHED_NORMAL", pol, err)
 	}
+	for _, t2 := range threadIDs() {
+		if pol, err := threadPolicy(t2); err == nil && pol == unix.SCHED_FIFO {
+			t.Errorf("thread %d raised to SCHED_FIFO, want SCHED_RR (equal-priority spinning threads must be time-sliced)", t2)
+		}
+	}
 	// Stop may be called twice and concurrently (an interrupt and the
 	// caller's deferred Stop).
 	var wg sync.WaitGroup
@@ -61,8 +67,8 @@ func TestProcessRaiser(t *testing.T) {
 	wg.Wait()
 	r.Stop()
 	for _, t2 := range threadIDs() {
-		if pol, err := threadPolicy(t2); err == nil && pol == unix.SCHED_FIFO {
-			t.Errorf("thread %d still SCHED_FIFO after Stop", t2)
+		if pol, err := threadPolicy(t2); err == nil && pol != unix.SCHED_NORMAL {
+			t.Errorf("thread %d still has policy %d after Stop", t2, pol)
 		}
 	}
 }

@@ -113,8 +113,8 @@ type Options struct {
 	// SCHED_FIFO priority.
 	NoRealTime bool
 	// RealTimeProcess also raises every other thread of this process to
-	// SCHED_FIFO priority 40 (the forwarding thread has 50), as running
-	// the whole process under "chrt -f" would, but with reset-on-fork so
+	// SCHED_RR priority 40 (the forwarding thread has SCHED_FIFO 50), as
+	// running the whole process under "chrt -r" would, but with reset-on-fork so
 	// child processes (nodes started with Command) stay normal. New threads
 	// are raised within a second. Close returns them to SCHED_NORMAL. Use
 	// it when this process is a dedicated emulator (a lab run): it keeps
