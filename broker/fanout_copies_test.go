@@ -61,6 +61,13 @@ func TestFanOutCopiesStayPerSubscriber(t *testing.T) {
 		if _, err := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{s}, Properties: props}); err != nil {
 			t.Fatalf("%s subscribe: %v", id, err)
 		}
+		// The broker looks for retained messages after the SUBACK; a
+		// second SUBSCRIBE, handled after that look, is the barrier: a
+		// message retained later must arrive once, live, not also as a
+		// retained message of the first subscription.
+		if _, err := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "barrier/" + id}}}); err != nil {
+			t.Fatalf("%s subscribe: %v", id, err)
+		}
 	}
 	seven := 7
 	sub("plain1", paho.SubscribeOptions{Topic: "fan/x"}, nil, 0)

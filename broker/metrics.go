@@ -190,6 +190,15 @@ func (c *meteredConn) SyscallConn() (syscall.RawConn, error) {
 	return nil, errNotPlainSocket
 }
 
+// WrittenDirectly counts the bytes the engine wrote to the socket
+// (SyscallConn) without calling Write: deliveries its readers write
+// without waiting (mochi fork patch 40).
+func (c *meteredConn) WrittenDirectly(n int) {
+	if n > 0 {
+		c.out.Add(float64(n))
+	}
+}
+
 // NotifyReadable passes through to a connection that can wake a parked
 // client itself (multi-stream QUIC: the transport's goroutines receive
 // the streams), so that its client gives its goroutine up too; false for

@@ -129,6 +129,7 @@ type Client struct {
 type ClientConnection struct {
 	Conn     net.Conn      // the net.Conn used to establish the connection
 	bconn    *connReader   // a buffered net.Conn for reading packets [iotq patch 12]
+	raw      rawWriter     // Conn's socket, written without waiting; nil: none [iotq patch 40]
 	outbuf   *bytes.Buffer // a buffer for writing packets
 	Remote   string        // the remote address of the client
 	Listener string        // listener id of the client
@@ -174,6 +175,7 @@ type ClientState struct {
 	ServerKeepalive bool               // keepalive was set by the server
 	sinceDeadline   uint8              // packets read since the deadline was refreshed (reader only) [iotq patch 30]
 	replyPending    bool               // writeReply left answers in the output buffer (reader only) [iotq patch 31]
+	deliveries      deliveryBatch      // subscribers whose writer this client's reader holds [iotq patch 40]
 }
 
 // newClient returns a new instance of Client. This is almost exclusively used by Server
@@ -201,7 +203,9 @@ func newClient(c net.Conn, o *ops) *Client {
 			Conn:   c,
 			bconn:  newConnReader(c, o.readBufs, o.options.ClientNetReadBufferSize), // [iotq patch 12]
 			Remote: c.RemoteAddr().String(),
+			raw:    newRawWriter(c), // [iotq patch 40]
 		}
+		cl.Net.bconn.owner = cl // [iotq patch 40]
 	}
 
 	return cl
@@ -239,8 +243,15 @@ func (cl *Client) QueuePacket(pk packets.Packet) bool {
 // enqueue puts pk on the outbound queue and starts a writer if none runs;
 // it reports false if the queue is full. [iotq patch 11]
 func (cl *Client) enqueue(pk *packets.Packet) bool {
+	return cl.enqueueFrom(nil, pk)
+}
+
+// enqueueFrom is enqueue called while from's reader handles from's input:
+// from's reader then becomes the writer (deliveryBatch) instead of a new
+// goroutine. [iotq patch 40]
+func (cl *Client) enqueueFrom(from *Client, pk *packets.Packet) bool {
 	ok, start := cl.State.outbound.push(pk)
-	if start {
+	if start && (from == nil || !from.State.deliveries.add(cl)) {
 		go cl.WriteLoop()
 	}
 	return ok
@@ -256,6 +267,7 @@ func (cl *Client) WriteLoop() {
 			cl.Stop(cl.recovered(r, "writing"))
 		}
 	}()
+	cl.flushLeft() // [iotq patch 40]
 	for {
 		if cl.Closed() {
 			// Nothing will be written: let go of the queue (and of the
@@ -494,7 +506,14 @@ func (cl *Client) Read(packetHandler ReadFn) error {
 
 // read is Read; a client that may park returns errParked when it gave its
 // goroutine up, and resumed continues it. [iotq patch 18]
-func (cl *Client) read(packetHandler ReadFn, resumed bool) error {
+func (cl *Client) read(packetHandler ReadFn, resumed bool) (err error) {
+	defer func() {
+		// A parked client's batch was written before it parked, and the
+		// goroutine that resumes it owns the batch now. [iotq patch 40]
+		if !errors.Is(err, errParked) {
+			cl.State.deliveries.end()
+		}
+	}()
 	for {
 		if !resumed { // a resumed client continues the wait it parked in
 			if cl.Closed() {
@@ -523,6 +542,7 @@ func (cl *Client) read(packetHandler ReadFn, resumed bool) error {
 		}
 		resumed = false
 		if cl.Net.bconn.buffered() == 0 {
+			cl.writeDeliveries()                      // [iotq patch 40]
 			if err := cl.flushReplies(); err != nil { // [iotq patch 31]
 				return err
 			}
@@ -537,6 +557,7 @@ func (cl *Client) read(packetHandler ReadFn, resumed bool) error {
 		if err != nil {
 			return err
 		}
+		cl.State.deliveries.begin() // [iotq patch 40]
 		if err := cl.readPacket(b, packetHandler); err != nil {
 			return err
 		}
@@ -738,7 +759,9 @@ func (cl *Client) WritePacket(pk packets.Packet) error {
 // each, which was a third of the broker's CPU at 1 -> 1 QoS 1. Called by
 // the reader only. [iotq patch 31]
 func (cl *Client) writeReply(pk packets.Packet) error {
-	if cl.Net.bconn == nil || cl.Net.bconn.buffered() == 0 {
+	// Deliveries the reader will write first (patch 40) keep the answer
+	// waiting with them: read flushes both before it waits.
+	if cl.Net.bconn == nil || cl.Net.bconn.buffered() == 0 && !cl.State.deliveries.pending() {
 		return cl.writePacket(pk, false)
 	}
 	cl.State.replyPending = true
@@ -768,6 +791,69 @@ func (cl *Client) writePacket(pk packets.Packet, hold bool) error {
 		return nil
 	}
 
+	buf := cl.ops.getBuffer() // [iotq patch 29]
+	defer cl.ops.putBuffer(buf)
+	if err := cl.encodePacket(&pk, buf); err != nil {
+		return err
+	}
+	// The hooks get the encoded packet even when buf.WriteTo below has
+	// drained buf (upstream passed them the drained, empty buffer). The
+	// bytes stay valid until buf goes back to the pool. [iotq patch 29]
+	encoded := buf.Bytes()
+
+	n, err := func() (int64, error) {
+		cl.Lock()
+		defer cl.Unlock()
+		if hold { // [iotq patch 31]
+			if cl.Net.outbuf == nil {
+				cl.Net.outbuf = cl.ops.getBuffer() // [iotq patch 34]
+			}
+			n, _ := cl.Net.outbuf.Write(buf.Bytes())
+			if cl.Net.outbuf.Len() < cl.ops.options.ClientNetWriteBufferSize {
+				return int64(n), nil
+			}
+			return int64(n), cl.flushOutbuf()
+		}
+		if cl.State.outbound.Len() == 0 {
+			if cl.Net.outbuf == nil {
+				cl.State.deliveries.release() // about to wait on the socket [iotq patch 40]
+				return buf.WriteTo(cl.Net.Conn)
+			}
+
+			// first write to buffer, then flush buffer
+			n, _ := cl.Net.outbuf.Write(buf.Bytes()) // will always be successful
+			return int64(n), cl.flushOutbuf()
+		}
+
+		// there are more writes in the queue
+		if cl.Net.outbuf == nil {
+			if buf.Len() >= cl.ops.options.ClientNetWriteBufferSize {
+				cl.State.deliveries.release() // [iotq patch 40]
+				return buf.WriteTo(cl.Net.Conn)
+			}
+			cl.Net.outbuf = cl.ops.getBuffer() // [iotq patch 34]
+		}
+
+		n, _ := cl.Net.outbuf.Write(buf.Bytes()) // will always be successful
+		if cl.Net.outbuf.Len() < cl.ops.options.ClientNetWriteBufferSize {
+			return int64(n), nil
+		}
+
+		return int64(n), cl.flushOutbuf()
+	}()
+	if err != nil {
+		return err
+	}
+
+	cl.countSent(&pk, n, encoded)
+	return nil
+}
+
+// encodePacket prepares pk for cl (expiry, protocol version, the
+// encoder's limits, the OnPacketEncode hook) and appends its encoding to
+// buf. A packet over the client's Maximum Packet Size leaves buf as it
+// was. [iotq patch 40: split from writePacket]
+func (cl *Client) encodePacket(pk *packets.Packet, buf *bytes.Buffer) error {
 	if pk.Expiry > 0 {
 		expiry := pk.Expiry - time.Now().Unix()
 		if expiry < 1 {
@@ -789,16 +875,12 @@ func (cl *Client) writePacket(pk packets.Packet, hold bool) error {
 		pk.Mods.AllowResponseInfo = true // [MQTT-3.1.2-28] we need to know which properties we can encode
 	}
 
-	pk = cl.ops.hooks.OnPacketEncode(cl, pk)
-
-	var err error
-	var buf *bytes.Buffer
-	if p := cl.ops.encodeBufs; p != nil { // [iotq patch 29]
-		buf = p.Get()
-		defer p.Put(buf)
-	} else {
-		buf = new(bytes.Buffer)
+	if cl.ops.hooks.Provides(OnPacketEncode) {
+		*pk = cl.ops.hooks.OnPacketEncode(cl, *pk)
 	}
+
+	start := buf.Len()
+	var err error
 	switch pk.FixedHeader.Type {
 	case packets.Connect:
 		err = pk.ConnectEncode(buf)
@@ -806,7 +888,7 @@ func (cl *Client) writePacket(pk packets.Packet, hold bool) error {
 		err = pk.ConnackEncode(buf)
 	case packets.Publish:
 		if pk.Shareable() && !cl.ops.hooks.Provides(OnPacketEncode) { // [iotq patch 16]
-			err = pk.Shared.Encode(&pk, buf)
+			err = pk.Shared.Encode(pk, buf)
 		} else {
 			err = pk.PublishEncode(buf)
 		}
@@ -837,77 +919,32 @@ func (cl *Client) writePacket(pk packets.Packet, hold bool) error {
 	default:
 		err = fmt.Errorf("%w: %v", packets.ErrNoValidPacketAvailable, pk.FixedHeader.Type)
 	}
+	if err == nil && pk.Mods.MaxSize > 0 && uint32(buf.Len()-start) > pk.Mods.MaxSize {
+		err = packets.ErrPacketTooLarge // [MQTT-3.1.2-24] [MQTT-3.1.2-25]
+	}
 	if err != nil {
-		return err
+		buf.Truncate(start)
 	}
+	return err
+}
 
-	if pk.Mods.MaxSize > 0 && uint32(buf.Len()) > pk.Mods.MaxSize {
-		return packets.ErrPacketTooLarge // [MQTT-3.1.2-24] [MQTT-3.1.2-25]
-	}
-	// The hooks get the encoded packet even when buf.WriteTo below has
-	// drained buf (upstream passed them the drained, empty buffer). The
-	// bytes stay valid until buf goes back to the pool. [iotq patch 29]
-	encoded := buf.Bytes()
-
-	n, err := func() (int64, error) {
-		cl.Lock()
-		defer cl.Unlock()
-		if hold { // [iotq patch 31]
-			if cl.Net.outbuf == nil {
-				cl.Net.outbuf = cl.ops.getBuffer() // [iotq patch 34]
-			}
-			n, _ := cl.Net.outbuf.Write(buf.Bytes())
-			if cl.Net.outbuf.Len() < cl.ops.options.ClientNetWriteBufferSize {
-				return int64(n), nil
-			}
-			return int64(n), cl.flushOutbuf()
-		}
-		if cl.State.outbound.Len() == 0 {
-			if cl.Net.outbuf == nil {
-				return buf.WriteTo(cl.Net.Conn)
-			}
-
-			// first write to buffer, then flush buffer
-			n, _ := cl.Net.outbuf.Write(buf.Bytes()) // will always be successful
-			err = cl.flushOutbuf()
-			return int64(n), err
-		}
-
-		// there are more writes in the queue
-		if cl.Net.outbuf == nil {
-			if buf.Len() >= cl.ops.options.ClientNetWriteBufferSize {
-				return buf.WriteTo(cl.Net.Conn)
-			}
-			cl.Net.outbuf = cl.ops.getBuffer() // [iotq patch 34]
-		}
-
-		n, _ := cl.Net.outbuf.Write(buf.Bytes()) // will always be successful
-		if cl.Net.outbuf.Len() < cl.ops.options.ClientNetWriteBufferSize {
-			return int64(n), nil
-		}
-
-		err = cl.flushOutbuf()
-		return int64(n), err
-	}()
-	if err != nil {
-		return err
-	}
-
+// countSent accounts for pk, of which n bytes were written or buffered,
+// and tells the hooks. [iotq patch 40: split from writePacket]
+func (cl *Client) countSent(pk *packets.Packet, n int64, encoded []byte) {
 	atomic.AddInt64(&cl.ops.info.BytesSent, n)
 	atomic.AddInt64(&cl.ops.info.PacketsSent, 1)
 	if pk.FixedHeader.Type == packets.Publish {
 		atomic.AddInt64(&cl.ops.info.MessagesSent, 1)
 	}
 
-	cl.ops.hooks.OnPacketSent(cl, pk, encoded)
-
-	return err
+	cl.ops.hooks.OnPacketSent(cl, *pk, encoded)
 }
 
 func (cl *Client) flushOutbuf() (err error) {
 	if cl.Net.outbuf == nil {
 		return
 	}
+	cl.State.deliveries.release() // about to wait on the socket [iotq patch 40]
 
 	_, err = cl.Net.outbuf.WriteTo(cl.Net.Conn)
 	if err == nil {

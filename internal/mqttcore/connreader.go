@@ -25,9 +25,10 @@ type connReader struct {
 	size  int
 	big   *[]byte // from pool, or nil
 	small []byte
-	buf   []byte // big or small
-	r, w  int    // buf[r:w] is unread
-	last  int    // bytes returned by the last read from rd
+	buf   []byte  // big or small
+	r, w  int     // buf[r:w] is unread
+	last  int     // bytes returned by the last read from rd
+	owner *Client // its deliveries are written before any read from rd, which may wait; nil: none [iotq patch 40]
 }
 
 // connReaderSmall is the buffer an idle client keeps; a CONNECT, SUBSCRIBE
@@ -55,6 +56,7 @@ const maxEmptyReads = 100
 
 // fill reads once from rd into an empty buffer, choosing the buffer first.
 func (c *connReader) fill() error {
+	c.beforeRead()
 	c.r, c.w = 0, 0
 	if c.big != nil && c.last < connReaderSmall {
 		c.pool.Put(c.big) // light traffic: wait on the small buffer
@@ -100,6 +102,14 @@ func (c *connReader) fill() error {
 	return err
 }
 
+// beforeRead writes the deliveries the owner's reader holds (patch 40):
+// a read from rd may wait, for the rest of a packet too.
+func (c *connReader) beforeRead() {
+	if c.owner != nil {
+		c.owner.writeDeliveries()
+	}
+}
+
 // ReadByte reads one byte.
 func (c *connReader) ReadByte() (byte, error) {
 	for c.r == c.w {
@@ -119,6 +129,7 @@ func (c *connReader) Read(p []byte) (int, error) {
 	}
 	if c.r == c.w {
 		if len(p) >= c.size {
+			c.beforeRead()
 			return c.rd.Read(p) // large read: skip the copy
 		}
 		if err := c.fill(); err != nil {

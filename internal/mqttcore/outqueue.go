@@ -79,18 +79,53 @@ func (q *outQueue) pop() (*packets.Packet, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.n == 0 {
-		q.writing = false
-		if len(q.buf) > outQueueKeep {
-			q.buf, q.head = nil, 0
-		}
+		q.endLocked()
 		return nil, false
 	}
+	return q.takeLocked(), true
+}
+
+// popHeld removes the oldest packet for a writer that keeps its role when
+// the queue is empty (a reader writing deliveries, patch 40): it reports
+// false then, and the writer ends its role with endHeld.
+func (q *outQueue) popHeld() (*packets.Packet, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n == 0 {
+		return nil, false
+	}
+	return q.takeLocked(), true
+}
+
+// endHeld ends the writer's role if the queue is empty and reports
+// whether it did; false: packets came meanwhile, and the role goes on.
+// [iotq patch 40]
+func (q *outQueue) endHeld() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n != 0 {
+		return false
+	}
+	q.endLocked()
+	return true
+}
+
+// endLocked ends the writer's role on an empty queue.
+func (q *outQueue) endLocked() {
+	q.writing = false
+	if len(q.buf) > outQueueKeep {
+		q.buf, q.head = nil, 0
+	}
+}
+
+// takeLocked removes the oldest of the queued packets.
+func (q *outQueue) takeLocked() *packets.Packet {
 	pk := q.buf[q.head]
 	q.buf[q.head] = nil
 	q.head = (q.head + 1) % len(q.buf)
 	q.n--
 	q.length.Store(int32(q.n))
-	return pk, true
+	return pk
 }
 
 // Len returns the number of queued packets.

@@ -1169,7 +1169,7 @@ func (s *Server) processPublish(cl *Client, pk packets.Packet) error {
 	// When it publishes a package with a qos > 0, the server treats
 	// the package as qos=0, and the client receives it as qos=1 or 2.
 	if pk.FixedHeader.Qos == 0 || cl.Net.Inline {
-		s.publishToSubscribers(pk)
+		s.publishToSubscribersFrom(cl, pk) // [iotq patch 40]
 		s.hooks.OnPublished(cl, pk)
 		return nil
 	}
@@ -1202,7 +1202,7 @@ func (s *Server) processPublish(cl *Client, pk packets.Packet) error {
 		s.hooks.OnQosComplete(cl, ack)
 	}
 
-	s.publishToSubscribers(pk)
+	s.publishToSubscribersFrom(cl, pk) // [iotq patch 40]
 	s.hooks.OnPublished(cl, pk)
 
 	return nil
@@ -1256,7 +1256,7 @@ func (s *Server) publishAckAfter(cl *Client, pk packets.Packet) error {
 		}
 	}
 
-	s.publishToSubscribers(pk)
+	s.publishToSubscribersFrom(cl, pk) // [iotq patch 40]
 	s.hooks.OnPublished(cl, pk)
 
 	s.Options.AckAfter(cl, func() { cl.QueuePacket(ack) })
@@ -1278,6 +1278,13 @@ func (s *Server) retainMessage(cl *Client, pk packets.Packet) {
 
 // publishToSubscribers publishes a publish packet to all subscribers with matching topic filters.
 func (s *Server) publishToSubscribers(pk packets.Packet) {
+	s.publishToSubscribersFrom(nil, pk)
+}
+
+// publishToSubscribersFrom is publishToSubscribers called by the reader
+// of from, the publisher, which then writes the deliveries itself
+// (deliveryBatch); from is nil on any other goroutine. [iotq patch 40]
+func (s *Server) publishToSubscribersFrom(from *Client, pk packets.Packet) {
 	if pk.Ignore {
 		return
 	}
@@ -1311,7 +1318,7 @@ func (s *Server) publishToSubscribers(pk packets.Packet) {
 	}
 	for id, subs := range subscribers.Subscriptions {
 		if cl, ok := s.Clients.Get(id); ok {
-			_, err := s.publishToClient(cl, subs, pk)
+			_, err := s.publishToClientFrom(from, cl, subs, pk)
 			if err != nil {
 				s.Log.Debug("failed publishing packet", "error", err, "client", cl.ID, "packet", pk)
 			}
@@ -1332,6 +1339,12 @@ func queuedCopy(shared *packets.SharedEncoding, out *packets.Packet) *packets.Pa
 }
 
 func (s *Server) publishToClient(cl *Client, sub packets.Subscription, pk packets.Packet) (packets.Packet, error) {
+	return s.publishToClientFrom(nil, cl, sub, pk)
+}
+
+// publishToClientFrom is publishToClient called by the reader of from
+// (see publishToSubscribersFrom). [iotq patch 40]
+func (s *Server) publishToClientFrom(from *Client, cl *Client, sub packets.Subscription, pk packets.Packet) (packets.Packet, error) {
 	if sub.NoLocal && pk.Origin == cl.ID {
 		return pk, nil // [MQTT-3.8.3-3]
 	}
@@ -1382,6 +1395,9 @@ func (s *Server) publishToClient(cl *Client, sub packets.Subscription, pk packet
 		for {
 			if q := cl.QueuedBytes(); q == 0 || q+QueuedCost(&out) <= max { // [iotq patch 22]
 				break
+			}
+			if from != nil {
+				from.State.deliveries.release() // QueuedBytesFull may wait for writers [iotq patch 40]
 			}
 			if s.Options.QueuedBytesFull == nil || !s.Options.QueuedBytesFull(cl, out) {
 				return out, packets.ErrQuotaExceeded
@@ -1490,10 +1506,13 @@ func (s *Server) publishToClient(cl *Client, sub packets.Subscription, pk packet
 			qos0Bytes = QueuedCost(&out) // [iotq patch 22]
 		}
 		cl.State.outboundBytes.Add(qos0Bytes)
-		if cl.enqueue(queuedCopy(pk.Shared, &out)) { // [iotq patch 11, 33]
+		if cl.enqueueFrom(from, queuedCopy(pk.Shared, &out)) { // [iotq patch 11, 33, 40]
 			return out, nil
 		}
 		cl.State.outboundBytes.Add(-qos0Bytes)
+		if from != nil {
+			from.State.deliveries.release() // OutboundFull may wait for writers [iotq patch 40]
+		}
 		if s.Options.OutboundFull == nil || !s.Options.OutboundFull(cl, out) { // [iotq patch 9]
 			break
 		}
@@ -1823,6 +1842,7 @@ func (s *Server) processDisconnect(cl *Client, pk packets.Packet) error {
 	// the connection closes: batched ones [iotq patch 31], and those
 	// waiting for the store's commit [iotq patch 32].
 	if !cl.Net.Inline {
+		cl.State.deliveries.release() // awaitAcks may wait for cl's writer [iotq patch 40]
 		_ = cl.flushReplies()
 		if s.Options.AckAfter != nil {
 			s.awaitAcks(cl)

@@ -1045,9 +1045,8 @@ func TestServerEstablishConnectionInvalidConnectAckFailure(t *testing.T) {
 
 func TestServerEstablishConnectionBadPacket(t *testing.T) {
 	// The first Write below is empty (upstream asks TPacketData[Connect] for a
-	// Connack case), so the pipe's Read returns 0, nil; bufio.Reader retried,
-	// connReader ends the connection with io.ErrNoProgress. A WebSocket
-	// message of exactly 256 bytes does the same to a real client.
+	// Connack case), so the pipe's Read returns 0, nil: connReader retries as
+	// bufio.Reader did (patch 21) and meets the CONNECT-less DISCONNECT.
 	s := newServer()
 
 	r, w := net.Pipe()

@@ -581,8 +581,8 @@ func (x *TopicsIndex) scanMessages(filter string, d int, n *particle, pks []pack
 			}
 
 			if !hasNext {
-				if adjacent.retainPath != "" {
-					if pk, ok := x.Retained.Get(adjacent.retainPath); ok {
+				if path := adjacent.retained(); path != "" { // [iotq patch 41]
+					if pk, ok := x.Retained.Get(path); ok {
 						pks = append(pks, pk)
 					}
 				}
@@ -600,7 +600,7 @@ func (x *TopicsIndex) scanMessages(filter string, d int, n *particle, pks []pack
 			return x.scanMessages(filter, d+1, particle, pks)
 		}
 
-		if pk, ok := x.Retained.Get(particle.retainPath); ok {
+		if pk, ok := x.Retained.Get(particle.retained()); ok { // [iotq patch 41]
 			pks = append(pks, pk)
 		}
 	}
@@ -822,6 +822,15 @@ type particle struct {
 	inlineSubscriptions *InlineSubscriptions // a map of inline subscriptions for this particle
 	retainPath          string               // path of a retained message
 	sync.Mutex                               // mutex for when making changes to the particle
+}
+
+// retained returns the path of the particle's retained message, which
+// RetainMessage sets under the particle's lock while a subscriber's
+// reader may be scanning for retained messages. [iotq patch 41]
+func (n *particle) retained() string {
+	n.Lock()
+	defer n.Unlock()
+	return n.retainPath
 }
 
 // newParticle returns a pointer to a new instance of particle.
