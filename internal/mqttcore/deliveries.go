@@ -137,11 +137,11 @@ func (cl *Client) writeQueued() {
 	}
 	buf := cl.ops.getBuffer()
 	for buf.Len() < inlineWriteMax {
-		pk, ok := cl.State.outbound.popHeld()
+		e, ok := cl.State.outbound.popHeld()
 		if !ok {
 			break
 		}
-		cl.encodeQueued(pk, buf)
+		cl.encodeQueued(e, buf)
 	}
 	if !cl.TryLock() {
 		// Another goroutine writes to cl's connection, perhaps waiting
@@ -189,9 +189,10 @@ func (cl *Client) appendOut(buf *bytes.Buffer) {
 	cl.ops.putBuffer(buf)
 }
 
-// encodeQueued encodes pk, taken from cl's outbound queue, into buf and
-// accounts for it as WriteLoop does for a packet it writes.
-func (cl *Client) encodeQueued(pk *packets.Packet, buf *bytes.Buffer) {
+// encodeQueued encodes e's packet, taken from cl's outbound queue, into
+// buf and accounts for it as WriteLoop does for a packet it writes.
+func (cl *Client) encodeQueued(e queued, buf *bytes.Buffer) {
+	pk := e.pk
 	start := buf.Len()
 	sent := *pk // queued packets may be shared by subscribers (patch 33)
 	if err := cl.encodePacket(&sent, buf); err != nil {
@@ -202,7 +203,7 @@ func (cl *Client) encodeQueued(pk *packets.Packet, buf *bytes.Buffer) {
 			cl.State.Inflight.markSent(pk.PacketID, pk.Seq) // a resend is now a re-delivery [iotq patch 20, 22]
 		}
 	}
-	cl.sent(pk)
+	cl.sent(e)
 }
 
 // flushLeft writes what a reader's write left in cl's output buffer
