@@ -143,6 +143,31 @@ func encodeLength(b *bytes.Buffer, length int64) {
 	}
 }
 
+// decodeLengthBytes is DecodeLength reading from the start of b: the
+// same results, without an io.ByteReader, which made every caller's
+// buffer escape to the heap. [iotq patch 43]
+func decodeLengthBytes(b []byte) (n, bu int, err error) {
+	var multiplier uint32
+	var value uint32
+	bu = 1
+	for i := 0; ; i++ {
+		if i >= len(b) {
+			return 0, bu, io.EOF
+		}
+		eb := b[i]
+		value |= uint32(eb&127) << multiplier
+		if value > 268435455 {
+			return 0, bu, ErrMalformedVariableByteInteger
+		}
+		if (eb & 128) == 0 {
+			break
+		}
+		multiplier += 7
+		bu++
+	}
+	return int(value), bu, nil
+}
+
 func DecodeLength(b io.ByteReader) (n, bu int, err error) {
 	// see 1.5.5 Variable Byte Integer decode non-normative
 	// https://docs.oasis-open.org/mqtt/mqtt/v5.0/os/mqtt-v5.0-os.html#_Toc3901027

@@ -455,8 +455,12 @@ func (p *Properties) Decode(pkt byte, b *bytes.Buffer) (n int, err error) {
 		return 0, nil
 	}
 
+	// The length is read from b's bytes, not through io.ByteReader, so
+	// that b does not escape: each PUBLISH's decoding allocated the
+	// bytes.Buffer its caller made for it. [iotq patch 43]
 	var bu int
-	n, bu, err = DecodeLength(b)
+	n, bu, err = decodeLengthBytes(b.Bytes())
+	b.Next(bu)
 	if err != nil {
 		return n + bu, err
 	}
