@@ -21,12 +21,12 @@ import (
 // and pop ends it by reporting an empty queue.
 type outQueue struct {
 	mu      sync.Mutex
-	buf     []queued // ring buffer; nil when empty
-	head    int               // index of the oldest packet
-	n       int               // packets queued
-	max     int               // capacity limit
-	writing bool              // a writer goroutine is draining the queue
-	length  atomic.Int32      // n, readable without the lock
+	buf     []queued     // ring buffer; nil when empty
+	head    int          // index of the oldest packet
+	n       int          // packets queued
+	max     int          // capacity limit
+	writing bool         // a writer goroutine is draining the queue
+	length  atomic.Int32 // n, readable without the lock
 }
 
 // queued is a packet in an outQueue. owned: the packet was made for the
