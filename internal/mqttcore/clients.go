@@ -797,7 +797,8 @@ func (cl *Client) writePacket(pk packets.Packet, hold bool) error {
 
 	buf := cl.ops.getBuffer() // [iotq patch 29]
 	defer cl.ops.putBuffer(buf)
-	if err := cl.encodePacket(&pk, buf); err != nil {
+	var now unixNow
+	if err := cl.encodePacket(&pk, buf, &now); err != nil {
 		return err
 	}
 	// The hooks get the encoded packet even when buf.WriteTo below has
@@ -853,13 +854,36 @@ func (cl *Client) writePacket(pk packets.Packet, hold bool) error {
 	return nil
 }
 
+// receivedAt returns when the packet the reader handles arrived, in Unix
+// seconds: the time of the read that brought its last bytes. Upstream
+// read the clock for each PUBLISH; with encodePacket's reading that was
+// 5 % of the broker's CPU at 1 -> 1 QoS 0. [iotq patch 45]
+func (cl *Client) receivedAt() int64 {
+	if cl.Net.bconn != nil && cl.Net.bconn.readAt != 0 {
+		return cl.Net.bconn.readAt
+	}
+	return time.Now().Unix()
+}
+
+// unixNow is the time in Unix seconds, read from the clock when first
+// asked: one reading for the packets encoded in one batch. [iotq patch 45]
+type unixNow int64
+
+func (t *unixNow) get() int64 {
+	if *t == 0 {
+		*t = unixNow(time.Now().Unix())
+	}
+	return int64(*t)
+}
+
 // encodePacket prepares pk for cl (expiry, protocol version, the
 // encoder's limits, the OnPacketEncode hook) and appends its encoding to
 // buf. A packet over the client's Maximum Packet Size leaves buf as it
-// was. [iotq patch 40: split from writePacket]
-func (cl *Client) encodePacket(pk *packets.Packet, buf *bytes.Buffer) error {
+// was. now gives the time the remaining expiry interval counts from.
+// [iotq patch 40: split from writePacket; 45: now]
+func (cl *Client) encodePacket(pk *packets.Packet, buf *bytes.Buffer, now *unixNow) error {
 	if pk.Expiry > 0 {
-		expiry := pk.Expiry - time.Now().Unix()
+		expiry := pk.Expiry - now.get()
 		if expiry < 1 {
 			expiry = 1
 		}

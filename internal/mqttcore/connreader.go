@@ -5,6 +5,7 @@ package mqttcore
 import (
 	"io"
 	"sync"
+	"time"
 )
 
 // connReader is a client's buffered reader that holds a full-size buffer
@@ -29,6 +30,10 @@ type connReader struct {
 	r, w  int     // buf[r:w] is unread
 	last  int     // bytes returned by the last read from rd
 	owner *Client // its deliveries are written before any read from rd, which may wait; nil: none [iotq patch 40]
+	// readAt is when the last read from rd that returned data returned,
+	// in Unix seconds (0: none yet): the arrival time of the packets it
+	// brought, read once per read rather than once per packet. [iotq patch 45]
+	readAt int64
 }
 
 // connReaderSmall is the buffer an idle client keeps; a CONNECT, SUBSCRIBE
@@ -83,6 +88,9 @@ func (c *connReader) fill() error {
 		}
 	}
 	c.w, c.last = n, n
+	if n > 0 {
+		c.readAt = time.Now().Unix()
+	}
 	if n == len(c.buf) && c.big == nil {
 		// The small buffer came back full: more is likely waiting.
 		c.big = c.pool.Get().(*[]byte)
@@ -130,7 +138,11 @@ func (c *connReader) Read(p []byte) (int, error) {
 	if c.r == c.w {
 		if len(p) >= c.size {
 			c.beforeRead()
-			return c.rd.Read(p) // large read: skip the copy
+			n, err := c.rd.Read(p) // large read: skip the copy
+			if n > 0 {
+				c.readAt = time.Now().Unix()
+			}
+			return n, err
 		}
 		if err := c.fill(); err != nil {
 			return 0, err

@@ -136,12 +136,13 @@ func (cl *Client) writeQueued() {
 		return
 	}
 	buf := cl.ops.getBuffer()
+	var now unixNow // one clock reading for the batch [iotq patch 45]
 	for buf.Len() < inlineWriteMax {
 		e, ok := cl.State.outbound.popHeld()
 		if !ok {
 			break
 		}
-		cl.encodeQueued(e, buf)
+		cl.encodeQueued(e, buf, &now)
 	}
 	if !cl.TryLock() {
 		// Another goroutine writes to cl's connection, perhaps waiting
@@ -191,11 +192,11 @@ func (cl *Client) appendOut(buf *bytes.Buffer) {
 
 // encodeQueued encodes e's packet, taken from cl's outbound queue, into
 // buf and accounts for it as WriteLoop does for a packet it writes.
-func (cl *Client) encodeQueued(e queued, buf *bytes.Buffer) {
+func (cl *Client) encodeQueued(e queued, buf *bytes.Buffer, now *unixNow) {
 	pk := e.pk
 	start := buf.Len()
 	sent := *pk // queued packets may be shared by subscribers (patch 33)
-	if err := cl.encodePacket(&sent, buf); err != nil {
+	if err := cl.encodePacket(&sent, buf, now); err != nil {
 		cl.ops.log.Debug("failed publishing packet", "error", err, "client", cl.ID, "packet", pk)
 	} else {
 		cl.countSent(&sent, int64(buf.Len()-start), buf.Bytes()[start:])

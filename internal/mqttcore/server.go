@@ -1157,7 +1157,7 @@ func (s *Server) processPublish(cl *Client, pk packets.Packet) error {
 	}
 
 	pk.Origin = cl.ID
-	pk.Created = time.Now().Unix()
+	pk.Created = cl.receivedAt() // [iotq patch 45]
 
 	if expiry := minimum(s.Options.Capabilities.MaximumMessageExpiryInterval,
 		int64(pk.Properties.MessageExpiryInterval)); expiry > 0 {
@@ -1354,9 +1354,9 @@ func (s *Server) publishToSubscribersFrom(from *Client, pk packets.Packet) {
 	if len(subscribers.Subscriptions) > 1 {
 		pk.Shared = new(packets.SharedEncoding) // encode once for all [iotq patch 16]
 	}
-	for id, subs := range subscribers.Subscriptions {
-		if cl, ok := s.Clients.Get(id); ok {
-			_, err := s.publishToClientFrom(from, cl, subs, pk)
+	for _, cs := range subscribers.List() { // [iotq patch 44]
+		if cl, ok := s.Clients.Get(cs.ClientID); ok {
+			_, err := s.publishToClientFrom(from, cl, cs.Subscription, pk)
 			if err != nil {
 				s.Log.Debug("failed publishing packet", "error", err, "client", cl.ID, "packet", pk)
 			}

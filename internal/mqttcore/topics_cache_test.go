@@ -51,15 +51,40 @@ func TestSubscribersCacheFollowsChanges(t *testing.T) {
 	}
 }
 
-// A caller replacing the fields of its result does not change the cached
-// answer of the next caller.
-func TestSubscribersCacheResultIsPrivate(t *testing.T) {
+// A cached answer is handed out as it is, without an allocation, and its
+// List holds the same subscriptions as its map (patch 44); an answer with
+// shared subscriptions is the caller's own.
+func TestSubscribersCachedAnswerIsSharedAndListed(t *testing.T) {
 	x := NewTopicsIndex()
-	x.Subscribe("c1", packets.Subscription{Filter: "t"})
-	first := x.Subscribers("t")
-	first.Subscriptions = nil
-	if n := len(x.Subscribers("t").Subscriptions); n != 1 {
-		t.Fatalf("second answer has %d subscriptions after the first caller replaced its map", n)
+	x.Subscribe("c1", packets.Subscription{Filter: "t/+", Qos: 1})
+	x.Subscribe("c2", packets.Subscription{Filter: "t/#"})
+	x.Subscribe("c1", packets.Subscription{Filter: "t/a", Qos: 0, Identifier: 3})
+	first := x.Subscribers("t/a")
+	if second := x.Subscribers("t/a"); second != first {
+		t.Fatal("the second answer for an unchanged topic is not the cached one")
+	}
+	if allocs := testing.AllocsPerRun(100, func() { _ = x.Subscribers("t/a") }); allocs != 0 {
+		t.Fatalf("a cached answer allocated %.0f times, want 0", allocs)
+	}
+	l := first.List()
+	if len(l) != len(first.Subscriptions) || len(l) != 2 {
+		t.Fatalf("List has %d entries, the map %d (want 2)", len(l), len(first.Subscriptions))
+	}
+	for _, cs := range l {
+		if want := first.Subscriptions[cs.ClientID]; cs.Subscription.Qos != want.Qos || cs.Subscription.Filter != want.Filter || len(cs.Subscription.Identifiers) != len(want.Identifiers) {
+			t.Fatalf("List's %s: %+v, the map's %+v", cs.ClientID, cs.Subscription, want)
+		}
+	}
+	if c1 := first.Subscriptions["c1"]; c1.Qos != 1 || c1.Identifiers["t/a"] != 3 {
+		t.Fatalf("c1's merged subscription: %+v, want QoS 1 and identifier 3", c1)
+	}
+	x.Subscribe("c3", packets.Subscription{Filter: "$share/g/t/a"})
+	a, b := x.Subscribers("t/a"), x.Subscribers("t/a")
+	if a == b {
+		t.Fatal("an answer with shared subscriptions is shared between callers")
+	}
+	if len(a.List()) != 2 {
+		t.Fatalf("List of an uncached answer: %d entries, want 2", len(a.List()))
 	}
 }
 
