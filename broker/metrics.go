@@ -199,6 +199,15 @@ func (c *meteredConn) WrittenDirectly(n int) {
 	}
 }
 
+// ReadDirectly counts the bytes the engine read from the socket
+// (SyscallConn) without calling Read: input a client's reader takes
+// without waiting (mochi fork patch 46).
+func (c *meteredConn) ReadDirectly(n int) {
+	if n > 0 {
+		c.in.Add(float64(n))
+	}
+}
+
 // NotifyReadable passes through to a connection that can wake a parked
 // client itself (multi-stream QUIC: the transport's goroutines receive
 // the streams), so that its client gives its goroutine up too; false for

@@ -205,7 +205,9 @@ func newClient(c net.Conn, o *ops) *Client {
 			Remote: c.RemoteAddr().String(),
 			raw:    newRawWriter(c), // [iotq patch 40]
 		}
-		cl.Net.bconn.owner = cl // [iotq patch 40]
+		cl.Net.bconn.owner = cl       // [iotq patch 40]
+		cl.Net.bconn.raw = cl.Net.raw // [iotq patch 46]
+		cl.Net.bconn.counted, _ = c.(DirectReadCounter)
 	}
 
 	return cl
@@ -526,6 +528,17 @@ func (cl *Client) read(packetHandler ReadFn, resumed bool) (err error) {
 
 			if cl.Net.bconn == nil {
 				return ErrConnectionClosed
+			}
+			if cl.Net.bconn.buffered() == 0 && cl.Net.bconn.raw != nil {
+				// Write what waits, then take what the socket holds
+				// already: while a publisher streams it usually holds
+				// more, and that read needs no deadline, no parking
+				// and no wait. [iotq patch 46]
+				cl.writeDeliveries()
+				if err := cl.flushReplies(); err != nil {
+					return err
+				}
+				cl.Net.bconn.fillNow()
 			}
 			// The keep-alive deadline matters only to a read that
 			// blocks: it is refreshed before the buffer runs dry, and

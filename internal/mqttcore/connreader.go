@@ -34,6 +34,19 @@ type connReader struct {
 	// in Unix seconds (0: none yet): the arrival time of the packets it
 	// brought, read once per read rather than once per packet. [iotq patch 45]
 	readAt int64
+	// raw reads the socket under rd without waiting (fillNow); nil: not
+	// a plain socket. A read that finds data needs no deadline. [iotq patch 46]
+	raw rawWriter
+	// counted is told the bytes fillNow read past rd (whose Read may
+	// count them); nil: none. [iotq patch 46]
+	counted DirectReadCounter
+}
+
+// DirectReadCounter is a connection that counts the bytes read from it and
+// is told about those the engine read from its socket (SyscallConn)
+// without calling its Read. [iotq patch 46]
+type DirectReadCounter interface {
+	ReadDirectly(n int)
 }
 
 // connReaderSmall is the buffer an idle client keeps; a CONNECT, SUBSCRIBE
@@ -59,9 +72,8 @@ func newReadBufferPool(size int) *sync.Pool {
 // error before fill gives up with io.ErrNoProgress (bufio's limit).
 const maxEmptyReads = 100
 
-// fill reads once from rd into an empty buffer, choosing the buffer first.
-func (c *connReader) fill() error {
-	c.beforeRead()
+// pickBuffer empties the buffer and chooses which one the next read fills.
+func (c *connReader) pickBuffer() {
 	c.r, c.w = 0, 0
 	if c.big != nil && c.last < connReaderSmall {
 		c.pool.Put(c.big) // light traffic: wait on the small buffer
@@ -75,18 +87,10 @@ func (c *connReader) fill() error {
 		}
 		c.buf = c.small
 	}
-	// io.Reader allows (0, nil); a WebSocket conn returns it when the
-	// previous read ended exactly at a message's end. Retry as bufio does:
-	// failing at once disconnected a client whose packet filled one
-	// WebSocket message of 256 bytes. [iotq patch 21]
-	var n int
-	var err error
-	for empty := 0; ; empty++ {
-		n, err = c.rd.Read(c.buf)
-		if n > 0 || err != nil || empty == maxEmptyReads {
-			break
-		}
-	}
+}
+
+// filled records a read of n bytes into the buffer pickBuffer chose.
+func (c *connReader) filled(n int) {
 	c.w, c.last = n, n
 	if n > 0 {
 		c.readAt = time.Now().Unix()
@@ -101,6 +105,45 @@ func (c *connReader) fill() error {
 		copy(*c.big, c.buf[:n])
 		c.buf = *c.big
 	}
+}
+
+// fillNow fills the empty buffer with what the socket holds now, without
+// waiting, and reports whether it got anything. The reader calls it
+// before it prepares a read that may wait (keep-alive deadline, parking):
+// while a publisher streams, data is usually there already, and the read
+// costs one system call instead of that and two deadline changes. Nothing
+// there, the peer gone or an error: false, and the blocking read meets
+// whichever it was. [iotq patch 46]
+func (c *connReader) fillNow() bool {
+	if c.raw == nil || c.r != c.w {
+		return false
+	}
+	c.pickBuffer()
+	n := c.raw.readNow(c.buf)
+	c.filled(n)
+	if n > 0 && c.counted != nil {
+		c.counted.ReadDirectly(n)
+	}
+	return n > 0
+}
+
+// fill reads once from rd into an empty buffer, choosing the buffer first.
+func (c *connReader) fill() error {
+	c.beforeRead()
+	c.pickBuffer()
+	// io.Reader allows (0, nil); a WebSocket conn returns it when the
+	// previous read ended exactly at a message's end. Retry as bufio does:
+	// failing at once disconnected a client whose packet filled one
+	// WebSocket message of 256 bytes. [iotq patch 21]
+	var n int
+	var err error
+	for empty := 0; ; empty++ {
+		n, err = c.rd.Read(c.buf)
+		if n > 0 || err != nil || empty == maxEmptyReads {
+			break
+		}
+	}
+	c.filled(n)
 	if n > 0 {
 		return nil
 	}

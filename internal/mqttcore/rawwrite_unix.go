@@ -38,3 +38,19 @@ func (w *socketWriter) writeNow(p []byte) int {
 	}
 	return n
 }
+
+// readNow reads what the socket holds now into p, without waiting: n > 0
+// bytes, or 0 when nothing is waiting, the peer closed or the read
+// failed (the blocking read that follows meets the end or the error).
+// [iotq patch 46]
+func (w *socketWriter) readNow(p []byte) int {
+	var n int
+	err := w.rc.Read(func(fd uintptr) bool {
+		n, _ = syscall.Read(int(fd), p)
+		return true // never wait for the socket
+	})
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}

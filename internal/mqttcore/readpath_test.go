@@ -4,6 +4,7 @@ package mqttcore
 
 import (
 	"bytes"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +68,66 @@ func TestEncodeExpiryCountsFromBatchTime(t *testing.T) {
 	var fresh unixNow
 	if got, clock := fresh.get(), time.Now().Unix(); got < clock-1 || got > clock {
 		t.Fatalf("an unread unixNow gave %d, clock %d", got, clock)
+	}
+}
+
+type readCount struct {
+	net.Conn
+	n int
+}
+
+func (c *readCount) ReadDirectly(n int) { c.n += n }
+
+// fillNow takes what a plain socket holds without waiting, counts it for a
+// connection that counts its input, and reports false, at once, when
+// nothing is there (patch 46).
+func TestFillNowReadsWithoutWaiting(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	counted := &readCount{Conn: conn}
+	c := newConnReader(conn, newReadBufferPool(1024), 1024)
+	c.raw, c.counted = newRawWriter(conn), counted
+	if c.raw == nil {
+		t.Skip("no raw socket access on this platform")
+	}
+	start := time.Now()
+	if c.fillNow() {
+		t.Fatal("fillNow reported data on a socket that holds none")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("fillNow waited %v on an empty socket", d)
+	}
+	if _, err := peer.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !c.fillNow() {
+		if time.Now().After(deadline) {
+			t.Fatal("fillNow never saw the 5 bytes the peer wrote")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if c.buffered() != 5 || counted.n != 5 || c.readAt == 0 {
+		t.Fatalf("after fillNow: %d buffered, %d counted, readAt %d; want 5, 5, set", c.buffered(), counted.n, c.readAt)
+	}
+	if c.fillNow() {
+		t.Fatal("fillNow read over unread input")
+	}
+	b := make([]byte, 5)
+	if n, err := c.Read(b); n != 5 || err != nil || string(b) != "hello" {
+		t.Fatalf("Read after fillNow: %d %v %q", n, err, b)
 	}
 }
