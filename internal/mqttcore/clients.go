@@ -245,14 +245,14 @@ func (cl *Client) QueuePacket(pk packets.Packet) bool {
 // enqueue puts pk on the outbound queue and starts a writer if none runs;
 // it reports false if the queue is full. [iotq patch 11]
 func (cl *Client) enqueue(pk *packets.Packet) bool {
-	return cl.enqueueFrom(nil, queued{pk: pk})
+	return cl.enqueueFrom(nil, pk)
 }
 
 // enqueueFrom is enqueue called while from's reader handles from's input:
 // from's reader then becomes the writer (deliveryBatch) instead of a new
 // goroutine. [iotq patch 40]
-func (cl *Client) enqueueFrom(from *Client, e queued) bool {
-	ok, start := cl.State.outbound.pushQueued(e)
+func (cl *Client) enqueueFrom(from *Client, pk *packets.Packet) bool {
+	ok, start := cl.State.outbound.push(pk)
 	if start && (from == nil || !from.State.deliveries.add(cl)) {
 		go cl.WriteLoop()
 	}
@@ -276,36 +276,32 @@ func (cl *Client) WriteLoop() {
 			// QoS 0 bytes it counted). QoS 1/2 messages stay in the
 			// session's in-flight store.
 			for {
-				e, ok := cl.State.outbound.pop()
+				pk, ok := cl.State.outbound.pop()
 				if !ok {
 					return
 				}
-				cl.sent(e)
+				cl.sent(pk)
 			}
 		}
-		e, ok := cl.State.outbound.pop()
+		pk, ok := cl.State.outbound.pop()
 		if !ok {
 			return
 		}
-		pk := e.pk
 		if err := cl.WritePacket(*pk); err != nil {
 			// TODO : Figure out what to do with error
 			cl.ops.log.Debug("failed publishing packet", "error", err, "client", cl.ID, "packet", pk)
 		} else if pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos > 0 {
 			cl.State.Inflight.markSent(pk.PacketID, pk.Seq) // a resend is now a re-delivery [iotq patch 20, 22]
 		}
-		cl.sent(e)
+		cl.sent(pk)
 	}
 }
 
-// sent accounts for e's packet leaving the outbound queue, written or
-// dropped, and gives the packet back if the queue owned it. [iotq patch
-// 10, 42]
-func (cl *Client) sent(e queued) {
-	if e.pk.FixedHeader.Type == packets.Publish && e.pk.FixedHeader.Qos == 0 {
-		cl.State.outboundBytes.Add(-QueuedCost(e.pk)) // [iotq patch 22]
+// sent accounts for pk leaving the outbound queue. [iotq patch 10]
+func (cl *Client) sent(pk *packets.Packet) {
+	if pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos == 0 {
+		cl.State.outboundBytes.Add(-QueuedCost(pk)) // [iotq patch 22]
 	}
-	cl.ops.recyclePacket(e)
 }
 
 // ParseConnect parses the connect parameters and properties for a client.

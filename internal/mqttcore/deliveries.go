@@ -138,11 +138,11 @@ func (cl *Client) writeQueued() {
 	buf := cl.ops.getBuffer()
 	var now unixNow // one clock reading for the batch [iotq patch 45]
 	for buf.Len() < inlineWriteMax {
-		e, ok := cl.State.outbound.popHeld()
+		pk, ok := cl.State.outbound.popHeld()
 		if !ok {
 			break
 		}
-		cl.encodeQueued(e, buf, &now)
+		cl.encodeQueued(pk, buf, &now)
 	}
 	if !cl.TryLock() {
 		// Another goroutine writes to cl's connection, perhaps waiting
@@ -190,10 +190,9 @@ func (cl *Client) appendOut(buf *bytes.Buffer) {
 	cl.ops.putBuffer(buf)
 }
 
-// encodeQueued encodes e's packet, taken from cl's outbound queue, into
-// buf and accounts for it as WriteLoop does for a packet it writes.
-func (cl *Client) encodeQueued(e queued, buf *bytes.Buffer, now *unixNow) {
-	pk := e.pk
+// encodeQueued encodes pk, taken from cl's outbound queue, into buf and
+// accounts for it as WriteLoop does for a packet it writes.
+func (cl *Client) encodeQueued(pk *packets.Packet, buf *bytes.Buffer, now *unixNow) {
 	start := buf.Len()
 	sent := *pk // queued packets may be shared by subscribers (patch 33)
 	if err := cl.encodePacket(&sent, buf, now); err != nil {
@@ -204,7 +203,7 @@ func (cl *Client) encodeQueued(e queued, buf *bytes.Buffer, now *unixNow) {
 			cl.State.Inflight.markSent(pk.PacketID, pk.Seq) // a resend is now a re-delivery [iotq patch 20, 22]
 		}
 	}
-	cl.sent(e)
+	cl.sent(pk)
 }
 
 // flushLeft writes what a reader's write left in cl's output buffer

@@ -21,7 +21,7 @@ func TestOutQueueHeldRole(t *testing.T) {
 	if ok, start := q.push(a); !ok || !start {
 		t.Fatalf("first push: ok %v start %v, want a writer to start", ok, start)
 	}
-	if e, ok := q.popHeld(); !ok || e.pk != a {
+	if pk, ok := q.popHeld(); !ok || pk != a {
 		t.Fatal("popHeld did not return the queued packet")
 	}
 	if _, ok := q.popHeld(); ok {
@@ -33,7 +33,7 @@ func TestOutQueueHeldRole(t *testing.T) {
 	if q.endHeld() {
 		t.Fatal("endHeld gave the role up with a packet queued")
 	}
-	if e, _ := q.popHeld(); e.pk != b {
+	if pk, _ := q.popHeld(); pk != b {
 		t.Fatal("popHeld lost the packet queued while the role was held")
 	}
 	if !q.endHeld() {
@@ -127,37 +127,4 @@ func TestWriteQueuedLeavesNothingBehind(t *testing.T) {
 			len(got), filled, got[max(0, len(got)-16):])
 	}
 	waitWritten(t, cl)
-}
-
-// A delivery's own copy is the queue's (patch 42): it goes back to the
-// pool cleared once written, so it keeps no payload alive, while the copy
-// a fanned-out QoS 0 message shares among its subscribers is never the
-// queue's and is never cleared under the other subscribers' writers.
-func TestQueuedPacketOwnership(t *testing.T) {
-	s := newServer()
-	cl := s.NewClient(nil, "t", "c", false)
-	out := packets.Packet{
-		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1},
-		TopicName:   "a/b",
-		Payload:     []byte("body"),
-	}
-	own := cl.ops.queuedPacket(nil, &out)
-	if !own.owned || own.pk == &out || own.pk.TopicName != "a/b" || string(own.pk.Payload) != "body" {
-		t.Fatalf("a delivery's own copy: owned %v, topic %q, payload %q", own.owned, own.pk.TopicName, own.pk.Payload)
-	}
-	cl.ops.recyclePacket(own)
-	if own.pk.TopicName != "" || own.pk.Payload != nil {
-		t.Fatal("a recycled packet still holds its message")
-	}
-
-	out.FixedHeader.Qos = 0
-	shared := new(packets.SharedEncoding)
-	a, b := cl.ops.queuedPacket(shared, &out), cl.ops.queuedPacket(shared, &out)
-	if a.owned || b.owned || a.pk != b.pk {
-		t.Fatalf("a fanned-out QoS 0 copy: owned %v/%v, same packet %v; want one shared packet no queue owns", a.owned, b.owned, a.pk == b.pk)
-	}
-	cl.ops.recyclePacket(a)
-	if b.pk.TopicName != "a/b" || string(b.pk.Payload) != "body" {
-		t.Fatal("recycling one subscriber's entry cleared the packet another subscriber shares")
-	}
 }

@@ -21,21 +21,12 @@ import (
 // and pop ends it by reporting an empty queue.
 type outQueue struct {
 	mu      sync.Mutex
-	buf     []queued     // ring buffer; nil when empty
-	head    int          // index of the oldest packet
-	n       int          // packets queued
-	max     int          // capacity limit
-	writing bool         // a writer goroutine is draining the queue
-	length  atomic.Int32 // n, readable without the lock
-}
-
-// queued is a packet in an outQueue. owned: the packet was made for the
-// queue alone (ops.queuedPacket) and nothing else refers to it, so the
-// writer gives it back (ops.recyclePacket) once it is written or dropped.
-// [iotq patch 42]
-type queued struct {
-	pk    *packets.Packet
-	owned bool
+	buf     []*packets.Packet // ring buffer; nil when empty
+	head    int               // index of the oldest packet
+	n       int               // packets queued
+	max     int               // capacity limit
+	writing bool              // a writer goroutine is draining the queue
+	length  atomic.Int32      // n, readable without the lock
 }
 
 // outQueueKeep is the largest ring kept when the queue drains.
@@ -45,11 +36,6 @@ const outQueueKeep = 16
 // true when no writer runs: the caller must start one (it now counts as
 // running).
 func (q *outQueue) push(pk *packets.Packet) (ok, start bool) {
-	return q.pushQueued(queued{pk: pk})
-}
-
-// pushQueued is push for a packet the queue may own. [iotq patch 42]
-func (q *outQueue) pushQueued(e queued) (ok, start bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.n >= q.max {
@@ -63,13 +49,13 @@ func (q *outQueue) pushQueued(e queued) (ok, start bool) {
 		if size > q.max {
 			size = q.max
 		}
-		nb := make([]queued, size)
+		nb := make([]*packets.Packet, size)
 		for i := 0; i < q.n; i++ {
 			nb[i] = q.buf[(q.head+i)%len(q.buf)]
 		}
 		q.buf, q.head = nb, 0
 	}
-	q.buf[(q.head+q.n)%len(q.buf)] = e
+	q.buf[(q.head+q.n)%len(q.buf)] = pk
 	q.n++
 	q.length.Store(int32(q.n))
 	if !q.writing {
@@ -89,12 +75,12 @@ func (q *outQueue) idle() bool {
 
 // pop removes the oldest packet. When the queue is empty it reports false
 // and the writer must end (it no longer counts as running).
-func (q *outQueue) pop() (queued, bool) {
+func (q *outQueue) pop() (*packets.Packet, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.n == 0 {
 		q.endLocked()
-		return queued{}, false
+		return nil, false
 	}
 	return q.takeLocked(), true
 }
@@ -102,11 +88,11 @@ func (q *outQueue) pop() (queued, bool) {
 // popHeld removes the oldest packet for a writer that keeps its role when
 // the queue is empty (a reader writing deliveries, patch 40): it reports
 // false then, and the writer ends its role with endHeld.
-func (q *outQueue) popHeld() (queued, bool) {
+func (q *outQueue) popHeld() (*packets.Packet, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.n == 0 {
-		return queued{}, false
+		return nil, false
 	}
 	return q.takeLocked(), true
 }
@@ -133,13 +119,13 @@ func (q *outQueue) endLocked() {
 }
 
 // takeLocked removes the oldest of the queued packets.
-func (q *outQueue) takeLocked() queued {
-	e := q.buf[q.head]
-	q.buf[q.head] = queued{}
+func (q *outQueue) takeLocked() *packets.Packet {
+	pk := q.buf[q.head]
+	q.buf[q.head] = nil
 	q.head = (q.head + 1) % len(q.buf)
 	q.n--
 	q.length.Store(int32(q.n))
-	return e
+	return pk
 }
 
 // Len returns the number of queued packets.

@@ -199,7 +199,6 @@ type Server struct {
 	hooks        *Hooks               // hooks contains hooks for extra functionality such as auth and persistent storage
 	inlineClient *Client              // inlineClient is a special client used for inline subscriptions and inline Publish
 	readBufs     *sync.Pool           // full-size client read buffers, lent while data arrives in bulk [iotq patch 12]
-	queuedPks    *sync.Pool           // packets made for one outbound queue alone [iotq patch 42]
 	encodeBufs   mempool.BufferPool   // packet encoding buffers up to maxPooledEncodeBuffer [iotq patch 29]
 	sessions     sessionLocks         // serialises the connects of one client id [iotq patch 17]
 	poller       *poller              // wakes parked clients; nil: no parking [iotq patch 18]
@@ -222,9 +221,6 @@ type ops struct {
 	hooks    *Hooks       // pointer to the server hooks
 	log      *slog.Logger // a structured logger for the client
 	readBufs *sync.Pool   // the server's read buffers [iotq patch 12]
-	// queuedPks lends queuedPacket the packets it queues; nil: a new one
-	// per delivery, as upstream. [iotq patch 42]
-	queuedPks *sync.Pool
 	// encodeBufs lends WritePacket its encoding buffer; nil: a new one
 	// per packet, as upstream. [iotq patch 29]
 	encodeBufs mempool.BufferPool
@@ -265,7 +261,6 @@ func New(opts *Options) *Server {
 		// Buffers past 64 KiB (large messages) go to the garbage
 		// collector rather than stay pooled. [iotq patch 29]
 		encodeBufs: mempool.NewBuffer(64 << 10),
-		queuedPks:  &sync.Pool{New: func() any { return new(packets.Packet) }},
 	}
 
 	if s.Options.InlineClient {
@@ -323,38 +318,6 @@ func (o *ops) putBuffer(b *bytes.Buffer) {
 	}
 }
 
-// queuedPacket returns the queue entry for out, a delivery to one
-// subscriber: the packet shared by every subscriber of a fanned-out QoS 0
-// message that has no per-subscriber properties (patch 33), else a copy
-// that the queue owns. An 816-byte copy per delivery was most of the
-// bytes the broker allocated per message at 1 -> 1, and the collections
-// they caused cost more CPU than the copies: owned copies come from
-// queuedPks and go back once written (recyclePacket). [iotq patch 33, 42]
-func (o *ops) queuedPacket(shared *packets.SharedEncoding, out *packets.Packet) queued {
-	if shared != nil && out.FixedHeader.Qos == 0 && out.Properties.TopicAlias == 0 && len(out.Properties.SubscriptionIdentifier) == 0 {
-		return queued{pk: shared.QueuedCopy(out)}
-	}
-	if o.queuedPks == nil {
-		p := new(packets.Packet)
-		*p = *out
-		return queued{pk: p}
-	}
-	p := o.queuedPks.Get().(*packets.Packet)
-	*p = *out
-	return queued{pk: p, owned: true}
-}
-
-// recyclePacket gives back e's packet if the queue owned it: it has been
-// written (or dropped) and nothing refers to it any more. Cleared first,
-// so a pooled packet does not keep a payload alive. [iotq patch 42]
-func (o *ops) recyclePacket(e queued) {
-	if !e.owned || o.queuedPks == nil {
-		return
-	}
-	*e.pk = packets.Packet{}
-	o.queuedPks.Put(e.pk)
-}
-
 // NewClient returns a new Client instance, populated with all the required values and
 // references to be used with the server. If you are using this client to directly publish
 // messages from the embedding application, set the inline flag to true to bypass ACL and
@@ -367,7 +330,6 @@ func (s *Server) NewClient(c net.Conn, listener string, id string, inline bool) 
 		log:        s.Log,
 		readBufs:   s.readBufs,
 		encodeBufs: s.encodeBufs,
-		queuedPks:  s.queuedPks,
 	})
 
 	cl.ID = id
@@ -1364,6 +1326,18 @@ func (s *Server) publishToSubscribersFrom(from *Client, pk packets.Packet) {
 	}
 }
 
+// queuedCopy returns the packet to queue for out: one shared by every
+// subscriber of a fanned-out QoS 0 message that has no per-subscriber
+// properties, else a copy of its own. [iotq patch 33]
+func queuedCopy(shared *packets.SharedEncoding, out *packets.Packet) *packets.Packet {
+	if shared != nil && out.FixedHeader.Qos == 0 && out.Properties.TopicAlias == 0 && len(out.Properties.SubscriptionIdentifier) == 0 {
+		return shared.QueuedCopy(out)
+	}
+	p := new(packets.Packet)
+	*p = *out
+	return p
+}
+
 func (s *Server) publishToClient(cl *Client, sub packets.Subscription, pk packets.Packet) (packets.Packet, error) {
 	return s.publishToClientFrom(nil, cl, sub, pk)
 }
@@ -1523,10 +1497,8 @@ func (s *Server) publishToClientFrom(from *Client, cl *Client, sub packets.Subsc
 		}
 	}
 
-	var e queued // made once, kept while OutboundFull lets the delivery wait [iotq patch 42]
 	for {
 		if cl.Net.Conn == nil || cl.Closed() {
-			cl.ops.recyclePacket(e)
 			return out, packets.CodeDisconnect
 		}
 		var qos0Bytes int64 // counted before the writer can take it [iotq patch 10]
@@ -1534,10 +1506,7 @@ func (s *Server) publishToClientFrom(from *Client, cl *Client, sub packets.Subsc
 			qos0Bytes = QueuedCost(&out) // [iotq patch 22]
 		}
 		cl.State.outboundBytes.Add(qos0Bytes)
-		if e.pk == nil {
-			e = cl.ops.queuedPacket(pk.Shared, &out)
-		}
-		if cl.enqueueFrom(from, e) { // [iotq patch 11, 33, 40]
+		if cl.enqueueFrom(from, queuedCopy(pk.Shared, &out)) { // [iotq patch 11, 33, 40]
 			return out, nil
 		}
 		cl.State.outboundBytes.Add(-qos0Bytes)
@@ -1548,7 +1517,6 @@ func (s *Server) publishToClientFrom(from *Client, cl *Client, sub packets.Subsc
 			break
 		}
 	}
-	cl.ops.recyclePacket(e)
 
 	atomic.AddInt64(&s.Info.MessagesDropped, 1)
 	cl.ops.hooks.OnPublishDropped(cl, pk)
