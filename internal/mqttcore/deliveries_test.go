@@ -5,7 +5,6 @@ package mqttcore
 import (
 	"bytes"
 	"io"
-	"net"
 	"testing"
 	"time"
 
@@ -70,21 +69,7 @@ func TestDeliveryBatchOpensOnlyForTheReader(t *testing.T) {
 // it even when nothing else is queued: the subscriber gets the whole
 // packet once it reads.
 func TestWriteQueuedLeavesNothingBehind(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	peer, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	conn, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn, peer := tcpPair(t)
 
 	s := New(nil)
 	cl := s.NewClient(conn, "t", "sub", false)

@@ -8,6 +8,7 @@ package mqttcore
 // packets or fail on a busy machine; these wait for the condition itself.
 
 import (
+	"net"
 	"testing"
 	"time"
 
@@ -83,4 +84,26 @@ func withoutSeq(pks []packets.Packet) []packets.Packet {
 		pks[i].Seq = 0
 	}
 	return pks
+}
+
+// tcpPair returns both ends of a loopback TCP connection, closed when the
+// test ends: conn the broker's side, peer the client's.
+func tcpPair(t *testing.T) (conn, peer net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peer, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = peer.Close() })
+	conn, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn, peer
 }

@@ -82,21 +82,7 @@ func (c *readCount) ReadDirectly(n int) { c.n += n }
 // connection that counts its input, and reports false, at once, when
 // nothing is there (patch 46).
 func TestFillNowReadsWithoutWaiting(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	peer, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	conn, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn, peer := tcpPair(t)
 	counted := &readCount{Conn: conn}
 	c := newConnReader(conn, newReadBufferPool(1024), 1024)
 	c.raw, c.counted = newRawWriter(conn), counted

@@ -7,8 +7,8 @@
 set -eu
 name=$1 bin=$2 subs=$3 qos=$4
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-d=$(mktemp -d)
-trap 'kill $bp 2>/dev/null; wait $bp 2>/dev/null; rm -rf "$d"' EXIT
+d=$(mktemp -d) bp=""
+trap '[ -z "$bp" ] || { kill "$bp" 2> /dev/null; wait "$bp" 2> /dev/null; }; rm -rf "$d"' EXIT
 if [ "$bin" = mosquitto ]; then
   printf 'listener %s 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 1000000\n' "$port" > "$d/m.conf"
   mosquitto -c "$d/m.conf" > "$d/b.log" 2>&1 &
