@@ -120,11 +120,17 @@ func (c *connReader) fillNow() bool {
 	}
 	c.pickBuffer()
 	n := c.raw.readNow(c.buf)
+	if n == 0 {
+		// Nothing yet: the buffer stays chosen by the last read that
+		// brought data. Recording this empty one made the next read use
+		// the small buffer, and under load each read brought less.
+		return false
+	}
 	c.filled(n)
-	if n > 0 && c.counted != nil {
+	if c.counted != nil {
 		c.counted.ReadDirectly(n)
 	}
-	return n > 0
+	return true
 }
 
 // fill reads once from rd into an empty buffer, choosing the buffer first.

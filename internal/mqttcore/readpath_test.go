@@ -89,9 +89,16 @@ func TestFillNowReadsWithoutWaiting(t *testing.T) {
 	if c.raw == nil {
 		t.Skip("no raw socket access on this platform")
 	}
+	// The last read that brought data filled the big buffer: an empty
+	// fillNow must keep it for the next read.
+	c.big = c.pool.Get().(*[]byte)
+	c.last = 1024
 	start := time.Now()
 	if c.fillNow() {
 		t.Fatal("fillNow reported data on a socket that holds none")
+	}
+	if c.big == nil || c.last != 1024 {
+		t.Fatalf("an empty fillNow dropped the big buffer (last %d): the next read under load would use the small one", c.last)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("fillNow waited %v on an empty socket", d)
