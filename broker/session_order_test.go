@@ -34,6 +34,13 @@ type sessionClient struct {
 // expiry 3600 s) and returns the client and CONNACK's session-present flag.
 func connectSession(t *testing.T, srv *broker.Server, u, id string, v5 bool) (*sessionClient, bool) {
 	t.Helper()
+	return connectSessionProps(t, srv, u, id, v5, nil)
+}
+
+// connectSessionProps is connectSession with more MQTT 5 CONNECT properties
+// (encoded, after the session expiry interval).
+func connectSessionProps(t *testing.T, srv *broker.Server, u, id string, v5 bool, props []byte) (*sessionClient, bool) {
+	t.Helper()
 	c := dial(t, srv, u)
 	t.Cleanup(func() { c.Close() })
 	rc := &rawClient{c: c, r: bufio.NewReaderSize(c, 64<<10), w: bufio.NewWriterSize(c, 64<<10)}
@@ -41,7 +48,8 @@ func connectSession(t *testing.T, srv *broker.Server, u, id string, v5 bool) (*s
 	body = appendStr(body, "MQTT")
 	if v5 {
 		body = append(body, 5, 0x00, 0, 60)
-		body = append(body, 5, 0x11, 0, 0, 0x0e, 0x10) // properties: session expiry 3600 s
+		body = append(body, byte(5+len(props)), 0x11, 0, 0, 0x0e, 0x10) // properties: session expiry 3600 s
+		body = append(body, props...)
 	} else {
 		body = append(body, 4, 0x00, 0, 60)
 	}

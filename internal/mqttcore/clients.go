@@ -433,10 +433,23 @@ func (cl *Client) ResendInflightMessages(force bool) error {
 		// session copy (stored again here) says it was sent. Upstream set
 		// DUP on every resend, first deliveries included.
 		stored := tk
-		if tk.FixedHeader.Type == packets.Publish && !tk.FixedHeader.Dup {
-			if m, ok := cl.State.Inflight.MarkSent(tk.PacketID, tk.Seq); ok {
-				stored = m
+		if tk.FixedHeader.Type == packets.Publish {
+			// [iotq patch 47] No more unacknowledged PUBLISH packets out
+			// than the client's Receive Maximum [MQTT-3.3.4-9]: the rest
+			// wait, and acknowledgements let them go in order.
+			if atomic.LoadInt32(&cl.State.Inflight.maximumSendQuota) > 0 {
+				if atomic.LoadInt32(&cl.State.Inflight.sendQuota) <= 0 {
+					cl.State.Inflight.markWaiting(tk.PacketID, tk.Seq)
+					continue
+				}
+				cl.State.Inflight.DecreaseSendQuota()
 			}
+			m, ok := cl.State.Inflight.markSending(tk.PacketID, tk.Seq, cl.expiryOf)
+			if !ok {
+				continue // acknowledged or moved meanwhile
+			}
+			tk, stored = m, m
+			stored.FixedHeader.Dup = true
 		}
 		cl.ops.hooks.OnQosPublish(cl, stored, stored.Created, 0)
 		err := cl.WritePacket(tk)
@@ -453,6 +466,11 @@ func (cl *Client) ResendInflightMessages(force bool) error {
 	}
 
 	return nil
+}
+
+// expiryOf is Server.expiryOf, for the client's server.
+func (cl *Client) expiryOf(pk *packets.Packet) int64 {
+	return messageExpiry(cl.ops.options.Capabilities.MaximumMessageExpiryInterval, pk)
 }
 
 // sessionEndsWithConnection reports whether the client's session ends when

@@ -472,6 +472,80 @@ func (i *Inflight) NextImmediate() (packets.Packet, bool) {
 	return packets.Packet{}, false
 }
 
+// releaseImmediate takes the first packet waiting for send quota out of
+// waiting and returns it as it is to be sent (markSendingLocked), in one
+// step under the lock: a packet moved or acknowledged meanwhile is not put
+// back. [iotq patch 47]
+func (i *Inflight) releaseImmediate(expiry func(*packets.Packet) int64) (packets.Packet, bool) {
+	i.Lock()
+	defer i.Unlock()
+	if i.immediate == 0 && len(i.internal) == 0 {
+		return packets.Packet{}, false
+	}
+	refs := i.refsLocked(true)
+	if len(refs) == 0 {
+		return packets.Packet{}, false
+	}
+	return i.markSendingLocked(refs[0].id, refs[0].seq, expiry)
+}
+
+// markSending records that the PUBLISH under id (sequence seq) is about
+// to be sent: it stays in flight with DUP 1 for any later resend and, if
+// it was waiting for send quota, with the expiry that expiry gives it. It
+// returns the packet as it is to be sent now (DUP as it was); false if the
+// packet is no longer there. [iotq patch 47]
+func (i *Inflight) markSending(id uint16, seq uint64, expiry func(*packets.Packet) int64) (packets.Packet, bool) {
+	i.Lock()
+	defer i.Unlock()
+	return i.markSendingLocked(id, seq, expiry)
+}
+
+func (i *Inflight) markSendingLocked(id uint16, seq uint64, expiry func(*packets.Packet) int64) (packets.Packet, bool) {
+	pk, ok := i.getLocked(id)
+	if !ok || pk.Seq != seq || pk.FixedHeader.Type != packets.Publish {
+		return pk, false
+	}
+	if pk.Expiry < 0 {
+		pk.Expiry = expiry(&pk)
+	}
+	stored := pk
+	stored.FixedHeader.Dup = true
+	i.setLocked(&stored)
+	return pk, true
+}
+
+// anyWaiting reports whether a packet waits for send quota. [iotq patch 47]
+func (i *Inflight) anyWaiting() bool {
+	i.RLock()
+	defer i.RUnlock()
+	if i.immediate > 0 {
+		return true
+	}
+	for _, v := range i.internal {
+		if v.Expiry < 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// markWaiting records that the PUBLISH under id (sequence seq) waits for
+// send quota (the client's Receive Maximum): acknowledgements let such
+// packets go, oldest first (releaseImmediate). [iotq patch 47]
+func (i *Inflight) markWaiting(id uint16, seq uint64) bool {
+	i.Lock()
+	defer i.Unlock()
+	pk, ok := i.getLocked(id)
+	if !ok || pk.Seq != seq || pk.FixedHeader.Type != packets.Publish {
+		return false
+	}
+	if pk.Expiry >= 0 {
+		pk.Expiry = -1
+		i.setLocked(&pk)
+	}
+	return true
+}
+
 // Delete removes an in-flight message from the map. Returns true if the message existed.
 func (i *Inflight) Delete(id uint16) bool {
 	i.Lock()

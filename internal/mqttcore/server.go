@@ -953,17 +953,41 @@ func (s *Server) processPacket(cl *Client, pk packets.Packet) error {
 	}
 
 	if cl.State.Inflight.Len() > 0 && atomic.LoadInt32(&cl.State.Inflight.sendQuota) > 0 {
-		next, ok := cl.State.Inflight.NextImmediate()
-		if ok {
-			_ = cl.WritePacket(next)
-			if ok := cl.State.Inflight.Delete(next.PacketID); ok {
-				atomic.AddInt64(&s.Info.Inflight, -1)
+		// [iotq patch 47] A message held back for the client's Receive
+		// Maximum stays in the session once it is sent, until its
+		// acknowledgement [MQTT-4.3.2-2] [MQTT-4.4.0-1]: upstream deleted it
+		// as it wrote it, so a connection lost before the PUBACK lost the
+		// message, and the PUBACK, matching nothing, never gave the quota
+		// back.
+		// All the quota allows, not one: a delivery that found others
+		// waiting waited too (publishToClientFrom), with quota to spare.
+		for atomic.LoadInt32(&cl.State.Inflight.sendQuota) > 0 {
+			next, ok := cl.State.Inflight.releaseImmediate(s.expiryOf)
+			if !ok {
+				break
 			}
 			cl.State.Inflight.DecreaseSendQuota()
+			_ = cl.WritePacket(next)
 		}
 	}
 
 	return nil
+}
+
+// expiryOf returns the time (unix seconds) at which pk, created at
+// pk.Created, expires: its Message Expiry Interval or the server's maximum,
+// whichever is shorter; 0 if neither is set.
+func (s *Server) expiryOf(pk *packets.Packet) int64 {
+	return messageExpiry(s.Options.Capabilities.MaximumMessageExpiryInterval, pk)
+}
+
+// messageExpiry is expiryOf for a server whose maximum message expiry
+// interval is maxInterval.
+func messageExpiry(maxInterval int64, pk *packets.Packet) int64 {
+	if expiry := minimum(maxInterval, int64(pk.Properties.MessageExpiryInterval)); expiry > 0 {
+		return pk.Created + expiry
+	}
+	return 0
 }
 
 // processConnect processes a Connect packet. The packet cannot be used to establish
@@ -1120,10 +1144,8 @@ func (s *Server) processPublish(cl *Client, pk packets.Packet) error {
 
 	pk.Origin = cl.ID
 	pk.Created = cl.receivedAt() // [iotq patch 45]
-
-	if expiry := minimum(s.Options.Capabilities.MaximumMessageExpiryInterval,
-		int64(pk.Properties.MessageExpiryInterval)); expiry > 0 {
-		pk.Expiry = pk.Created + expiry
+	if expiry := s.expiryOf(&pk); expiry > 0 {
+		pk.Expiry = expiry
 	}
 
 	if !cl.Net.Inline && pk.FixedHeader.Qos > 0 { // a QoS 0 PUBLISH has no packet identifier [iotq patch 35]
@@ -1294,10 +1316,7 @@ func (s *Server) publishToSubscribersFrom(from *Client, pk packets.Packet) {
 	}
 
 	if pk.Expiry == 0 {
-		if expiry := minimum(s.Options.Capabilities.MaximumMessageExpiryInterval,
-			int64(pk.Properties.MessageExpiryInterval)); expiry > 0 {
-			pk.Expiry = pk.Created + expiry
-		}
+		pk.Expiry = s.expiryOf(&pk)
 	}
 
 	subscribers := s.Topics.Subscribers(pk.TopicName)
@@ -1490,7 +1509,10 @@ func (s *Server) publishToClientFrom(from *Client, cl *Client, sub packets.Subsc
 			}
 		}
 
-		if sentQuota == 0 && atomic.LoadInt32(&cl.State.Inflight.maximumSendQuota) > 0 {
+		// [iotq patch 47] Behind messages already waiting for quota, a new
+		// one waits too, whatever the quota: it must not overtake them
+		// [MQTT-4.6.0-6].
+		if atomic.LoadInt32(&cl.State.Inflight.maximumSendQuota) > 0 && (sentQuota == 0 || cl.State.Inflight.anyWaiting()) {
 			out.Expiry = -1
 			cl.State.Inflight.Set(out)
 			return out, nil

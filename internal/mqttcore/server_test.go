@@ -1521,8 +1521,23 @@ func TestServerProcessPacketAndNextImmediate(t *testing.T) {
 	buf, err := io.ReadAll(r)
 	require.NoError(t, err)
 	require.Equal(t, tpackets.TPacketData[packets.Publish].Get(tpackets.TPublishQos1).RawBytes, buf)
-	require.Equal(t, int64(0), atomic.LoadInt64(&s.Info.Inflight))
 	require.Equal(t, int32(4), cl.State.Inflight.sendQuota)
+
+	// iotq patch 47: the message sent stays in the session until the client
+	// acknowledges it [MQTT-4.3.2-2]; upstream deleted it as it wrote it.
+	require.Equal(t, int64(1), atomic.LoadInt64(&s.Info.Inflight))
+	held, ok := cl.State.Inflight.Get(next.PacketID)
+	require.True(t, ok, "a sent QoS 1 message left the session before its PUBACK")
+	require.True(t, held.FixedHeader.Dup, "a resend of a sent message is a re-delivery [MQTT-3.3.1-1]")
+	require.GreaterOrEqual(t, held.Expiry, int64(0), "no longer waiting for send quota")
+	_, waiting := cl.State.Inflight.NextImmediate()
+	require.False(t, waiting)
+
+	ack := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: next.PacketID}
+	require.NoError(t, s.processPuback(cl, ack))
+	require.Equal(t, int64(0), atomic.LoadInt64(&s.Info.Inflight))
+	require.Equal(t, int32(5), cl.State.Inflight.sendQuota, "the PUBACK gives the quota back")
+	require.Equal(t, 0, cl.State.Inflight.Len())
 }
 
 func TestServerProcessPublishAckFailure(t *testing.T) {
