@@ -44,12 +44,11 @@ func reclaimMemory(ctx context.Context, interval time.Duration, minBytes uint64,
 		}
 		return samples[0].Value.Uint64(), samples[1].Value.Uint64() + samples[2].Value.Uint64(), true
 	}
-	last, _, ok := read()
+	cycles, _, ok := read()
 	if !ok {
 		return
 	}
-	reclaimed := false // in this quiet spell
-	quietSince := time.Now()
+	q := newQuietSpell(interval, minBytes, cycles, time.Now())
 	// Polled five times per interval, so memory goes back about interval
 	// after the last collection, not up to twice that.
 	t := time.NewTicker(max(interval/5, time.Millisecond))
@@ -61,15 +60,40 @@ func reclaimMemory(ctx context.Context, interval time.Duration, minBytes uint64,
 		case <-t.C:
 		}
 		cycles, heap, _ := read()
-		switch {
-		case cycles != last:
-			reclaimed = false // the runtime collects on its own: not quiet
-			quietSince = time.Now()
-		case !reclaimed && heap >= minBytes && time.Since(quietSince) >= interval:
+		if q.due(cycles, heap, time.Now()) {
 			reclaim()
-			reclaimed = true
 			cycles, _, _ = read()
+			q.reclaimed(cycles) // its own collection is not the runtime's
 		}
-		last = cycles
 	}
+}
+
+// quietSpell decides, from samples of the collector's cycle count and the
+// heap's size, when the broker has gone quiet with memory to give back:
+// no collection for interval and a heap of at least minBytes; then once,
+// until a collection runs on its own again.
+type quietSpell struct {
+	interval time.Duration
+	minBytes uint64
+	cycles   uint64    // at the last sample
+	since    time.Time // of the last collection seen
+	done     bool      // reclaimed in this quiet spell
+}
+
+func newQuietSpell(interval time.Duration, minBytes, cycles uint64, now time.Time) *quietSpell {
+	return &quietSpell{interval: interval, minBytes: minBytes, cycles: cycles, since: now}
+}
+
+// due takes one sample and reports whether to reclaim now.
+func (q *quietSpell) due(cycles, heap uint64, now time.Time) bool {
+	if cycles != q.cycles {
+		q.cycles, q.since, q.done = cycles, now, false // the runtime collects on its own: not quiet
+		return false
+	}
+	return !q.done && heap >= q.minBytes && now.Sub(q.since) >= q.interval
+}
+
+// reclaimed records a reclaim, after which the collector's count was cycles.
+func (q *quietSpell) reclaimed(cycles uint64) {
+	q.cycles, q.done = cycles, true
 }
