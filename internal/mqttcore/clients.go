@@ -419,13 +419,27 @@ func (cl *Client) ResendInflightMessages(force bool) error {
 	if cl.State.Inflight.Len() == 0 {
 		return nil
 	}
+	return cl.resend(cl.State.Inflight.refs())
+}
 
+// resend sends the in-flight packets refs names, in their order, each if
+// it is still in flight under the same Seq. [iotq patch 48] A reconnecting
+// client gets exactly what its session held when the connection took it
+// over: deliveries routed to the connection since are queued by their
+// publishers. Upstream resent everything in flight, so a message delivered
+// between the connection becoming the target and the resend went out
+// twice under one packet identifier; the client acknowledged both, and
+// when the first PUBACK had freed the identifier for the next message, the
+// second completed that one unseen (a loss, under load, on session
+// takeover).
+func (cl *Client) resend(refs []inflightRef) error {
 	// [iotq patch 22] One packet at a time, in GetAll's order: GetAll
 	// copied every packet of the session at once (65 535 x 816 bytes).
-	for _, id := range cl.State.Inflight.IDs() {
+	for _, ref := range refs {
+		id := ref.id
 		tk, ok := cl.State.Inflight.Get(id)
-		if !ok {
-			continue // acknowledged or moved meanwhile
+		if !ok || tk.Seq != ref.seq {
+			continue // acknowledged or moved meanwhile [iotq patch 48: or its id reused]
 		}
 		// [iotq patch 20] A PUBLISH in the session carries DUP 1 if it
 		// may have been written before [MQTT-3.3.1-1]; one queued while

@@ -382,6 +382,27 @@ type inflightRef struct {
 	id  uint16
 }
 
+// refs returns the packets in flight, ordered by Seq, then packet id.
+// [iotq patch 48]
+func (i *Inflight) refs() []inflightRef {
+	i.RLock()
+	defer i.RUnlock()
+	return i.refsLocked(false)
+}
+
+// sortRefs orders refs by Seq, then packet id: the order of first sends.
+func sortRefs(refs []inflightRef) {
+	slices.SortFunc(refs, func(a, b inflightRef) int {
+		switch {
+		case a.seq < b.seq:
+			return -1
+		case a.seq > b.seq:
+			return 1
+		}
+		return int(a.id) - int(b.id)
+	})
+}
+
 // refsLocked returns the packets in flight (only those waiting for send
 // quota if immediate), ordered by Seq, then packet id. [iotq patch 20, 22]
 func (i *Inflight) refsLocked(immediate bool) []inflightRef {
@@ -400,15 +421,7 @@ func (i *Inflight) refsLocked(immediate bool) []inflightRef {
 			refs = append(refs, inflightRef{v.Seq, id})
 		}
 	}
-	slices.SortFunc(refs, func(a, b inflightRef) int {
-		switch {
-		case a.seq < b.seq:
-			return -1
-		case a.seq > b.seq:
-			return 1
-		}
-		return int(a.id) - int(b.id)
-	})
+	sortRefs(refs)
 	return refs
 }
 

@@ -601,6 +601,13 @@ func (s *Server) connectClient(cl *Client, listener string) (counted bool, err e
 	defer unlock()                  // a panic below must not keep the id locked [iotq patch 19]
 	prev, _ := s.Clients.Get(cl.ID) // [iotq patch 6]
 	sessionPresent := s.inheritClientSession(pk, cl)
+	// [iotq patch 48] What the session holds now, and what moveInflights
+	// brings over below, is what this connection resends: the deliveries
+	// it gets once it is the target are queued by their publishers.
+	var inherited []inflightRef
+	if sessionPresent {
+		inherited = cl.State.Inflight.refs()
+	}
 
 	// [iotq patch 7] CONNACK first, then cl becomes the delivery target:
 	// a delivery routed to cl before CONNACK was written could reach the
@@ -609,9 +616,11 @@ func (s *Server) connectClient(cl *Client, listener string) (counted bool, err e
 	s.Clients.Add(cl)                                  // [MQTT-4.1.0-1]
 	if sessionPresent && prev != nil && prev != cl {
 		// Deliveries that reached the previous connection while the
-		// session moved become cl's; ResendInflightMessages sends them.
+		// session moved become cl's; the resend below sends them.
 		// [iotq patch 6]
-		s.moveInflights(prev, cl)
+		for _, tk := range s.moveInflights(prev, cl) {
+			inherited = append(inherited, inflightRef{seq: tk.Seq, id: tk.PacketID})
+		}
 	}
 	unlock()
 	if err != nil {
@@ -621,7 +630,8 @@ func (s *Server) connectClient(cl *Client, listener string) (counted bool, err e
 	s.loop.willDelayed.Delete(cl.ID) // [MQTT-3.1.3-9]
 
 	if sessionPresent {
-		err = cl.ResendInflightMessages(true)
+		sortRefs(inherited)
+		err = cl.resend(inherited)
 		if err != nil {
 			return true, fmt.Errorf("resend inflight: %w", err)
 		}
@@ -811,7 +821,7 @@ func (s *Server) moveInflights(prev, cl *Client) []packets.Packet {
 			}
 			tk.PacketID = uint16(id)
 		}
-		set := cl.State.Inflight.Set(tk)
+		set := cl.State.Inflight.SetSeq(&tk) // tk returned with its Seq [iotq patch 48]
 		cl.State.packetIDMu.Unlock()
 		if ok {
 			s.hooks.OnQosPublish(cl, have, have.Created, 0)
