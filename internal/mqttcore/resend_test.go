@@ -4,6 +4,7 @@ package mqttcore
 
 import (
 	"io"
+	"sync/atomic"
 	"testing"
 
 	"github.com/iotq/iotq/internal/mqttcore/packets"
@@ -67,5 +68,52 @@ func TestResendSendsWhatTheSessionHeld(t *testing.T) {
 		if _, ok := cl.State.Inflight.Get(id); !ok {
 			t.Fatalf("packet id %d left the session by the resend", id)
 		}
+	}
+}
+
+// An acknowledgement the client sent on the connection its session left
+// (read after the takeover) leaves the new connection's copy of the message
+// in flight (patch 48): the new connection has resent it under the same
+// packet identifier, and until the client acknowledges it there, that
+// identifier must not name another message.
+func TestAckOnTakenOverConnectionLeavesTheSuccessorsCopy(t *testing.T) {
+	s := newServer()
+	prev, _, _ := newTestClient()
+	cur, _, _ := newTestClient()
+	prev.ID, cur.ID = "sub", "sub"
+	pk := packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1},
+		TopicName:   "t",
+		PacketID:    22,
+		Payload:     []byte("x"),
+		Created:     1,
+	}
+	prev.State.Inflight.Set(pk)
+	cur.State.Inflight.Set(pk) // the clone
+	atomic.StoreInt64(&s.Info.Inflight, 1)
+	prev.State.isTakenOver.Store(true)
+	s.Clients.Add(cur)
+
+	ack := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: 22}
+	if err := s.processPuback(prev, ack); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := prev.State.Inflight.Get(22); ok {
+		t.Fatal("the taken-over connection kept its copy")
+	}
+	if _, ok := cur.State.Inflight.Get(22); !ok {
+		t.Fatal("the old connection's PUBACK removed the new connection's copy: packet id 22 is free there while the client may still acknowledge the resent copy")
+	}
+	if n := atomic.LoadInt64(&s.Info.Inflight); n != 1 {
+		t.Fatalf("Info.Inflight %d, want 1: the message is still in the session", n)
+	}
+	if err := s.processPuback(cur, ack); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cur.State.Inflight.Get(22); ok {
+		t.Fatal("the new connection's PUBACK left the message in flight")
+	}
+	if n := atomic.LoadInt64(&s.Info.Inflight); n != 0 {
+		t.Fatalf("Info.Inflight %d after both acknowledgements, want 0 (counted once)", n)
 	}
 }

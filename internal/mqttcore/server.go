@@ -1612,33 +1612,36 @@ func (s *Server) processPuback(cl *Client, pk packets.Packet) error {
 
 	if ok := cl.State.Inflight.Delete(pk.PacketID); ok { // [MQTT-4.3.2-5]
 		cl.State.Inflight.IncreaseSendQuota()
+		if s.heldBySuccessor(cl, tk) {
+			return nil // [iotq patch 48]
+		}
 		atomic.AddInt64(&s.Info.Inflight, -1)
 		s.hooks.OnQosComplete(cl, pk)
-		s.completeInSuccessor(cl, tk)
 	}
 
 	return nil
 }
 
-// completeInSuccessor: cl was taken over while the client's acknowledgement
-// of tk was on its way, and the session's new connection holds its own copy
-// of tk (inheritClientSession cloned the session: one message, counted
-// once). The acknowledgement completes that copy too; otherwise the new
-// connection resent tk and its second acknowledgement counted the message
-// out twice (Info.Inflight went below 0). [iotq patch 25]
-func (s *Server) completeInSuccessor(cl *Client, tk packets.Packet) {
+// heldBySuccessor reports whether cl was taken over while the client's
+// acknowledgement of tk was on its way, and the session's new connection
+// holds its own copy of tk (inheritClientSession cloned the session: one
+// message, counted once). That copy stays until the client acknowledges it
+// on the new connection, which has resent it or will: it is counted out
+// (and its stored record removed) then. [iotq patch 48] Patch 25 removed
+// the copy here, which freed its packet identifier on the new connection
+// while the client could still acknowledge the resent copy; that PUBACK
+// then completed the next message given the identifier, unseen (a loss).
+// The cost is the duplicate patch 25 avoided, which QoS 1 allows.
+func (s *Server) heldBySuccessor(cl *Client, tk packets.Packet) bool {
 	if !cl.IsTakenOver() {
-		return
+		return false
 	}
 	cur, ok := s.Clients.Get(cl.ID)
 	if !ok || cur == cl {
-		return
+		return false
 	}
-	if have, ok := cur.State.Inflight.Get(tk.PacketID); ok && samePublish(have, tk) {
-		if cur.State.Inflight.Delete(tk.PacketID) {
-			cur.State.Inflight.IncreaseSendQuota()
-		}
-	}
+	have, ok := cur.State.Inflight.Get(tk.PacketID)
+	return ok && samePublish(have, tk)
 }
 
 // processPubrec processes a Pubrec packet, denoting receipt of a QOS 2 packet sent from the server.
