@@ -43,28 +43,7 @@ func TestReceiveMaximumHeldBackMessagesStayInSession(t *testing.T) {
 	if code, _ := sub.subscribeID(t, 1, "rm/#"); code != 1 {
 		t.Fatalf("SUBSCRIBE: reason code %#x", code)
 	}
-	pc := dial(t, srv, u)
-	defer pc.Close()
-	pub, err := rawConnect(pc, "rmax-pub")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 1; i <= n; i++ {
-		pub.publish("rm/x", 1, uint16(i), []byte(fmt.Sprintf("r%d", i)))
-	}
-	if err := pub.flush(); err != nil {
-		t.Fatal(err)
-	}
-	for acked := 0; acked < n; {
-		_ = pc.SetReadDeadline(time.Now().Add(testutil.Scale(10 * time.Second)))
-		typ, _, _, err := pub.read()
-		if err != nil {
-			t.Fatalf("publisher after %d PUBACKs: %v", acked, err)
-		}
-		if typ == 4 {
-			acked++
-		}
-	}
+	publishQoS1(t, srv, u, "rmax-pub", "rm/x", "r", n)
 
 	// Receive Maximum 2: r1 and r2, then nothing until a PUBACK.
 	var first []rawPublish

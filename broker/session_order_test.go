@@ -66,6 +66,35 @@ func connectSessionProps(t *testing.T, srv *broker.Server, u, id string, v5 bool
 	return &sessionClient{rawClient: rc, v5: v5}, b[0]&1 == 1
 }
 
+// publishQoS1 connects clientID and publishes the QoS 1 messages prefix1
+// ... prefixN to topic, and returns once every PUBACK came.
+func publishQoS1(t *testing.T, srv *broker.Server, u, clientID, topic, prefix string, n int) *rawClient {
+	t.Helper()
+	pc := dial(t, srv, u)
+	t.Cleanup(func() { pc.Close() })
+	pub, err := rawConnect(pc, clientID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= n; i++ {
+		pub.publish(topic, 1, uint16(i), []byte(fmt.Sprintf("%s%d", prefix, i)))
+	}
+	if err := pub.flush(); err != nil {
+		t.Fatal(err)
+	}
+	for acked := 0; acked < n; {
+		_ = pc.SetReadDeadline(time.Now().Add(testutil.Scale(10 * time.Second)))
+		typ, _, _, err := pub.read()
+		if err != nil {
+			t.Fatalf("publisher after %d PUBACKs: %v", acked, err)
+		}
+		if typ == 4 {
+			acked++
+		}
+	}
+	return pub
+}
+
 // subscribeID sends SUBSCRIBE with packet identifier id for filter at QoS 1
 // and returns SUBACK's reason code, skipping PUBLISH packets it reads
 // before SUBACK (returned in order).
@@ -202,29 +231,7 @@ func TestOfflineSessionOrderDupAndPacketIDs(t *testing.T) {
 					return nil
 				})
 
-				pc := dial(t, srv, u)
-				defer pc.Close()
-				pub, err := rawConnect(pc, id+"-pub")
-				if err != nil {
-					t.Fatal(err)
-				}
-				for i := 1; i <= n; i++ {
-					pub.publish("pn/x", 1, uint16(i), []byte(fmt.Sprintf("n%d", i)))
-				}
-				if err := pub.flush(); err != nil {
-					t.Fatal(err)
-				}
-				for acked := 0; acked < n; {
-					_ = pc.SetReadDeadline(time.Now().Add(testutil.Scale(10 * time.Second)))
-					typ, _, _, err := pub.read()
-					if err != nil {
-						t.Fatalf("publisher after %d PUBACKs: %v", acked, err)
-					}
-					if typ == 4 {
-						acked++
-					}
-				}
-				pub.disconnect()
+				publishQoS1(t, srv, u, id+"-pub", "pn/x", "n", n).disconnect()
 
 				if restart {
 					if err := srv.Close(); err != nil {

@@ -5,6 +5,7 @@
 package mqttcore
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -393,13 +394,7 @@ func (i *Inflight) refs() []inflightRef {
 // sortRefs orders refs by Seq, then packet id: the order of first sends.
 func sortRefs(refs []inflightRef) {
 	slices.SortFunc(refs, func(a, b inflightRef) int {
-		switch {
-		case a.seq < b.seq:
-			return -1
-		case a.seq > b.seq:
-			return 1
-		}
-		return int(a.id) - int(b.id)
+		return cmp.Or(cmp.Compare(a.seq, b.seq), cmp.Compare(a.id, b.id))
 	})
 }
 
