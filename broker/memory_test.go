@@ -532,6 +532,10 @@ func TestEmptyCoversEveryField(t *testing.T) {
 				f.Set(reflect.MakeSlice(f.Type(), 0, 0)) // empty but not nil
 			case reflect.Struct:
 				f.Field(0).Set(reflect.MakeSlice(f.Field(0).Type(), 0, 0))
+			case reflect.Pointer: // to a struct whose first field is a slice
+				n := reflect.New(f.Type().Elem())
+				n.Elem().Field(0).Set(reflect.MakeSlice(n.Elem().Field(0).Type(), 0, 0))
+				f.Set(n)
 			default:
 				t.Fatalf("%s.%s: kind %s not covered by this test", name, v.Type().Field(i).Name, f.Kind())
 			}

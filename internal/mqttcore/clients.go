@@ -338,16 +338,20 @@ func (cl *Client) ParseConnect(lid string, pk packets.Packet) {
 	}
 
 	if pk.Connect.WillFlag {
+		var wp packets.Properties
+		if pk.Connect.WillProperties != nil {
+			wp = *pk.Connect.WillProperties
+		}
 		cl.Properties.Will = Will{
 			Qos:               pk.Connect.WillQos,
 			Retain:            pk.Connect.WillRetain,
 			Payload:           pk.Connect.WillPayload,
 			TopicName:         pk.Connect.WillTopic,
-			WillDelayInterval: pk.Connect.WillProperties.WillDelayInterval,
-			User:              pk.Connect.WillProperties.User,
+			WillDelayInterval: wp.WillDelayInterval,
+			User:              wp.User,
 		}
 		if pk.Properties.SessionExpiryIntervalFlag &&
-			pk.Properties.SessionExpiryInterval < pk.Connect.WillProperties.WillDelayInterval {
+			pk.Properties.SessionExpiryInterval < wp.WillDelayInterval {
 			cl.Properties.Will.WillDelayInterval = pk.Properties.SessionExpiryInterval
 		}
 		if pk.Connect.WillFlag {

@@ -235,7 +235,7 @@ func TestClientParseConnectOverrideWillDelay(t *testing.T) {
 			Keepalive:        60,
 			ClientIdentifier: "mochi",
 			WillFlag:         true,
-			WillProperties: packets.Properties{
+			WillProperties: &packets.Properties{
 				WillDelayInterval: 200,
 			},
 		},

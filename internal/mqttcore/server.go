@@ -2031,8 +2031,7 @@ func (s *Server) sendLWT(cl *Client) {
 	}
 
 	if cl.Properties.Will.WillDelayInterval > 0 {
-		pk.Connect.WillProperties.WillDelayInterval = cl.Properties.Will.WillDelayInterval
-		pk.Expiry = time.Now().Unix() + int64(pk.Connect.WillProperties.WillDelayInterval)
+		pk.Expiry = time.Now().Unix() + int64(cl.Properties.Will.WillDelayInterval)
 		s.loop.willDelayed.Add(cl.ID, pk)
 		return
 	}

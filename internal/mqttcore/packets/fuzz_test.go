@@ -44,7 +44,7 @@ func seedPackets(v byte) []Packet {
 	}}
 	if v == 5 {
 		connect.Properties = Properties{SessionExpiryInterval: 300, SessionExpiryIntervalFlag: true, ReceiveMaximum: 10, TopicAliasMaximum: 5, MaximumPacketSize: 1 << 16}
-		connect.Connect.WillProperties = Properties{WillDelayInterval: 5, ContentType: "c"}
+		connect.Connect.WillProperties = &Properties{WillDelayInterval: 5, ContentType: "c"}
 	}
 	return []Packet{
 		connect,

@@ -152,20 +152,29 @@ type Mods struct {
 
 // ConnectParams contains packet values which are specifically related to connect packets.
 type ConnectParams struct {
-	WillProperties   Properties `json:"willProperties"` // -
-	Password         []byte     `json:"password"`       // -
-	Username         []byte     `json:"username"`       // -
-	ProtocolName     []byte     `json:"protocolName"`   // -
-	WillPayload      []byte     `json:"willPayload"`    // -
-	ClientIdentifier string     `json:"clientId"`       // -
-	WillTopic        string     `json:"willTopic"`      // -
-	Keepalive        uint16     `json:"keepalive"`      // -
-	PasswordFlag     bool       `json:"passwordFlag"`   // -
-	UsernameFlag     bool       `json:"usernameFlag"`   // -
-	WillQos          byte       `json:"willQos"`        // -
-	WillFlag         bool       `json:"willFlag"`       // -
-	WillRetain       bool       `json:"willRetain"`     // -
-	Clean            bool       `json:"clean"`          // CleanSession in v3.1.1, CleanStart in v5
+	WillProperties   *Properties `json:"willProperties,omitempty"` // nil: none (MQTT 3, or an MQTT 5 will without properties) [iotq patch 49]
+	Password         []byte      `json:"password"`                 // -
+	Username         []byte      `json:"username"`                 // -
+	ProtocolName     []byte      `json:"protocolName"`             // -
+	WillPayload      []byte      `json:"willPayload"`              // -
+	ClientIdentifier string      `json:"clientId"`                 // -
+	WillTopic        string      `json:"willTopic"`                // -
+	Keepalive        uint16      `json:"keepalive"`                // -
+	PasswordFlag     bool        `json:"passwordFlag"`             // -
+	UsernameFlag     bool        `json:"usernameFlag"`             // -
+	WillQos          byte        `json:"willQos"`                  // -
+	WillFlag         bool        `json:"willFlag"`                 // -
+	WillRetain       bool        `json:"willRetain"`               // -
+	Clean            bool        `json:"clean"`                    // CleanSession in v3.1.1, CleanStart in v5
+}
+
+// copyWillProperties returns a copy of p (nil for nil).
+func copyWillProperties(p *Properties, allowTransfer bool) *Properties {
+	if p == nil {
+		return nil
+	}
+	c := p.Copy(allowTransfer)
+	return &c
 }
 
 // Empty reports whether c has no field set (slices nil, see
@@ -173,7 +182,7 @@ type ConnectParams struct {
 func (c *ConnectParams) Empty() bool {
 	return c.Password == nil && c.Username == nil && c.ProtocolName == nil && c.WillPayload == nil &&
 		c.ClientIdentifier == "" && c.WillTopic == "" && c.Keepalive == 0 && !c.PasswordFlag && !c.UsernameFlag &&
-		c.WillQos == 0 && !c.WillFlag && !c.WillRetain && !c.Clean && c.WillProperties.Empty()
+		c.WillQos == 0 && !c.WillFlag && !c.WillRetain && !c.Clean && (c.WillProperties == nil || c.WillProperties.Empty())
 }
 
 // MaxFilters bounds the topic filters one decoded SUBSCRIBE or UNSUBSCRIBE
@@ -223,7 +232,7 @@ func (pk *Packet) Copy(allowTransfer bool) Packet {
 			WillTopic:        pk.Connect.WillTopic,
 			WillFlag:         pk.Connect.WillFlag,
 			WillRetain:       pk.Connect.WillRetain,
-			WillProperties:   pk.Connect.WillProperties.Copy(allowTransfer),
+			WillProperties:   copyWillProperties(pk.Connect.WillProperties, allowTransfer),
 			Clean:            pk.Connect.Clean,
 		},
 		TopicName:      pk.TopicName,
@@ -349,7 +358,11 @@ func (pk *Packet) ConnectEncode(buf *bytes.Buffer) error {
 		if pk.ProtocolVersion == 5 {
 			pb := mempool.GetBuffer()
 			defer mempool.PutBuffer(pb)
-			(&pk.Connect).WillProperties.Encode(WillProperties, pk.Mods, pb, 0)
+			wp := pk.Connect.WillProperties
+			if wp == nil {
+				wp = new(Properties)
+			}
+			wp.Encode(WillProperties, pk.Mods, pb, 0)
 			nb.Write(pb.Bytes())
 		}
 
@@ -420,11 +433,15 @@ func (pk *Packet) ConnectDecode(buf []byte) error {
 
 	if pk.Connect.WillFlag { // [MQTT-3.1.2-7]
 		if pk.ProtocolVersion == 5 {
-			n, err := pk.Connect.WillProperties.Decode(WillProperties, bytes.NewBuffer(buf[offset:]))
+			var wp Properties
+			n, err := wp.Decode(WillProperties, bytes.NewBuffer(buf[offset:]))
 			if err != nil {
 				return ErrMalformedWillProperties
 			}
 			offset += n
+			if !wp.Empty() {
+				pk.Connect.WillProperties = &wp
+			}
 		}
 
 		pk.Connect.WillTopic, offset, err = decodeString(buf, offset)

@@ -417,7 +417,7 @@ var TPacketData = map[byte]TPacketCases{
 					WillTopic:        "lwt",
 					WillPayload:      []byte("notagain"),
 					WillQos:          1,
-					WillProperties: Properties{
+					WillProperties: &Properties{
 						WillDelayInterval: uint32(600),
 					},
 				},
