@@ -77,8 +77,7 @@ type flowHook struct {
 	low      int   // a stalled client recovers below low
 	maxBytes int64 // limits.max_queued_bytes; 0: no limit
 
-	mu      sync.RWMutex
-	clients map[*mqttcore.Client]*clientFlow
+	clients clientMap[*clientFlow]
 
 	pressure  atomic.Bool
 	published atomic.Uint64 // publishes since start; the scanner skips idle periods
@@ -98,7 +97,6 @@ func newFlowHook(e *Engine) *flowHook {
 		high:     max(1, c/2),
 		low:      max(1, c/4),
 		maxBytes: max(0, int64(e.cfg.Limits.MaxQueuedBytes)),
-		clients:  map[*mqttcore.Client]*clientFlow{},
 		dropLog:  newRateLimitedLog(e.log, time.Second),
 		slowLog:  newRateLimitedLog(e.log, time.Second),
 	}
@@ -121,23 +119,17 @@ func (h *flowHook) Provides(b byte) bool {
 }
 
 func (h *flowHook) flowOf(cl *mqttcore.Client) *clientFlow {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return h.clients[cl]
+	f, _ := h.clients.load(cl)
+	return f
 }
 
 func (h *flowHook) OnSessionEstablished(cl *mqttcore.Client, pk packets.Packet) {
-	h.mu.Lock()
-	h.clients[cl] = &clientFlow{cl: cl}
-	h.mu.Unlock()
+	h.clients.store(cl, &clientFlow{cl: cl})
 	h.obs.SessionOpened(cl.Net.Listener)
 }
 
 func (h *flowHook) OnDisconnect(cl *mqttcore.Client, err error, expire bool) {
-	h.mu.Lock()
-	f, ok := h.clients[cl]
-	delete(h.clients, cl)
-	h.mu.Unlock()
+	f, ok := h.clients.loadAndDelete(cl)
 	if ok {
 		f.progress.notify()
 		h.obs.SessionClosed(cl.Net.Listener)
@@ -431,8 +423,7 @@ func (h *flowHook) scanOnce() {
 	pressure := false
 	var stuck []*mqttcore.Client
 	now := time.Now().UnixNano()
-	h.mu.RLock()
-	for cl, f := range h.clients {
+	h.clients.each(func(cl *mqttcore.Client, f *clientFlow) bool {
 		l := cl.OutboundLen()
 		var b int64
 		if h.maxBytes > 0 {
@@ -447,8 +438,8 @@ func (h *flowHook) scanOnce() {
 		if ww, ok := cl.Net.Conn.(engine.WriteWatcher); ok && ww.WriteBlockedFor(now) > h.e.cfg.Flow.WriteTimeout {
 			stuck = append(stuck, cl)
 		}
-	}
-	h.mu.RUnlock()
+		return true
+	})
 	h.pressure.Store(pressure)
 	for _, cl := range stuck {
 		if cl.Closed() {

@@ -2,7 +2,6 @@ package mochi
 
 import (
 	"bytes"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,8 +26,7 @@ type packetIDHook struct {
 	e          *Engine
 	receiveMax uint16 // the broker's Receive Maximum (CONNACK)
 
-	mu      sync.RWMutex
-	clients map[*mqttcore.Client]*stash
+	clients clientMap[*stash]
 }
 
 // stash holds one connection's set-aside outbound messages.
@@ -49,7 +47,7 @@ type stash struct {
 const restoreWait = time.Second
 
 func newPacketIDHook(e *Engine) *packetIDHook {
-	return &packetIDHook{e: e, receiveMax: e.srv.Options.Capabilities.ReceiveMaximum, clients: map[*mqttcore.Client]*stash{}}
+	return &packetIDHook{e: e, receiveMax: e.srv.Options.Capabilities.ReceiveMaximum}
 }
 
 func (h *packetIDHook) ID() string { return "iotq-packet-ids" }
@@ -65,9 +63,8 @@ func (h *packetIDHook) Provides(b byte) bool {
 }
 
 func (h *packetIDHook) stashOf(cl *mqttcore.Client) *stash {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return h.clients[cl]
+	s, _ := h.clients.load(cl)
+	return s
 }
 
 func (h *packetIDHook) OnPacketRead(cl *mqttcore.Client, pk packets.Packet) (packets.Packet, error) {
@@ -211,9 +208,7 @@ func (h *packetIDHook) OnSessionEstablish(cl *mqttcore.Client, pk packets.Packet
 }
 
 func (h *packetIDHook) OnSessionEstablished(cl *mqttcore.Client, pk packets.Packet) {
-	h.mu.Lock()
-	h.clients[cl] = &stash{pending: newCounter()}
-	h.mu.Unlock()
+	h.clients.store(cl, &stash{pending: newCounter()})
 }
 
 func (h *packetIDHook) OnDisconnect(cl *mqttcore.Client, err error, expire bool) {
@@ -228,7 +223,5 @@ func (h *packetIDHook) OnDisconnect(cl *mqttcore.Client, err error, expire bool)
 			h.restore(cl, s, id)
 		}
 	}
-	h.mu.Lock()
-	delete(h.clients, cl)
-	h.mu.Unlock()
+	h.clients.delete(cl)
 }
