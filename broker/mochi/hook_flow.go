@@ -77,7 +77,10 @@ type flowHook struct {
 	low      int   // a stalled client recovers below low
 	maxBytes int64 // limits.max_queued_bytes; 0: no limit
 
-	clients clientMap[*clientFlow]
+	// clients is for the scanner; a packet finds its client's state in
+	// the client (slotFlow).
+	mu      sync.RWMutex
+	clients map[*mqttcore.Client]*clientFlow
 
 	pressure  atomic.Bool
 	published atomic.Uint64 // publishes since start; the scanner skips idle periods
@@ -97,6 +100,7 @@ func newFlowHook(e *Engine) *flowHook {
 		high:     max(1, c/2),
 		low:      max(1, c/4),
 		maxBytes: max(0, int64(e.cfg.Limits.MaxQueuedBytes)),
+		clients:  map[*mqttcore.Client]*clientFlow{},
 		dropLog:  newRateLimitedLog(e.log, time.Second),
 		slowLog:  newRateLimitedLog(e.log, time.Second),
 	}
@@ -119,17 +123,25 @@ func (h *flowHook) Provides(b byte) bool {
 }
 
 func (h *flowHook) flowOf(cl *mqttcore.Client) *clientFlow {
-	f, _ := h.clients.load(cl)
+	f, _ := cl.Attached(slotFlow).(*clientFlow)
 	return f
 }
 
 func (h *flowHook) OnSessionEstablished(cl *mqttcore.Client, pk packets.Packet) {
-	h.clients.store(cl, &clientFlow{cl: cl})
+	f := &clientFlow{cl: cl}
+	h.mu.Lock()
+	h.clients[cl] = f
+	h.mu.Unlock()
+	cl.Attach(slotFlow, f)
 	h.obs.SessionOpened(cl.Net.Listener)
 }
 
 func (h *flowHook) OnDisconnect(cl *mqttcore.Client, err error, expire bool) {
-	f, ok := h.clients.loadAndDelete(cl)
+	h.mu.Lock()
+	f, ok := h.clients[cl]
+	delete(h.clients, cl)
+	h.mu.Unlock()
+	cl.Attach(slotFlow, nil)
 	if ok {
 		f.progress.notify()
 		h.obs.SessionClosed(cl.Net.Listener)
@@ -423,7 +435,8 @@ func (h *flowHook) scanOnce() {
 	pressure := false
 	var stuck []*mqttcore.Client
 	now := time.Now().UnixNano()
-	h.clients.each(func(cl *mqttcore.Client, f *clientFlow) bool {
+	h.mu.RLock()
+	for cl, f := range h.clients {
 		l := cl.OutboundLen()
 		var b int64
 		if h.maxBytes > 0 {
@@ -438,8 +451,8 @@ func (h *flowHook) scanOnce() {
 		if ww, ok := cl.Net.Conn.(engine.WriteWatcher); ok && ww.WriteBlockedFor(now) > h.e.cfg.Flow.WriteTimeout {
 			stuck = append(stuck, cl)
 		}
-		return true
-	})
+	}
+	h.mu.RUnlock()
 	h.pressure.Store(pressure)
 	for _, cl := range stuck {
 		if cl.Closed() {

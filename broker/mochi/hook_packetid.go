@@ -26,7 +26,6 @@ type packetIDHook struct {
 	e          *Engine
 	receiveMax uint16 // the broker's Receive Maximum (CONNACK)
 
-	clients clientMap[*stash]
 }
 
 // stash holds one connection's set-aside outbound messages.
@@ -63,7 +62,7 @@ func (h *packetIDHook) Provides(b byte) bool {
 }
 
 func (h *packetIDHook) stashOf(cl *mqttcore.Client) *stash {
-	s, _ := h.clients.load(cl)
+	s, _ := cl.Attached(slotPacketIDs).(*stash)
 	return s
 }
 
@@ -208,7 +207,7 @@ func (h *packetIDHook) OnSessionEstablish(cl *mqttcore.Client, pk packets.Packet
 }
 
 func (h *packetIDHook) OnSessionEstablished(cl *mqttcore.Client, pk packets.Packet) {
-	h.clients.store(cl, &stash{pending: newCounter()})
+	cl.Attach(slotPacketIDs, &stash{pending: newCounter()})
 }
 
 func (h *packetIDHook) OnDisconnect(cl *mqttcore.Client, err error, expire bool) {
@@ -223,5 +222,5 @@ func (h *packetIDHook) OnDisconnect(cl *mqttcore.Client, err error, expire bool)
 			h.restore(cl, s, id)
 		}
 	}
-	h.clients.delete(cl)
+	cl.Attach(slotPacketIDs, nil)
 }

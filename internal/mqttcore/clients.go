@@ -116,13 +116,14 @@ func (cl *Clients) GetByListener(id string) []*Client {
 
 // Client contains information about a client known by the broker.
 type Client struct {
-	Properties   ClientProperties // client properties
-	State        ClientState      // the operational state of the client.
-	Net          ClientConnection // network connection state of the client
-	ID           string           // the client id.
-	ops          *ops             // ops provides a reference to server ops.
-	park         *clientPark      // parking state, nil if the client never parks [iotq patch 18]
-	sync.RWMutex                  // mutex
+	Properties   ClientProperties               // client properties
+	State        ClientState                    // the operational state of the client.
+	Net          ClientConnection               // network connection state of the client
+	ID           string                         // the client id.
+	ops          *ops                           // ops provides a reference to server ops.
+	park         *clientPark                    // parking state, nil if the client never parks [iotq patch 18]
+	attached     [HookSlots]atomic.Pointer[any] // hooks' per-client state (Attach) [iotq patch 50]
+	sync.RWMutex                                // mutex
 }
 
 // ClientConnection contains the connection transport and metadata for the client.
@@ -684,6 +685,31 @@ func (cl *Client) StopCause() error {
 // StopTime returns the the time the client disconnected in unix time, else zero.
 func (cl *Client) StopTime() int64 {
 	return atomic.LoadInt64(&cl.State.disconnected)
+}
+
+// HookSlots is the number of values hooks can attach to a client.
+const HookSlots = 2
+
+// Attach makes v the client's value in slot (0 <= slot < HookSlots), for
+// a hook that looks its per-client state up on every packet: a field of
+// the client costs no lookup and nothing shared between the readers of
+// different clients, where a map of its own behind a lock cost both, and
+// less memory per connection than a sync.Map. Each hook keeps to its own
+// slot; Attach(slot, nil) clears it. [iotq patch 50]
+func (cl *Client) Attach(slot int, v any) {
+	if v == nil {
+		cl.attached[slot].Store(nil)
+		return
+	}
+	cl.attached[slot].Store(&v)
+}
+
+// Attached returns the client's value in slot, or nil.
+func (cl *Client) Attached(slot int) any {
+	if p := cl.attached[slot].Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Closed returns true if client connection is closed.
