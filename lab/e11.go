@@ -3,6 +3,8 @@ package lab
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -107,8 +109,8 @@ func natsServer() (string, string, error) {
 }
 
 // startCluster starts three nats-server nodes in the broker's namespace,
-// waits until each is healthy (JetStream included) and its MQTT port
-// accepts, then (quic) iotq gateway in front of nodes 0 and 1.
+// waits until each is healthy (JetStream included) and takes an MQTT
+// session, then (quic) iotq gateway in front of nodes 0 and 1.
 func (cr *cellRun) startCluster(ctx context.Context, repDir string) (*e11Cluster, error) {
 	bin, version, err := natsServer()
 	if err != nil {
@@ -188,7 +190,7 @@ func (cr *cellRun) startCluster(ctx context.Context, repDir string) (*e11Cluster
 }
 
 // waitCluster waits until every node answers /healthz with status ok
-// (which includes JetStream's meta leader) and accepts on its MQTT port.
+// (which includes JetStream's meta leader) and accepts an MQTT session.
 func (cr *cellRun) waitCluster(ctx context.Context, cl *e11Cluster) error {
 	deadline := time.Now().Add(cr.r.opts.ReadyTimeout + 60*time.Second)
 	for {
@@ -202,10 +204,11 @@ func (cr *cellRun) waitCluster(ctx context.Context, cl *e11Cluster) error {
 				err = fmt.Errorf("healthz: %s", strings.TrimSpace(body))
 			}
 			if err == nil {
-				var c net.Conn
-				if c, err = cr.nsDial(fmt.Sprintf("127.0.0.1:%d", nd.mqttPort)); err == nil {
-					c.Close()
+				ca := ""
+				if cr.c.Transport == TransportTLS {
+					ca = cl.ca
 				}
+				err = cr.mqttAccepts(fmt.Sprintf("127.0.0.1:%d", nd.mqttPort), "lab-e11-probe-"+nd.name, ca)
 			}
 			if err != nil {
 				notReady = fmt.Errorf("node %s: %w", nd.name, err)
@@ -227,6 +230,53 @@ func (cr *cellRun) waitCluster(ctx context.Context, cl *e11Cluster) error {
 }
 
 // nsDial connects to addr from inside the broker's namespace.
+// mqttAccepts reports whether the MQTT listener at addr (in the broker's
+// namespace; TLS when ca names the CA to trust) answers an MQTT 3.1.1
+// CONNECT with a CONNACK that accepts it. A NATS node reports healthy and
+// accepts TCP before its MQTT layer can take a session (the first one
+// creates the account's replicated JetStream streams); a client that
+// connects then is disconnected without a CONNACK.
+func (cr *cellRun) mqttAccepts(addr, clientID, ca string) error {
+	c, err := cr.nsDial(addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return fmt.Errorf("MQTT probe: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("MQTT probe: no certificate in %s", ca)
+		}
+		host, _, _ := net.SplitHostPort(addr)
+		c = tls.Client(c, &tls.Config{RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS12})
+	}
+	if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		return err
+	}
+	// CONNECT: protocol "MQTT" level 4, clean session, keep-alive 10 s.
+	vh := []byte{0, 4, 'M', 'Q', 'T', 'T', 4, 0x02, 0, 10, byte(len(clientID) >> 8), byte(len(clientID))}
+	body := append(vh, clientID...)
+	if len(body) > 127 {
+		return fmt.Errorf("MQTT probe: client id %q too long", clientID)
+	}
+	if _, err := c.Write(append([]byte{0x10, byte(len(body))}, body...)); err != nil {
+		return fmt.Errorf("MQTT probe: CONNECT: %w", err)
+	}
+	ack := make([]byte, 4)
+	if _, err := io.ReadFull(c, ack); err != nil {
+		return fmt.Errorf("MQTT probe: no CONNACK: %w", err)
+	}
+	if ack[0] != 0x20 || ack[1] != 2 || ack[3] != 0 {
+		return fmt.Errorf("MQTT probe: CONNACK % x does not accept the session", ack)
+	}
+	_, _ = c.Write([]byte{0xE0, 0}) // DISCONNECT
+	return nil
+}
+
 func (cr *cellRun) nsDial(addr string) (net.Conn, error) {
 	var c net.Conn
 	dial := func() (err error) {
