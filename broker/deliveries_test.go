@@ -177,3 +177,61 @@ func TestDeliveryNotHeldByAStalledPublisher(t *testing.T) {
 	}
 	expect("other")
 }
+
+// A healthy subscriber is not taken for a slow one when a publisher sends
+// many small messages at once. One read of the publisher's input (4 KiB)
+// holds about 600 of these 7-byte PUBLISH packets, more than half the
+// subscriber's queue (512), which makes the flow hook hold the publisher
+// back until the subscriber makes progress. The subscriber's packets were
+// waiting for the publisher's reader to write them (engine patch 40), so
+// no progress came: after max_stall (2 s) the subscriber was marked
+// stalled and messages were dropped (engine patch 51 hands the writes
+// over before the wait). MQTT 3.1.1 section 4.6: every message arrives,
+// in order.
+func TestSmallMessageBurstReachesAHealthySubscriber(t *testing.T) {
+	srv := brokertest.Start(t, broker.Options{Listen: []string{"mqtt://127.0.0.1:0"}, StateDir: t.TempDir(), Store: broker.StoreNone})
+	addr := strings.TrimPrefix(srv.Endpoints()[0], "mqtt://")
+	dial := func(id string) (*rawClient, net.Conn) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		rc, err := rawConnect(c, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rc, c
+	}
+	sub, sc := dial("burst-sub")
+	if err := sub.subscribe("b", 0); err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := dial("burst-pub")
+
+	const n = 5000
+	var seq [2]byte
+	for i := range n {
+		binary.BigEndian.PutUint16(seq[:], uint16(i))
+		pub.publish("b", 0, 0, seq[:])
+	}
+	if err := pub.flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		// Each message well within max_stall: a subscriber taken for a
+		// stalled one waits 2 s, then loses messages.
+		_ = sc.SetReadDeadline(time.Now().Add(testutil.Scale(10 * time.Second)))
+		typ, flags, body, err := sub.read()
+		if err != nil {
+			t.Fatalf("after %d of %d messages: %v", i, n, err)
+		}
+		_, _, _, payload, err := parsePublish(flags, body)
+		if typ != 3 || err != nil || len(payload) != 2 {
+			t.Fatalf("message %d: type %d, %v, payload %x", i, typ, err, payload)
+		}
+		if got := binary.BigEndian.Uint16(payload); got != uint16(i) {
+			t.Fatalf("message %d of the burst carries sequence number %d: %d lost before it (or reordered)", i, got, int(got)-i)
+		}
+	}
+}

@@ -267,7 +267,7 @@ func (h *flowHook) OnPublish(cl *mqttcore.Client, pk packets.Packet) (packets.Pa
 			continue
 		}
 		qos := min(pk.FixedHeader.Qos, sub.Qos)
-		h.waitFor(sc, qos)
+		h.waitFor(cl, sc, qos)
 	}
 	return pk, nil
 }
@@ -281,13 +281,18 @@ func (h *flowHook) congested(sc *mqttcore.Client, qos byte) bool {
 		(qos > 0 && blockedWriter(sc))
 }
 
-// waitFor holds the caller while sc is congested and making progress, then
-// applies the slow-consumer policy if sc stalled.
-func (h *flowHook) waitFor(sc *mqttcore.Client, qos byte) {
+// waitFor holds pub, the publisher, on its reader while sc is congested
+// and making progress, then applies the slow-consumer policy if sc
+// stalled.
+func (h *flowHook) waitFor(pub, sc *mqttcore.Client, qos byte) {
 	f := h.flowOf(sc)
 	if f == nil || !h.congested(sc, qos) {
 		return
 	}
+	// The reader may hold sc's writing itself (the deliveries of the
+	// input it handles): sc makes no progress while the reader waits
+	// unless a write goroutine takes it over.
+	pub.ReleaseWrites()
 	if f.stalled.Load() || !h.awaitProgress(f, func() bool { return !h.congested(sc, qos) }) {
 		if qos > 0 || h.e.cfg.Flow.SlowConsumer == engine.PolicyDisconnect {
 			h.disconnectSlow(sc, qos)

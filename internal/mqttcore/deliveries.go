@@ -30,7 +30,8 @@ import (
 // subscriber would wait for another client's input. Before any wait the
 // roles go to write goroutines (release): a blocking write to the
 // reader's own connection (writePacket, flushOutbuf), a full queue
-// (OutboundFull, QueuedBytesFull), a DISCONNECT's wait for its
+// (OutboundFull, QueuedBytesFull), a hook that holds the publisher back
+// (ReleaseWrites, patch 51), a DISCONNECT's wait for its
 // acknowledgements, and the end of the reader (read's defer).
 
 // inlineWriteMax bounds what a reader encodes for one subscriber before
@@ -100,6 +101,13 @@ func (b *deliveryBatch) release() {
 		go sc.WriteLoop()
 	}
 }
+
+// ReleaseWrites hands the subscribers whose writing cl's reader holds
+// to write goroutines. A hook that may wait on cl's reader (OnPublish
+// holding a publisher back until a subscriber makes progress) calls it
+// first: the subscriber's queued packets would otherwise wait for the
+// reader, which waits for them. [iotq patch 51]
+func (cl *Client) ReleaseWrites() { cl.State.deliveries.release() }
 
 // end closes the batch and releases the list: the reader returns.
 func (b *deliveryBatch) end() {
