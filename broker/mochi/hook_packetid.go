@@ -10,17 +10,19 @@ import (
 )
 
 // Packet identifiers: MQTT gives each direction its own identifier space,
-// but mochi keeps inbound and outbound QoS state in one map per client, and
-// an inbound QoS 1 PUBLISH deletes whatever outbound message waits for its
-// PUBACK under the same identifier (mochi issue #545 is the QoS 2 variant):
-// a client that publishes and subscribes with QoS 1 would lose messages.
+// but the engine keeps inbound QoS 2 state (the PUBREC awaiting PUBREL) and
+// outbound messages in one map per client, and an inbound QoS 2 PUBLISH
+// replaces whatever outbound message waits under the same identifier
+// (mochi issue #545): a client that publishes with QoS 2 and subscribes
+// with QoS 1 or 2 would lose messages. (An inbound QoS 1 PUBLISH leaves
+// the map alone since engine patch 52.)
 //
 // packetIDHook works around it: OnPacketRead sets the outbound message
-// aside; OnPacketProcessed puts it back after the inbound QoS 1 PUBLISH or
-// the PUBREL that ends an inbound QoS 2 exchange (and into the store, whose
-// copy the inbound processing removed). If the client acknowledges the
-// outbound message in between, it may be delivered once more after a
-// reconnect: a duplicate, never a loss.
+// aside; OnPacketProcessed puts it back after the PUBREL that ends the
+// inbound QoS 2 exchange (and into the store, whose copy the inbound
+// processing removed). If the client acknowledges the outbound message in
+// between, it may be delivered once more after a reconnect: a duplicate,
+// never a loss.
 type packetIDHook struct {
 	mqttcore.HookBase
 	e          *Engine
@@ -70,7 +72,7 @@ func (h *packetIDHook) OnPacketRead(cl *mqttcore.Client, pk packets.Packet) (pac
 	if err := h.receiveMaximum(cl, pk); err != nil {
 		return pk, err
 	}
-	if pk.FixedHeader.Type != packets.Publish || pk.FixedHeader.Qos == 0 {
+	if pk.FixedHeader.Type != packets.Publish || pk.FixedHeader.Qos != 2 {
 		return pk, nil
 	}
 	out, ok := cl.State.Inflight.Get(pk.PacketID)
@@ -90,10 +92,7 @@ func (h *packetIDHook) OnPacketRead(cl *mqttcore.Client, pk packets.Packet) (pac
 }
 
 func (h *packetIDHook) OnPacketProcessed(cl *mqttcore.Client, pk packets.Packet, err error) {
-	switch {
-	case pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos == 1,
-		pk.FixedHeader.Type == packets.Pubrel: // end of an inbound QoS 2 exchange
-	default:
+	if pk.FixedHeader.Type != packets.Pubrel { // the end of an inbound QoS 2 exchange
 		return
 	}
 	if s := h.stashOf(cl); s != nil && len(s.msgs) > 0 {

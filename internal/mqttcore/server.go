@@ -1159,14 +1159,12 @@ func (s *Server) processPublish(cl *Client, pk packets.Packet) error {
 	}
 
 	if !cl.Net.Inline && pk.FixedHeader.Qos > 0 { // a QoS 0 PUBLISH has no packet identifier [iotq patch 35]
-		if pki, ok := cl.State.Inflight.Get(pk.PacketID); ok {
-			if pki.FixedHeader.Type == packets.Pubrec { // [MQTT-4.3.3-10]
-				ack := s.buildAck(pk.PacketID, packets.Pubrec, 0, pk.Properties, packets.ErrPacketIdentifierInUse)
-				return cl.WritePacket(ack)
-			}
-			if ok := cl.State.Inflight.Delete(pk.PacketID); ok { // [MQTT-4.3.2-5]
-				atomic.AddInt64(&s.Info.Inflight, -1)
-			}
+		// Only a PUBREC under the identifier is the client's: anything
+		// else is a message of the server's, whose identifiers are a
+		// space of their own. Upstream deleted it here. [iotq patch 52]
+		if pki, ok := cl.State.Inflight.Get(pk.PacketID); ok && pki.FixedHeader.Type == packets.Pubrec { // [MQTT-4.3.3-10]
+			ack := s.buildAck(pk.PacketID, packets.Pubrec, 0, pk.Properties, packets.ErrPacketIdentifierInUse)
+			return cl.WritePacket(ack)
 		}
 	}
 
@@ -1210,11 +1208,21 @@ func (s *Server) processPublish(cl *Client, pk packets.Packet) error {
 		return s.publishAckAfter(cl, pk) // [iotq patch 4]
 	}
 
-	cl.State.Inflight.DecreaseReceiveQuota()
-	ack := s.buildAck(pk.PacketID, packets.Puback, 0, pk.Properties, packets.QosCodes[pk.FixedHeader.Qos]) // [MQTT-4.3.2-4]
-	if pk.FixedHeader.Qos == 2 {
-		ack = s.buildAck(pk.PacketID, packets.Pubrec, 0, pk.Properties, packets.CodeSuccess) // [MQTT-3.3.4-1] [MQTT-4.3.3-8]
+	if pk.FixedHeader.Qos == 1 {
+		// [iotq patch 52] The PUBACK ends the exchange [MQTT-4.3.2-4]:
+		// nothing of it outlives this call. Upstream put the PUBACK in
+		// the session's in-flight map (and, through OnQosPublish, in the
+		// store) and took it out again right after writing it.
+		if err := cl.writeReply(s.buildAck(pk.PacketID, packets.Puback, 0, pk.Properties, packets.QosCodes[1])); err != nil {
+			return err
+		}
+		s.publishToSubscribersFrom(cl, pk) // [iotq patch 40]
+		s.hooks.OnPublished(cl, pk)
+		return nil
 	}
+
+	cl.State.Inflight.DecreaseReceiveQuota()
+	ack := s.buildAck(pk.PacketID, packets.Pubrec, 0, pk.Properties, packets.CodeSuccess) // [MQTT-3.3.4-1] [MQTT-4.3.3-8]
 
 	if ok := cl.State.Inflight.Set(ack); ok {
 		atomic.AddInt64(&s.Info.Inflight, 1)
@@ -1224,14 +1232,6 @@ func (s *Server) processPublish(cl *Client, pk packets.Packet) error {
 	err = cl.writeReply(ack) // [iotq patch 31]
 	if err != nil {
 		return err
-	}
-
-	if pk.FixedHeader.Qos == 1 {
-		if ok := cl.State.Inflight.Delete(ack.PacketID); ok {
-			atomic.AddInt64(&s.Info.Inflight, -1)
-		}
-		cl.State.Inflight.IncreaseReceiveQuota()
-		s.hooks.OnQosComplete(cl, ack)
 	}
 
 	s.publishToSubscribersFrom(cl, pk) // [iotq patch 40]
