@@ -1760,8 +1760,10 @@ func TestServerProcessPublishACLCheckDeny(t *testing.T) {
 				require.Equal(t, tx.expectReponse, buf)
 			}
 
-			require.Equal(t, tx.expectDisconnect, cl.Closed())
+			// Stop closes the connection (ReadAll returns) before it
+			// marks the client closed: wait for processPublish first.
 			wg.Wait()
+			require.Equal(t, tx.expectDisconnect, cl.Closed())
 		})
 	}
 }
