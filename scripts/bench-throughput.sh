@@ -30,7 +30,10 @@
 # Each run also records the CPU seconds (user + system) the broker used
 # during the run (/proc/PID/stat) and those of the mqttv5 process
 # (/usr/bin/time), with its wall time: a load generator near 2 CPU seconds
-# per wall second on 2 cores is the bottleneck, not the broker. For iotq
+# per wall second on 2 cores is the bottleneck, not the broker; and the
+# broker's read and write system calls (/proc/PID/io syscr, syscw; not
+# the socket calls of QUIC brokers), per delivered message in summary.md:
+# how much each call carries. For iotq
 # brokers (started with --metrics) it also records the broker's own count:
 # PUBLISH packets it wrote to subscribers per second (the median over the
 # run's busy seconds, ramps left out, of iotq_broker_messages_sent_total,
@@ -384,6 +387,11 @@ stop_broker() {
 
 # cpu_ticks PID: user + system CPU time of the process, in clock ticks.
 cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+# io_calls PID: the process's read and write system calls so far
+# (/proc/PID/io syscr, syscw: read, readv, write, writev ...; a read that
+# finds nothing counts too; socket calls such as recvmmsg and sendmsg, a
+# QUIC broker's, do not count).
+io_calls() { awk '/^syscr:/ {r = $2} /^syscw:/ {w = $2} END {print r + 0, w + 0}' "/proc/$1/io" 2> /dev/null || echo "0 0"; }
 clk_tck=$(getconf CLK_TCK)
 
 # timed commands run in the background (timeout puts them in a process
@@ -461,7 +469,9 @@ EOF
 }
 
 # bench ROUND KIND BROKER LOAD QOS SUBS: one mqttv5 bench run against a
-# fresh broker. Sets r_json, r_bcpu, r_lcpu, r_lwall, r_bsent, r_status.
+# fresh broker. Sets r_json, r_bcpu, r_lcpu, r_lwall, r_bsent, r_breads,
+# r_bwrites (the broker's read and write system calls during the run),
+# r_status.
 bench() {
   local round=$1 kind=$2 broker=$3 load=$4 qos=$5 subs=$6
   local id="$round-$kind-$load-$broker"
@@ -478,8 +488,9 @@ bench() {
   case $burl in quic://*) key="$load, QUIC brokers" ;; esac
   printf '%s\tbroker\t%s\t%s\n%s\tload\t%s\t%s%s %s\n' "$id" "$broker" "$bcmd" "$id" "$key" "${pin_load[*]}${pin_load[*]:+ }" "$mqttv5_bin" "${args[*]}" >> "$out/commands.txt"
   r_json="$out/raw/$id.json"
-  local c0 c1
+  local c0 c1 io0 io1
   c0=$(cpu_ticks "$bpid")
+  io0=$(io_calls "$bpid")
   r_status=ok
   if [ -n "$bmetrics" ] && [ "$kind" = tp ]; then
     sample_sent "$bmetrics" "$dir/sent.txt" &
@@ -499,9 +510,11 @@ bench() {
   r_bsent=$(sent_rate "$dir/sent.txt")
   if kill -0 "$bpid" 2> /dev/null; then
     c1=$(cpu_ticks "$bpid")
+    io1=$(io_calls "$bpid")
     r_bcpu=$(awk -v a="$c0" -v b="$c1" -v t="$clk_tck" 'BEGIN {printf "%.2f", (b - a) / t}')
+    read -r r_breads r_bwrites <<< "$(awk -v a="$io0" -v b="$io1" 'BEGIN {split(a, x, " "); split(b, y, " "); print y[1] - x[1], y[2] - x[2]}')"
   else
-    r_bcpu="" r_status=fail
+    r_bcpu="" r_breads="" r_bwrites="" r_status=fail
     echo "bench-throughput: $broker exited during the run; its log:" >&2
     tail -20 "$dir/broker.log" >&2
   fi
@@ -546,7 +559,7 @@ echo "bench-throughput: $total runs into $out (${#brokers[@]} brokers, $ROUNDS r
 
 # --- throughput -----------------------------------------------------------
 if [ $do_tp = 1 ]; then
-  echo "round,broker,load,qos,subscribers,msgs_per_s,broker_cpu_s,loadgen_cpu_s,loadgen_wall_s,published,received,delivered_ratio,broker_sent_per_s,status" > "$out/runs.csv"
+  echo "round,broker,load,qos,subscribers,msgs_per_s,broker_cpu_s,loadgen_cpu_s,loadgen_wall_s,published,received,delivered_ratio,broker_sent_per_s,status,broker_read_calls,broker_write_calls" > "$out/runs.csv"
   for ((r = 1; r <= ROUNDS; r++)); do
     for l in "${loads[@]}"; do
       read -r load qos subs <<< "$l"
@@ -554,7 +567,7 @@ if [ $do_tp = 1 ]; then
         bench "$r" tp "$b" "$load" "$qos" "$subs"
         f=$(json_fields "$r_json" throughput_avg published received delivered_ratio)
         IFS=, read -r rate pub recv ratio <<< "$f"
-        echo "$r,$b,$load,$qos,$subs,$rate,$r_bcpu,$r_lcpu,$r_lwall,$pub,$recv,$ratio,$r_bsent,$r_status" >> "$out/runs.csv"
+        echo "$r,$b,$load,$qos,$subs,$rate,$r_bcpu,$r_lcpu,$r_lwall,$pub,$recv,$ratio,$r_bsent,$r_status,$r_breads,$r_bwrites" >> "$out/runs.csv"
         progress "round $r $load $b: ${rate:-?} msg/s${r_bsent:+ (broker sent $r_bsent/s)}, broker CPU ${r_bcpu:-?} s, mqttv5 CPU ${r_lcpu:-?} s in ${r_lwall:-?} s ($r_status; load $(cut -d' ' -f1 /proc/loadavg))"
       done
     done
@@ -688,6 +701,18 @@ for r in runs:
         n = float(r["received"])
         per_msg.setdefault((r["broker"], r["load"]), []).append(float(r["broker_cpu_s"]) / n * 1e6)
         per_msg_all.setdefault((r["broker"], r["load"]), []).append((float(r["broker_cpu_s"]) + float(r["loadgen_cpu_s"])) / n * 1e6)
+# The broker's read and write system calls per message mqttv5 received, per
+# run (runs.csv from before these columns has none): how much each call
+# carries. Not for QUIC brokers: their recvmmsg and sendmsg calls are not
+# counted in /proc/PID/io.
+reads_per_msg, writes_per_msg = {}, {}
+for r in runs:
+    if "quic" in r["broker"]:
+        continue
+    if r.get("status") == "ok" and r.get("received") and float(r["received"]) > 0 and r.get("broker_read_calls") and r.get("broker_write_calls"):
+        n = float(r["received"])
+        reads_per_msg.setdefault((r["broker"], r["load"]), []).append(float(r["broker_read_calls"]) / n)
+        writes_per_msg.setdefault((r["broker"], r["load"]), []).append(float(r["broker_write_calls"]) / n)
 p99 = cells(lat, "load", "p99_us")
 p50 = cells(lat, "load", "p50_us")
 mem = cells(idle, "transport", "kib_per_conn")
@@ -723,7 +748,9 @@ for (b, l), v in tp.items():
         "loadgen_wall_s": med(lwall.get((b, l), [])),
         "broker_sent_per_s": med(bsent.get((b, l), [])),
         "broker_cpu_us_per_msg": med(per_msg.get((b, l), [])),
-        "total_cpu_us_per_msg": med(per_msg_all.get((b, l), []))}
+        "total_cpu_us_per_msg": med(per_msg_all.get((b, l), [])),
+        "broker_read_calls_per_msg": med(reads_per_msg.get((b, l), [])),
+        "broker_write_calls_per_msg": med(writes_per_msg.get((b, l), []))}
 for (b, l), v in p99.items():
     summary["latency"].setdefault(b, {})[l] = {
         "p99_us_median": med(v), "p99_us_min": min(v), "p99_us_max": max(v),
@@ -816,6 +843,20 @@ if runs:
             "-" if not per_msg.get((b, l)) else f"{med(per_msg[(b, l)]):.2f} ({med(per_msg_all[(b, l)]):.2f})"
             for l in loads) + " |")
     w("")
+    if reads_per_msg:
+        w("### The broker's system calls per delivered message: reads / writes\n")
+        w("Read and write system calls of the broker process during the run (/proc/PID/io syscr and syscw: "
+          "reads that find nothing count too) over the messages mqttv5 received, the median over rounds. "
+          "Fewer calls per message means more messages per call: what the broker batches, and what each of "
+          "the load generator's reads finds. QUIC brokers are left out: their socket calls (recvmmsg, "
+          "sendmsg) are not counted there.\n")
+        w("| broker | " + " | ".join(loads) + " |")
+        w("|---|" + "---|" * len(loads))
+        for b in [b for b in brokers if "quic" not in b]:
+            w(f"| {b} | " + " | ".join(
+                "-" if not reads_per_msg.get((b, l)) else f"{med(reads_per_msg[(b, l)]):.2f} / {med(writes_per_msg[(b, l)]):.2f}"
+                for l in loads) + " |")
+        w("")
     sent_brokers = [b for b in brokers if any(bsent.get((b, l)) for l in loads)]
     if sent_brokers:
         w("### The broker's own count: PUBLISH packets written to subscribers per second\n")
