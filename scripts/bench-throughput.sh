@@ -31,8 +31,9 @@
 # during the run (/proc/PID/stat) and those of the mqttv5 process
 # (/usr/bin/time), with its wall time: a load generator near 2 CPU seconds
 # per wall second on 2 cores is the bottleneck, not the broker; and the
-# broker's read and write system calls (/proc/PID/io syscr, syscw; not
-# the socket calls of QUIC brokers), per delivered message in summary.md:
+# broker's read and write system calls (/proc/PID/io syscr, syscw;
+# Mosquitto and iotq over mqtt:// only: the other brokers' socket calls are
+# not counted there), per delivered message in summary.md:
 # how much each call carries. For iotq
 # brokers (started with --metrics) it also records the broker's own count:
 # PUBLISH packets it wrote to subscribers per second (the median over the
@@ -389,8 +390,8 @@ stop_broker() {
 cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
 # io_calls PID: the process's read and write system calls so far
 # (/proc/PID/io syscr, syscw: read, readv, write, writev ...; a read that
-# finds nothing counts too; socket calls such as recvmmsg and sendmsg, a
-# QUIC broker's, do not count).
+# finds nothing counts too; socket calls such as recv, send (the mqtt5
+# broker's, tokio) and recvmmsg, sendmsg (quic-go's) do not count).
 io_calls() { awk '/^syscr:/ {r = $2} /^syscw:/ {w = $2} END {print r + 0, w + 0}' "/proc/$1/io" 2> /dev/null || echo "0 0"; }
 clk_tck=$(getconf CLK_TCK)
 
@@ -703,11 +704,15 @@ for r in runs:
         per_msg_all.setdefault((r["broker"], r["load"]), []).append((float(r["broker_cpu_s"]) + float(r["loadgen_cpu_s"])) / n * 1e6)
 # The broker's read and write system calls per message mqttv5 received, per
 # run (runs.csv from before these columns has none): how much each call
-# carries. Not for QUIC brokers: their recvmmsg and sendmsg calls are not
-# counted in /proc/PID/io.
+# carries. Only for brokers that read and write their TCP sockets with
+# read and write (Mosquitto, iotq over mqtt://): the socket calls of the
+# others are not counted in /proc/PID/io.
+def calls_counted(b):
+    return "quic" not in b and not b.startswith("mqtt5")
+
 reads_per_msg, writes_per_msg = {}, {}
 for r in runs:
-    if "quic" in r["broker"]:
+    if not calls_counted(r["broker"]):
         continue
     if r.get("status") == "ok" and r.get("received") and float(r["received"]) > 0 and r.get("broker_read_calls") and r.get("broker_write_calls"):
         n = float(r["received"])
@@ -848,11 +853,11 @@ if runs:
         w("Read and write system calls of the broker process during the run (/proc/PID/io syscr and syscw: "
           "reads that find nothing count too) over the messages mqttv5 received, the median over rounds. "
           "Fewer calls per message means more messages per call: what the broker batches, and what each of "
-          "the load generator's reads finds. QUIC brokers are left out: their socket calls (recvmmsg, "
-          "sendmsg) are not counted there.\n")
+          "the load generator's reads finds. Only Mosquitto and iotq over mqtt://: the socket calls of the "
+          "others (the mqtt5 broker's recv and send, QUIC's recvmmsg and sendmsg) are not counted there.\n")
         w("| broker | " + " | ".join(loads) + " |")
         w("|---|" + "---|" * len(loads))
-        for b in [b for b in brokers if "quic" not in b]:
+        for b in [b for b in brokers if calls_counted(b)]:
             w(f"| {b} | " + " | ".join(
                 "-" if not reads_per_msg.get((b, l)) else f"{med(reads_per_msg[(b, l)]):.2f} / {med(writes_per_msg[(b, l)]):.2f}"
                 for l in loads) + " |")
