@@ -39,6 +39,11 @@ func appendStr(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
+// newRawBuffers returns the buffers of a rawClient on c.
+func newRawBuffers(c net.Conn) (*bufio.Reader, *bufio.Writer) {
+	return bufio.NewReaderSize(c, 64<<10), bufio.NewWriterSize(c, 64<<10)
+}
+
 // rawConnect sends CONNECT (clean session) over c and waits for CONNACK.
 func rawConnect(c net.Conn, id string) (*rawClient, error) { return rawConnectSession(c, id, true) }
 
@@ -48,7 +53,8 @@ func rawConnectSession(c net.Conn, id string, clean bool) (*rawClient, error) {
 	if clean {
 		flags = 0x02
 	}
-	rc := &rawClient{c: c, r: bufio.NewReaderSize(c, 64<<10), w: bufio.NewWriterSize(c, 64<<10)}
+	rc := &rawClient{c: c}
+	rc.r, rc.w = newRawBuffers(c)
 	var body []byte
 	body = appendStr(body, "MQTT")
 	body = append(body, 4, flags, 0, 120) // v3.1.1, keepalive 120 s

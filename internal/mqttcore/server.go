@@ -1130,6 +1130,10 @@ func (s *Server) processPublish(cl *Client, pk packets.Packet) error {
 		return nil
 	}
 
+	if done, err := s.answerQos2Resend(cl, pk); done { // [iotq patch 53]
+		return err
+	}
+
 	if atomic.LoadInt32(&cl.State.Inflight.receiveQuota) == 0 {
 		return s.DisconnectClient(cl, packets.ErrReceiveMaximum) // ~[MQTT-3.3.4-7] ~[MQTT-3.3.4-8]
 	}
@@ -1238,6 +1242,30 @@ func (s *Server) processPublish(cl *Client, pk packets.Packet) error {
 	s.hooks.OnPublished(cl, pk)
 
 	return nil
+}
+
+// answerQos2Resend answers a QoS 2 PUBLISH that the client sends again
+// (DUP) before its PUBREL, as after a lost PUBREC: with a PUBREC that
+// succeeds, and no delivery [MQTT-4.3.3-10]. Upstream answered it with
+// 0x91 "packet identifier in use" (below), which tells an MQTT 5 client
+// that a message already delivered was refused; and a client with its
+// Receive Maximum of exchanges open was disconnected for the resend.
+// Under AckAfter the PUBREC waits, like the first one, for the commit of
+// what the first PUBLISH delivered. done: the packet was a resend.
+// [iotq patch 53]
+func (s *Server) answerQos2Resend(cl *Client, pk packets.Packet) (done bool, err error) {
+	if cl.Net.Inline || pk.FixedHeader.Qos != 2 || !pk.FixedHeader.Dup {
+		return false, nil
+	}
+	if pki, ok := cl.State.Inflight.Get(pk.PacketID); !ok || pki.FixedHeader.Type != packets.Pubrec {
+		return false, nil // a resend of a PUBLISH the server never took: a new one
+	}
+	ack := s.buildAck(pk.PacketID, packets.Pubrec, 0, pk.Properties, packets.CodeSuccess)
+	if s.Options.AckAfter != nil {
+		s.Options.AckAfter(cl, func() { cl.QueuePacket(ack) })
+		return true, nil
+	}
+	return true, cl.writeReply(ack)
 }
 
 // ackDrainTimeout bounds how long a DISCONNECT waits for the answers to
