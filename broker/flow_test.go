@@ -189,6 +189,63 @@ func TestPacketIDSpacesAreSeparate(t *testing.T) {
 }
 
 func testPacketIDSpaces(t *testing.T, inQoS byte) {
+	s, id, reconnect := unackedDelivery(t)
+	// Publish with the same identifier, without acknowledging "hello".
+	s.publish("elsewhere", inQoS, id, []byte("mine"))
+	if err := s.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if inQoS == 1 {
+		expectAck(t, s, 4, id) // PUBACK
+	} else {
+		expectAck(t, s, 5, id) // PUBREC
+		s.w.Write([]byte{0x62, 2, byte(id >> 8), byte(id)})
+		if err := s.flush(); err != nil {
+			t.Fatal(err)
+		}
+		expectAck(t, s, 7, id) // PUBCOMP
+	}
+	reconnect()
+}
+
+// TestStrayAcksLeaveMessagesAlone: a PUBREC, PUBREL or PUBCOMP under the
+// identifier of a QoS 1 message the broker has in flight to the client
+// acknowledges nothing: the message stays in the session and comes again
+// after a reconnect. (The engine completed or replaced whatever its map
+// held under the identifier; a PUBREL must match an inbound QoS 2
+// exchange, a PUBREC or PUBCOMP an outbound one [MQTT-4.3.3].)
+func TestStrayAcksLeaveMessagesAlone(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		typ      byte // the stray acknowledgement's first byte
+		response byte // the packet type the broker answers with, 0: none
+	}{
+		{"PUBREC", 0x50, 6},  // PUBREL "packet identifier not found"
+		{"PUBREL", 0x62, 7},  // PUBCOMP "packet identifier not found"
+		{"PUBCOMP", 0x70, 0}, // nothing
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, id, reconnect := unackedDelivery(t)
+			s.w.Write([]byte{tc.typ, 2, byte(id >> 8), byte(id)})
+			if err := s.flush(); err != nil {
+				t.Fatal(err)
+			}
+			if tc.response != 0 {
+				expectAck(t, s, tc.response, id)
+			}
+			reconnect()
+		})
+	}
+}
+
+// unackedDelivery starts a broker, connects a raw MQTT 3.1.1 client with
+// a persistent session subscribed to "to-s" at QoS 1 and publishes
+// "hello" to it. It returns the client, once the delivery has arrived
+// unacknowledged, with the delivery's packet identifier, and reconnect:
+// it closes that connection, connects again and fails the test unless
+// "hello" comes again.
+func unackedDelivery(t *testing.T) (s *rawClient, id uint16, reconnect func()) {
+	t.Helper()
 	srv := brokertest.Start(t, broker.Options{StateDir: t.TempDir()})
 	u := brokertest.Endpoint(t, srv, "mqtt")
 	addr := strings.TrimPrefix(u, "mqtt://")
@@ -196,8 +253,8 @@ func testPacketIDSpaces(t *testing.T, inQoS byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	s, err := rawConnectSession(c, "bidir", false)
+	t.Cleanup(func() { _ = c.Close() })
+	s, err = rawConnectSession(c, "bidir", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +265,6 @@ func testPacketIDSpaces(t *testing.T, inQoS byte) {
 	wait(t, pub.Publish("to-s", 1, false, "hello"), "publish")
 
 	_ = c.SetReadDeadline(time.Now().Add(testutil.Scale(5 * time.Second)))
-	var id uint16
 	for {
 		typ, flags, body, err := s.read()
 		if err != nil {
@@ -222,55 +278,44 @@ func testPacketIDSpaces(t *testing.T, inQoS byte) {
 			break
 		}
 	}
-	// Publish with the same identifier, without acknowledging "hello".
-	s.publish("elsewhere", inQoS, id, []byte("mine"))
-	if err := s.flush(); err != nil {
-		t.Fatal(err)
-	}
-	ackOf := func(want byte) {
+	reconnect = func() {
 		t.Helper()
-		for {
-			typ, _, body, err := s.read()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if typ == want && len(body) >= 2 && uint16(body[0])<<8|uint16(body[1]) == id {
-				return
-			}
-		}
-	}
-	if inQoS == 1 {
-		ackOf(4) // PUBACK
-	} else {
-		ackOf(5) // PUBREC
-		s.w.Write([]byte{0x62, 2, byte(id >> 8), byte(id)})
-		if err := s.flush(); err != nil {
+		_ = c.Close()
+		c2, err := net.Dial("tcp", addr)
+		if err != nil {
 			t.Fatal(err)
 		}
-		ackOf(7) // PUBCOMP
-	}
-	_ = c.Close()
-
-	// Reconnect: the unacknowledged "hello" must come again.
-	c2, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
-	s2, err := rawConnectSession(c2, "bidir", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = c2.SetReadDeadline(time.Now().Add(testutil.Scale(5 * time.Second)))
-	for {
-		typ, flags, body, err := s2.read()
+		defer c2.Close()
+		s2, err := rawConnectSession(c2, "bidir", false)
 		if err != nil {
-			t.Fatalf("\"hello\" was not redelivered: %v", err)
+			t.Fatal(err)
 		}
-		if typ == 3 {
-			if _, _, _, payload, _ := parsePublish(flags, body); string(payload) == "hello" {
-				return
+		_ = c2.SetReadDeadline(time.Now().Add(testutil.Scale(5 * time.Second)))
+		for {
+			typ, flags, body, err := s2.read()
+			if err != nil {
+				t.Fatalf("\"hello\" was not redelivered: %v", err)
 			}
+			if typ == 3 {
+				if _, _, _, payload, _ := parsePublish(flags, body); string(payload) == "hello" {
+					return
+				}
+			}
+		}
+	}
+	return s, id, reconnect
+}
+
+// expectAck reads s until a packet of type typ for identifier id arrives.
+func expectAck(t *testing.T, s *rawClient, typ byte, id uint16) {
+	t.Helper()
+	for {
+		got, _, body, err := s.read()
+		if err != nil {
+			t.Fatalf("waiting for packet type %d, identifier %d: %v", typ, id, err)
+		}
+		if got == typ && len(body) >= 2 && uint16(body[0])<<8|uint16(body[1]) == id {
+			return
 		}
 	}
 }

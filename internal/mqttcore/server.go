@@ -1634,7 +1634,7 @@ func (s *Server) buildAck(packetID uint16, pkt, qos byte, properties packets.Pro
 // processPuback processes a Puback packet, denoting completion of a QOS 1 packet sent from the server.
 func (s *Server) processPuback(cl *Client, pk packets.Packet) error {
 	tk, ok := cl.State.Inflight.Get(pk.PacketID)
-	if !ok {
+	if !ok || !awaits(tk, packets.Puback) { // [iotq patch 54]
 		return nil // omit, but would be packets.ErrPacketIdentifierNotFound
 	}
 
@@ -1672,9 +1672,34 @@ func (s *Server) heldBySuccessor(cl *Client, tk packets.Packet) bool {
 	return ok && samePublish(have, tk)
 }
 
+// awaits reports whether the in-flight record rec waits for an
+// acknowledgement of type ack: PUBACK for a QoS 1 message of the server's,
+// PUBREC for its QoS 2 message (again after a reconnect: its PUBREL),
+// PUBCOMP for its PUBREL (or its QoS 2 message, as upstream allowed),
+// PUBREL for the client's QoS 2 message (its PUBREC). The map holds both
+// directions' records (the server's and the client's identifiers are
+// separate spaces): upstream completed or replaced whatever it held under
+// the identifier, so a stray PUBREL, PUBREC or PUBCOMP under the
+// identifier of a QoS 1 message in flight removed the message from the
+// session. [iotq patch 54]
+func awaits(rec packets.Packet, ack byte) bool {
+	t, q := rec.FixedHeader.Type, rec.FixedHeader.Qos
+	switch ack {
+	case packets.Puback:
+		return t == packets.Publish && q == 1
+	case packets.Pubrec:
+		return t == packets.Publish && q == 2 || t == packets.Pubrel
+	case packets.Pubcomp:
+		return t == packets.Pubrel || t == packets.Publish && q == 2
+	case packets.Pubrel:
+		return t == packets.Pubrec || t == packets.Pubcomp
+	}
+	return false
+}
+
 // processPubrec processes a Pubrec packet, denoting receipt of a QOS 2 packet sent from the server.
 func (s *Server) processPubrec(cl *Client, pk packets.Packet) error {
-	if _, ok := cl.State.Inflight.Get(pk.PacketID); !ok { // [MQTT-4.3.3-7] [MQTT-4.3.3-13]
+	if tk, ok := cl.State.Inflight.Get(pk.PacketID); !ok || !awaits(tk, packets.Pubrec) { // [MQTT-4.3.3-7] [MQTT-4.3.3-13] [iotq patch 54]
 		return cl.WritePacket(s.buildAck(pk.PacketID, packets.Pubrel, 1, pk.Properties, packets.ErrPacketIdentifierNotFound))
 	}
 
@@ -1694,7 +1719,7 @@ func (s *Server) processPubrec(cl *Client, pk packets.Packet) error {
 
 // processPubrel processes a Pubrel packet, denoting completion of a QOS 2 packet sent from the client.
 func (s *Server) processPubrel(cl *Client, pk packets.Packet) error {
-	if _, ok := cl.State.Inflight.Get(pk.PacketID); !ok { // [MQTT-4.3.3-7] [MQTT-4.3.3-13]
+	if tk, ok := cl.State.Inflight.Get(pk.PacketID); !ok || !awaits(tk, packets.Pubrel) { // [MQTT-4.3.3-7] [MQTT-4.3.3-13] [iotq patch 54]
 		return cl.WritePacket(s.buildAck(pk.PacketID, packets.Pubcomp, 0, pk.Properties, packets.ErrPacketIdentifierNotFound))
 	}
 
@@ -1726,6 +1751,9 @@ func (s *Server) processPubrel(cl *Client, pk packets.Packet) error {
 
 // processPubcomp processes a Pubcomp packet, denoting completion of a QOS 2 packet sent from the server.
 func (s *Server) processPubcomp(cl *Client, pk packets.Packet) error {
+	if tk, ok := cl.State.Inflight.Get(pk.PacketID); !ok || !awaits(tk, packets.Pubcomp) { // [iotq patch 54]
+		return nil
+	}
 	// regardless of whether the pubcomp is a success or failure, we end the qos flow, delete inflight, and restore the quotas.
 	cl.State.Inflight.IncreaseReceiveQuota() // +1 RECV QUOTA
 	cl.State.Inflight.IncreaseSendQuota()    // +1 SENT QUOTA

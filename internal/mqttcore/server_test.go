@@ -2450,7 +2450,7 @@ func TestServerProcessPacketPuback(t *testing.T) {
 			cl.State.Inflight.sendQuota = 3
 			cl.State.Inflight.receiveQuota = 3
 
-			cl.State.Inflight.Set(packets.Packet{PacketID: pID})
+			cl.State.Inflight.Set(packets.Packet{PacketID: pID, FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1}}) // the record an acknowledgement of its type completes [iotq patch 54]
 			atomic.AddInt64(&s.Info.Inflight, 1)
 
 			err := s.processPacket(cl, *tx.in.Packet)
@@ -2487,7 +2487,7 @@ func TestServerProcessPacketPubrec(t *testing.T) {
 	cl.State.Inflight.sendQuota = 3
 	cl.State.Inflight.receiveQuota = 3
 
-	cl.State.Inflight.Set(packets.Packet{PacketID: pID})
+	cl.State.Inflight.Set(packets.Packet{PacketID: pID, FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 2}}) // the record an acknowledgement of its type completes [iotq patch 54]
 	atomic.AddInt64(&s.Info.Inflight, 1)
 
 	recv := make(chan []byte)
@@ -2539,7 +2539,7 @@ func TestServerProcessPacketPubrecInvalidReason(t *testing.T) {
 	pID := uint16(7)
 	s := newServer()
 	cl, _, _ := newTestClient()
-	cl.State.Inflight.Set(packets.Packet{PacketID: pID})
+	cl.State.Inflight.Set(packets.Packet{PacketID: pID, FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 2}}) // the record an acknowledgement of its type completes [iotq patch 54]
 	err := s.processPacket(cl, *tpackets.TPacketData[packets.Pubrec].Get(tpackets.TPubrecInvalidReason).Packet)
 	require.NoError(t, err)
 	require.Equal(t, int64(-1), atomic.LoadInt64(&s.Info.Inflight))
@@ -2551,7 +2551,7 @@ func TestServerProcessPacketPubrecFailure(t *testing.T) {
 	pID := uint16(7)
 	s := newServer()
 	cl, _, _ := newTestClient()
-	cl.State.Inflight.Set(packets.Packet{PacketID: pID})
+	cl.State.Inflight.Set(packets.Packet{PacketID: pID, FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 2}}) // the record an acknowledgement of its type completes [iotq patch 54]
 	cl.Stop(packets.CodeDisconnect)
 	err := s.processPacket(cl, *tpackets.TPacketData[packets.Pubrec].Get(tpackets.TPubrec).Packet)
 	require.Error(t, err)
@@ -2565,7 +2565,7 @@ func TestServerProcessPacketPubrel(t *testing.T) {
 	cl.State.Inflight.sendQuota = 3
 	cl.State.Inflight.receiveQuota = 3
 
-	cl.State.Inflight.Set(packets.Packet{PacketID: pID})
+	cl.State.Inflight.Set(packets.Packet{PacketID: pID, FixedHeader: packets.FixedHeader{Type: packets.Pubrec}}) // the record an acknowledgement of its type completes [iotq patch 54]
 	atomic.AddInt64(&s.Info.Inflight, 1)
 
 	recv := make(chan []byte)
@@ -2618,7 +2618,7 @@ func TestServerProcessPacketPubrelFailure(t *testing.T) {
 	pID := uint16(7)
 	s := newServer()
 	cl, _, _ := newTestClient()
-	cl.State.Inflight.Set(packets.Packet{PacketID: pID})
+	cl.State.Inflight.Set(packets.Packet{PacketID: pID, FixedHeader: packets.FixedHeader{Type: packets.Pubrec}}) // the record an acknowledgement of its type completes [iotq patch 54]
 	cl.Stop(packets.CodeDisconnect)
 	err := s.processPacket(cl, *tpackets.TPacketData[packets.Pubrel].Get(tpackets.TPubrel).Packet)
 	require.Error(t, err)
@@ -2629,7 +2629,7 @@ func TestServerProcessPacketPubrelBadReason(t *testing.T) {
 	pID := uint16(7)
 	s := newServer()
 	cl, _, _ := newTestClient()
-	cl.State.Inflight.Set(packets.Packet{PacketID: pID})
+	cl.State.Inflight.Set(packets.Packet{PacketID: pID, FixedHeader: packets.FixedHeader{Type: packets.Pubrec}}) // the record an acknowledgement of its type completes [iotq patch 54]
 	err := s.processPacket(cl, *tpackets.TPacketData[packets.Pubrel].Get(tpackets.TPubrelInvalidReason).Packet)
 	require.NoError(t, err)
 	require.Equal(t, int64(-1), atomic.LoadInt64(&s.Info.Inflight))
@@ -2658,7 +2658,7 @@ func TestServerProcessPacketPubcomp(t *testing.T) {
 			cl.State.Inflight.sendQuota = 3
 			cl.State.Inflight.receiveQuota = 3
 
-			cl.State.Inflight.Set(packets.Packet{PacketID: pID})
+			cl.State.Inflight.Set(packets.Packet{PacketID: pID, FixedHeader: packets.FixedHeader{Type: packets.Pubrel, Qos: 1}}) // the record an acknowledgement of its type completes [iotq patch 54]
 			atomic.AddInt64(&s.Info.Inflight, 1)
 
 			err := s.processPacket(cl, *tx.in.Packet)
