@@ -6,7 +6,6 @@ package mqttcore
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -159,37 +158,35 @@ type Will struct {
 
 // ClientState tracks the state of the client.
 type ClientState struct {
-	TopicAliases    TopicAliases       // a map of topic aliases
-	stopCause       atomic.Value       // reason for stopping
-	Inflight        *Inflight          // a map of in-flight qos messages
-	Subscriptions   *Subscriptions     // a map of the subscription filters a client maintains
-	disconnected    int64              // the time the client disconnected in unix time, for calculating expiry
-	outbound        outQueue           // queue for pending outbound packets, allocated when used [iotq patch 11]
-	endOnce         sync.Once          // only end once
-	isTakenOver     atomic.Bool        // used to identify orphaned clients
-	packetID        uint32             // the current highest packetID
-	packetIDMu      sync.Mutex         // serialises NextPacketID [iotq patch 2]
-	open            context.Context    // indicate that the client is open for packet exchange
-	cancelOpen      context.CancelFunc // cancel function for open context
-	outboundBytes   atomic.Int64       // what the QoS 0 messages in the outbound queue cost (QueuedCost) [iotq patch 10, 22]
-	Keepalive       uint16             // the number of seconds the connection can wait
-	ServerKeepalive bool               // keepalive was set by the server
-	sinceDeadline   uint8              // packets read since the deadline was refreshed (reader only) [iotq patch 30]
-	replyPending    bool               // writeReply left answers in the output buffer (reader only) [iotq patch 31]
-	deliveries      deliveryBatch      // subscribers whose writer this client's reader holds [iotq patch 40]
+	TopicAliases    TopicAliases          // a map of topic aliases
+	stopCause       atomic.Pointer[error] // reason for stopping [iotq patch 55]
+	Inflight        *Inflight             // a map of in-flight qos messages
+	Subscriptions   *Subscriptions        // a map of the subscription filters a client maintains
+	disconnected    int64                 // the time the client disconnected in unix time, for calculating expiry
+	outboundBytes   atomic.Int64          // what the QoS 0 messages in the outbound queue cost (QueuedCost) [iotq patch 10, 22]
+	outbound        outQueue              // queue for pending outbound packets, allocated when used [iotq patch 11]
+	deliveries      deliveryBatch         // subscribers whose writer this client's reader holds [iotq patch 40]
+	endOnce         sync.Once             // only end once
+	isTakenOver     atomic.Bool           // used to identify orphaned clients
+	ended           atomic.Bool           // Stop ran: the client is closed [iotq patch 55]
+	packetID        uint32                // the current highest packetID
+	packetIDMu      sync.Mutex            // serialises NextPacketID [iotq patch 2]
+	Keepalive       uint16                // the number of seconds the connection can wait
+	ServerKeepalive bool                  // keepalive was set by the server
+	sinceDeadline   uint8                 // packets read since the deadline was refreshed (reader only) [iotq patch 30]
+	replyPending    bool                  // writeReply left answers in the output buffer (reader only) [iotq patch 31]
+	opened          bool                  // made by newClient: a Client made otherwise counts as closed [iotq patch 55]
 }
 
 // newClient returns a new instance of Client. This is almost exclusively used by Server
 // for creating new clients, but it lives here because it's not dependent.
 func newClient(c net.Conn, o *ops) *Client {
-	ctx, cancel := context.WithCancel(context.Background())
 	cl := &Client{
 		State: ClientState{
 			Inflight:      NewInflights(),
 			Subscriptions: NewSubscriptions(),
 			TopicAliases:  NewTopicAliases(o.options.Capabilities.TopicAliasMaximum),
-			open:          ctx,
-			cancelOpen:    cancel,
+			opened:        true,
 			Keepalive:     defaultKeepalive,
 			outbound:      outQueue{max: int(o.options.Capabilities.MaximumClientWritesPending)}, // [iotq patch 11]
 		},
@@ -662,12 +659,10 @@ func (cl *Client) Stop(err error) {
 		}
 
 		if err != nil {
-			cl.State.stopCause.Store(err)
+			cl.State.stopCause.Store(&err)
 		}
 
-		if cl.State.cancelOpen != nil {
-			cl.State.cancelOpen()
-		}
+		cl.State.ended.Store(true)
 
 		atomic.StoreInt64(&cl.State.disconnected, time.Now().Unix())
 		cl.wakeParked() // a parked client has no read to fail: continue it [iotq patch 18]
@@ -676,10 +671,10 @@ func (cl *Client) Stop(err error) {
 
 // StopCause returns the reason the client connection was stopped, if any.
 func (cl *Client) StopCause() error {
-	if cl.State.stopCause.Load() == nil {
-		return nil
+	if p := cl.State.stopCause.Load(); p != nil {
+		return *p
 	}
-	return cl.State.stopCause.Load().(error)
+	return nil
 }
 
 // StopTime returns the the time the client disconnected in unix time, else zero.
@@ -714,7 +709,7 @@ func (cl *Client) Attached(slot int) any {
 
 // Closed returns true if client connection is closed.
 func (cl *Client) Closed() bool {
-	return cl.State.open == nil || cl.State.open.Err() != nil
+	return !cl.State.opened || cl.State.ended.Load()
 }
 
 func (cl *Client) IsTakenOver() bool {

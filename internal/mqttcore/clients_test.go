@@ -7,7 +7,6 @@ package mqttcore
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -121,8 +120,8 @@ func TestClientsDelete(t *testing.T) {
 
 func TestClientsGetByListener(t *testing.T) {
 	cl := NewClients()
-	cl.Add(&Client{ID: "t1", State: ClientState{open: context.Background()}, Net: ClientConnection{Listener: "tcp1"}})
-	cl.Add(&Client{ID: "t2", State: ClientState{open: context.Background()}, Net: ClientConnection{Listener: "ws1"}})
+	cl.Add(&Client{ID: "t1", State: ClientState{opened: true}, Net: ClientConnection{Listener: "tcp1"}})
+	cl.Add(&Client{ID: "t2", State: ClientState{opened: true}, Net: ClientConnection{Listener: "ws1"}})
 	require.Contains(t, cl.internal, "t1")
 	require.Contains(t, cl.internal, "t2")
 
@@ -570,7 +569,7 @@ func TestClientReadOK(t *testing.T) {
 func TestClientReadDone(t *testing.T) {
 	cl, _, _ := newTestClient()
 	defer cl.Stop(errClientStop)
-	cl.State.cancelOpen()
+	cl.State.ended.Store(true) // [iotq patch 55]
 
 	o := make(chan error)
 	go func() {
@@ -586,7 +585,7 @@ func TestClientStop(t *testing.T) {
 	cl, _, _ := newTestClient()
 	require.Equal(t, int64(0), cl.StopTime())
 	cl.Stop(nil)
-	require.Equal(t, nil, cl.State.stopCause.Load())
+	require.Nil(t, cl.State.stopCause.Load()) // typed: atomic.Pointer [iotq patch 55]
 	require.InDelta(t, time.Now().Unix(), cl.State.disconnected, 1.0)
 	require.Equal(t, cl.State.disconnected, cl.StopTime())
 	require.True(t, cl.Closed())

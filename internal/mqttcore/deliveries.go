@@ -43,9 +43,9 @@ const inlineWriteMax = 32 << 10
 // pending, writeDeliveries and end only by the reader.
 type deliveryBatch struct {
 	mu      sync.Mutex
+	n       atomic.Int32 // len(clients)
 	open    bool         // the reader handles input and will write the list (written by the reader under mu)
 	clients []*Client    // subscribers whose writer's role the reader holds
-	n       atomic.Int32 // len(clients)
 	spare   []*Client    // the reader's previous list, emptied for reuse (reader only)
 }
 
