@@ -1166,7 +1166,7 @@ func (s *Server) processPublish(cl *Client, pk packets.Packet) error {
 		// Only a PUBREC under the identifier is the client's: anything
 		// else is a message of the server's, whose identifiers are a
 		// space of their own. Upstream deleted it here. [iotq patch 52]
-		if pki, ok := cl.State.Inflight.Get(pk.PacketID); ok && pki.FixedHeader.Type == packets.Pubrec { // [MQTT-4.3.3-10]
+		if cl.clientPacketIDInUse(pk.PacketID) { // [MQTT-4.3.3-10]
 			ack := s.buildAck(pk.PacketID, packets.Pubrec, 0, pk.Properties, packets.ErrPacketIdentifierInUse)
 			return cl.WritePacket(ack)
 		}
@@ -1257,7 +1257,7 @@ func (s *Server) answerQos2Resend(cl *Client, pk packets.Packet) (done bool, err
 	if cl.Net.Inline || pk.FixedHeader.Qos != 2 || !pk.FixedHeader.Dup {
 		return false, nil
 	}
-	if pki, ok := cl.State.Inflight.Get(pk.PacketID); !ok || pki.FixedHeader.Type != packets.Pubrec {
+	if !cl.clientPacketIDInUse(pk.PacketID) {
 		return false, nil // a resend of a PUBLISH the server never took: a new one
 	}
 	ack := s.buildAck(pk.PacketID, packets.Pubrec, 0, pk.Properties, packets.CodeSuccess)
