@@ -131,3 +131,38 @@ func TestReceiveMaximumHeldBackMessagesStayInSession(t *testing.T) {
 		return nil
 	})
 }
+
+// TestReceiveMaximumHoldsWhileTheClientPublishes: the client's own QoS 2
+// exchanges do not widen the window of the broker's messages to it. With
+// two unacknowledged messages out at Receive Maximum 2, the client
+// publishes a QoS 2 message and completes it (PUBREL, PUBCOMP); the third
+// message must still wait for a PUBACK. (The engine gave a send quota back
+// for each PUBREL of the client's.)
+func TestReceiveMaximumHoldsWhileTheClientPublishes(t *testing.T) {
+	srv := brokertest.Start(t, broker.Options{StateDir: t.TempDir(), Listen: []string{"mqtt://127.0.0.1:0"}})
+	u := brokertest.Endpoint(t, srv, "mqtt")
+	sub, _ := connectSessionProps(t, srv, u, "rmax-pub2", true, []byte{0x21, 0, 2})
+	if code, _ := sub.subscribeID(t, 1, "rm2/#"); code != 1 {
+		t.Fatalf("SUBSCRIBE: reason code %#x", code)
+	}
+	publishQoS1(t, srv, u, "rmax2-pub", "rm2/x", "r", 3)
+	for i := range 2 {
+		if _, ok := sub.nextPublish(t, testutil.Scale(10*time.Second)); !ok {
+			t.Fatalf("got %d PUBLISH packets of the 2 the Receive Maximum allows", i)
+		}
+	}
+	const id = 500
+	var body []byte // an MQTT 5 PUBLISH, with its properties length
+	body = appendStr(body, "elsewhere")
+	body = append(body, id>>8, id&0xff, 0)
+	body = append(body, "mine"...)
+	sub.w.Write(append(appendVarint([]byte{0x34}, len(body)), body...))
+	flushOrFail(t, sub.rawClient)
+	expectAck(t, sub.rawClient, 5, id) // PUBREC
+	sub.w.Write([]byte{0x62, 2, id >> 8, id & 0xff})
+	flushOrFail(t, sub.rawClient)
+	expectAck(t, sub.rawClient, 7, id) // PUBCOMP
+	if p, ok := sub.nextPublish(t, 300*time.Millisecond); ok {
+		t.Fatalf("third unacknowledged PUBLISH %q with Receive Maximum 2 after the client's QoS 2 exchange [MQTT-3.3.4-9]", p.payload)
+	}
+}

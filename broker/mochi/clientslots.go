@@ -4,5 +4,4 @@ package mochi
 // per-client state up on every packet.
 const (
 	slotFlow = iota
-	slotPacketIDs
 )

@@ -3,8 +3,8 @@
 // broker/engine's Engine on mqttcore.Server. The engine's behaviour is shaped
 // by hooks, each in its own file: authHook (hook_auth.go: CONNECT checks and
 // the ACL), flowHook (hook_flow.go: backpressure and the slow-consumer
-// policy), packetIDHook (hook_packetid.go: separate packet-identifier spaces
-// per direction) and storeHook (store.go, storecodec.go: persistence with
+// policy), receiveMaxHook (hook_receivemax.go: Receive Maximum, with a
+// DISCONNECT the client can read) and storeHook (store.go, storecodec.go: persistence with
 // group commit). enginelog.go turns mqttcore's logs into iotq's (Info to
 // Debug, repeated Warn/Error rate-limited).
 //

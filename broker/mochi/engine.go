@@ -78,8 +78,8 @@ func New(cfg engine.Config) (*Engine, error) {
 	if err := srv.AddHook(e.flow, nil); err != nil {
 		return nil, fmt.Errorf("broker: add flow hook: %w", err)
 	}
-	if err := srv.AddHook(newPacketIDHook(e), nil); err != nil {
-		return nil, fmt.Errorf("broker: add packet-id hook: %w", err)
+	if err := srv.AddHook(newReceiveMaxHook(e), nil); err != nil {
+		return nil, fmt.Errorf("broker: add receive-maximum hook: %w", err)
 	}
 	if cfg.StorePath != "" {
 		st, bopts, err := openStoreHook(cfg.StorePath, cfg.InflightPath, cfg.Fsync, cfg.Logger.With("component", "store"))
@@ -249,7 +249,9 @@ func (e *Engine) Stats() engine.Stats {
 // Clients, so a session's messages count once.
 func (e *Engine) inflight() int64 {
 	var n int64
-	e.srv.Clients.Range(func(cl *mqttcore.Client) { n += int64(cl.State.Inflight.Len()) })
+	e.srv.Clients.Range(func(cl *mqttcore.Client) {
+		n += int64(cl.State.Inflight.Len() + cl.State.Inflight.InboundLen())
+	})
 	return n
 }
 

@@ -1,10 +1,12 @@
 package mochi
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -87,9 +89,19 @@ func openStoreHook(path, inflightPath string, fsync bool, log *slog.Logger) (*st
 	return h, &bolt.Options{Path: path, Bucket: "iotq", Options: &bo2}, nil
 }
 
+// inflightKeyOf is the store key of an in-flight record: the client id and
+// the packet identifier, and ":in" for the client's own QoS 2 exchanges,
+// whose identifiers are a space apart from the server's messages'. (A key
+// ends in digits or ":in", so no client id makes two records' keys equal.)
 func inflightKeyOf(cl *mqttcore.Client, pk packets.Packet) string {
-	return cl.ID + ":" + strconv.FormatUint(uint64(pk.PacketID), 10)
+	k := cl.ID + ":" + strconv.FormatUint(uint64(pk.PacketID), 10)
+	if mqttcore.ClientExchange(&pk) {
+		k += inboundKeySuffix
+	}
+	return k
 }
+
+const inboundKeySuffix = ":in"
 
 // OnQosPublish queues the in-flight message for storage.
 func (h *storeHook) OnQosPublish(cl *mqttcore.Client, pk packets.Packet, sent int64, resends int) {
@@ -165,9 +177,13 @@ func (h *storeHook) enqueue(op storeOp) {
 	}
 }
 
-// StoredInflightMessages loads the in-flight messages at start.
+// StoredInflightMessages loads the in-flight messages at start. A client's
+// QoS 2 exchange stored by an earlier version under the key of the
+// server's messages (inflightKeyOf) moves to its own key, so completing
+// it later removes it.
 func (h *storeHook) StoredInflightMessages() ([]storage.Message, error) {
 	var v []storage.Message
+	rekey := map[string]string{}
 	err := h.db.View(func(tx *bbolt.Tx) error {
 		return tx.Bucket([]byte(inflightBucket)).ForEach(func(k, b []byte) error {
 			var m storage.Message
@@ -175,12 +191,33 @@ func (h *storeHook) StoredInflightMessages() ([]storage.Message, error) {
 				h.log.Warn("store: skipping unreadable in-flight message", "key", string(k), "error", err)
 				return nil
 			}
+			if pk := m.ToPacket(); mqttcore.ClientExchange(&pk) && !strings.HasSuffix(string(k), inboundKeySuffix) {
+				rekey[string(k)] = string(k) + inboundKeySuffix
+			}
 			v = append(v, m)
 			return nil
 		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: read in-flight messages: %w", err)
+	}
+	if len(rekey) > 0 {
+		err = h.db.Update(func(tx *bbolt.Tx) error {
+			b := tx.Bucket([]byte(inflightBucket))
+			for old, renamed := range rekey {
+				val := bytes.Clone(b.Get([]byte(old))) // Get's bytes are the file's pages
+				if err := b.Put([]byte(renamed), val); err != nil {
+					return err
+				}
+				if err := b.Delete([]byte(old)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("store: move %d QoS 2 exchanges of clients to their own keys: %w", len(rekey), err)
+		}
 	}
 	return v, nil
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/iotq/iotq/internal/mqttcore/hooks/storage"
+	"github.com/iotq/iotq/internal/mqttcore/packets"
 	"go.etcd.io/bbolt"
 )
 
@@ -89,5 +91,47 @@ func TestStoreBatchKeepsLastOperationPerKey(t *testing.T) {
 		if got[k] != v {
 			t.Fatalf("store holds %v, want %v", got, want)
 		}
+	}
+}
+
+// TestStoreMovesClientExchangesToTheirOwnKeys: a client's QoS 2 exchange
+// (its PUBREC record) that an earlier version stored under the key of the
+// server's messages moves to its own key when the store is read at start,
+// so completing the exchange later removes it; a message of the server's
+// keeps its key.
+func TestStoreMovesClientExchangesToTheirOwnKeys(t *testing.T) {
+	dir := t.TempDir()
+	h, _, err := openStoreHook(filepath.Join(dir, "store.db"), filepath.Join(dir, "inflight.db"), false, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = h.db.Close() }()
+	record := func(typ byte, id uint16) []byte {
+		m := &storage.Message{T: storage.InflightKey, Client: "c", PacketID: id, FixedHeader: packets.FixedHeader{Type: typ, Qos: 2}}
+		return encodeInflight(nil, m)
+	}
+	h.ops <- storeOp{key: "c:7", value: record(packets.Pubrec, 7)}
+	h.ops <- storeOp{key: "c:8", value: record(packets.Publish, 8)}
+	h.sync()
+	msgs, err := h.StoredInflightMessages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(h.done)
+	h.wg.Wait()
+	if len(msgs) != 2 {
+		t.Fatalf("read %d records, want 2", len(msgs))
+	}
+	var keys []string
+	if err := h.db.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket([]byte(inflightBucket)).ForEach(func(k, _ []byte) error {
+			keys = append(keys, string(k))
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(keys, ",") != "c:7:in,c:8" {
+		t.Fatalf("stored keys %q, want c:7:in and c:8", keys)
 	}
 }

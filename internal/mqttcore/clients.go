@@ -507,6 +507,12 @@ func (cl *Client) ClearInflights() {
 			atomic.AddInt64(&cl.ops.info.Inflight, -1)
 		}
 	}
+	for _, rec := range cl.State.Inflight.inboundRecords() { // [iotq patch 56]
+		if rec, ok := cl.State.Inflight.TakeInbound(rec.PacketID); ok {
+			cl.ops.hooks.OnQosDropped(cl, rec)
+			atomic.AddInt64(&cl.ops.info.Inflight, -1)
+		}
+	}
 }
 
 // ClearExpiredInflights deletes any inflight messages which have expired.
@@ -524,6 +530,14 @@ func (cl *Client) ClearExpiredInflights(now, maximumExpiry int64) []uint16 {
 			cl.ops.hooks.OnQosDropped(cl, tk)
 			atomic.AddInt64(&cl.ops.info.Inflight, -1)
 			deleted = append(deleted, tk.PacketID)
+		}
+	}
+	// The client's own QoS 2 exchanges expire too, but are no message
+	// of the server's: not in deleted. [iotq patch 56]
+	for _, id := range cl.State.Inflight.expiredInbound(now, maximumExpiry) {
+		if rec, ok := cl.State.Inflight.TakeInbound(id); ok {
+			cl.ops.hooks.OnQosDropped(cl, rec)
+			atomic.AddInt64(&cl.ops.info.Inflight, -1)
 		}
 	}
 
@@ -646,8 +660,30 @@ func (cl *Client) readPacket(b byte, packetHandler ReadFn) (err error) {
 // map: upstream refused a SUBSCRIBE with 0x91 whenever a queued outbound
 // message had its id. [iotq patch 20]
 func (cl *Client) clientPacketIDInUse(id uint16) bool {
-	pk, ok := cl.State.Inflight.Get(id)
-	return ok && pk.FixedHeader.Type == packets.Pubrec
+	return cl.State.Inflight.HasInbound(id) // [iotq patch 56]
+}
+
+// receiveMaximumExceededBy reports whether pk, a PUBLISH from the client,
+// opens one QoS 2 exchange more than the server's Receive Maximum allows
+// [MQTT-3.3.4-9]: QoS 1 messages are acknowledged at once. Resends (an
+// identifier already in use) open none. [iotq patch 56] Upstream kept a
+// running quota, which its handling of the server's own QoS 2 messages
+// took from and gave back to as well.
+func (cl *Client) receiveMaximumExceededBy(pk packets.Packet) bool {
+	limit := atomic.LoadInt32(&cl.State.Inflight.maximumReceiveQuota)
+	if pk.FixedHeader.Qos != 2 || cl.Net.Inline || limit <= 0 {
+		return false
+	}
+	return cl.State.Inflight.InboundLen() >= int(limit) && !cl.State.Inflight.HasInbound(pk.PacketID)
+}
+
+// ClientExchange reports whether pk, as the engine passes it to the
+// OnQosPublish, OnQosComplete and OnQosDropped hooks, is the record of
+// one of the client's own QoS 2 exchanges (its PUBREC, under the client's
+// packet identifier) rather than a message of the server's, under the
+// server's: a store keeps the two apart. [iotq patch 56]
+func ClientExchange(pk *packets.Packet) bool {
+	return pk.FixedHeader.Type == packets.Pubrec
 }
 
 // Stop instructs the client to shut down all processing goroutines and disconnect.
@@ -683,7 +719,7 @@ func (cl *Client) StopTime() int64 {
 }
 
 // HookSlots is the number of values hooks can attach to a client.
-const HookSlots = 2
+const HookSlots = 1
 
 // Attach makes v the client's value in slot (0 <= slot < HookSlots), for
 // a hook that looks its per-client state up on every packet: a field of

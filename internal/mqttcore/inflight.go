@@ -35,6 +35,13 @@ type Inflight struct {
 	bytes               int64                     // what the packets held cost (QueuedCost) [iotq patch 10, 22]
 	lastSeq             uint64                    // the Seq last assigned [iotq patch 20]
 	immediate           int                       // held packets with Expiry < 0 (waiting for send quota) [iotq patch 22]
+	// inbound holds the client's QoS 2 exchanges that await its PUBREL:
+	// the PUBREC sent, under the client's packet identifier. The client's
+	// identifiers are a space apart from the server's (3.1.1 section
+	// 2.3.1, 5.0 section 2.2.1); upstream kept these records in the same
+	// map, where one replaced the server's message under the same id.
+	// nil until the first. [iotq patch 56]
+	inbound map[uint16]*heldPacket
 }
 
 // heldPacket is a QoS flow packet as the in-flight store keeps it: every
@@ -371,6 +378,13 @@ func (i *Inflight) Clone() *Inflight {
 		h := *v
 		c.held[k] = &h
 	}
+	if len(i.inbound) > 0 { // [iotq patch 56]
+		c.inbound = make(map[uint16]*heldPacket, len(i.inbound))
+		for k, v := range i.inbound {
+			h := *v
+			c.inbound[k] = &h
+		}
+	}
 	c.bytes = i.bytes         // [iotq patch 10]
 	c.lastSeq = i.lastSeq     // [iotq patch 20]
 	c.immediate = i.immediate // [iotq patch 22]
@@ -594,17 +608,106 @@ func (i *Inflight) expiredIDs(now, maximumExpiry int64) []uint16 {
 	i.RLock()
 	defer i.RUnlock()
 	var ids []uint16
-	expired := func(version byte, expiry, created int64) bool {
-		return (version == 5 && expiry > 0 && expiry < now) || // [MQTT-3.3.2-5]
-			(maximumExpiry > 0 && now-created > maximumExpiry)
-	}
 	for id, h := range i.held {
-		if expired(h.version, h.expiry, h.created) {
+		if expiredAt(now, maximumExpiry, h.version, h.expiry, h.created) {
 			ids = append(ids, id)
 		}
 	}
 	for id, v := range i.internal {
-		if expired(v.ProtocolVersion, v.Expiry, v.Created) {
+		if expiredAt(now, maximumExpiry, v.ProtocolVersion, v.Expiry, v.Created) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// expiredAt reports whether a record of the given protocol version,
+// expiry and creation time has expired at now: its own MQTT 5 expiry
+// passed, or it is older than maximumExpiry (if > 0). [iotq patch 22]
+func expiredAt(now, maximumExpiry int64, version byte, expiry, created int64) bool {
+	return (version == 5 && expiry > 0 && expiry < now) || // [MQTT-3.3.2-5]
+		(maximumExpiry > 0 && now-created > maximumExpiry)
+}
+
+// SetInbound records the client's QoS 2 exchange whose PUBREC is rec
+// (under rec.PacketID, the client's identifier) until its PUBREL. It
+// returns false if the exchange was open already. [iotq patch 56]
+func (i *Inflight) SetInbound(rec packets.Packet) bool {
+	i.Lock()
+	defer i.Unlock()
+	if i.inbound == nil {
+		i.inbound = map[uint16]*heldPacket{}
+	}
+	_, had := i.inbound[rec.PacketID]
+	i.inbound[rec.PacketID] = newHeld(&rec)
+	return !had
+}
+
+// GetInbound returns the PUBREC record of the client's open QoS 2
+// exchange under id. [iotq patch 56]
+func (i *Inflight) GetInbound(id uint16) (packets.Packet, bool) {
+	i.RLock()
+	defer i.RUnlock()
+	if h, ok := i.inbound[id]; ok {
+		return h.packet(), true
+	}
+	return packets.Packet{}, false
+}
+
+// HasInbound reports whether the client has a QoS 2 exchange open under
+// id. [iotq patch 56]
+func (i *Inflight) HasInbound(id uint16) bool {
+	i.RLock()
+	defer i.RUnlock()
+	_, ok := i.inbound[id]
+	return ok
+}
+
+// TakeInbound ends the client's QoS 2 exchange under id and returns its
+// PUBREC record. [iotq patch 56]
+func (i *Inflight) TakeInbound(id uint16) (packets.Packet, bool) {
+	i.Lock()
+	defer i.Unlock()
+	h, ok := i.inbound[id]
+	if !ok {
+		return packets.Packet{}, false
+	}
+	delete(i.inbound, id)
+	return h.packet(), true
+}
+
+// InboundLen returns the number of the client's open QoS 2 exchanges.
+// [iotq patch 56]
+func (i *Inflight) InboundLen() int {
+	i.RLock()
+	defer i.RUnlock()
+	return len(i.inbound)
+}
+
+// inboundRecords returns the PUBREC records of the client's open QoS 2
+// exchanges, in the order they were opened. [iotq patch 56]
+func (i *Inflight) inboundRecords() []packets.Packet {
+	i.RLock()
+	defer i.RUnlock()
+	recs := make([]packets.Packet, 0, len(i.inbound))
+	for _, h := range i.inbound {
+		recs = append(recs, h.packet())
+	}
+	slices.SortFunc(recs, func(a, b packets.Packet) int {
+		return cmp.Or(cmp.Compare(a.Created, b.Created), cmp.Compare(a.PacketID, b.PacketID))
+	})
+	return recs
+}
+
+// expiredInbound returns the identifiers of the client's open QoS 2
+// exchanges that expired at now, as expiredIDs decides for messages.
+// [iotq patch 56]
+func (i *Inflight) expiredInbound(now, maximumExpiry int64) []uint16 {
+	i.RLock()
+	defer i.RUnlock()
+	var ids []uint16
+	for id, h := range i.inbound {
+		if expiredAt(now, maximumExpiry, h.version, h.expiry, h.created) {
 			ids = append(ids, id)
 		}
 	}

@@ -746,7 +746,7 @@ func (s *Server) inheritClientSession(pk packets.Packet, cl *Client) bool {
 		}
 
 		existing.State.isTakenOver.Store(true)
-		if existing.State.Inflight.Len() > 0 {
+		if existing.State.Inflight.Len() > 0 || existing.State.Inflight.InboundLen() > 0 { // [iotq patch 56]
 			cl.State.Inflight = existing.State.Inflight.Clone() // [MQTT-3.1.2-5]
 			if cl.State.Inflight.maximumReceiveQuota == 0 && cl.ops.options.Capabilities.ReceiveMaximum != 0 {
 				cl.State.Inflight.ResetReceiveQuota(int32(cl.ops.options.Capabilities.ReceiveMaximum)) // server receive max per client
@@ -831,6 +831,15 @@ func (s *Server) moveInflights(prev, cl *Client) []packets.Packet {
 		}
 		added = append(added, tk)
 		s.hooks.OnQosPublish(cl, tk, tk.Created, 0)
+	}
+	// The client's own QoS 2 exchanges, one prev opened after the session
+	// was copied included; the count does not change: one exchange either
+	// way. [iotq patch 56]
+	for _, rec := range prev.State.Inflight.inboundRecords() {
+		if _, ok := prev.State.Inflight.TakeInbound(rec.PacketID); ok {
+			cl.State.Inflight.SetInbound(rec)
+			s.hooks.OnQosPublish(cl, rec, rec.Created, 0)
+		}
 	}
 	return added
 }
@@ -1134,7 +1143,7 @@ func (s *Server) processPublish(cl *Client, pk packets.Packet) error {
 		return err
 	}
 
-	if atomic.LoadInt32(&cl.State.Inflight.receiveQuota) == 0 {
+	if cl.receiveMaximumExceededBy(pk) { // [iotq patch 56]
 		return s.DisconnectClient(cl, packets.ErrReceiveMaximum) // ~[MQTT-3.3.4-7] ~[MQTT-3.3.4-8]
 	}
 
@@ -1225,13 +1234,8 @@ func (s *Server) processPublish(cl *Client, pk packets.Packet) error {
 		return nil
 	}
 
-	cl.State.Inflight.DecreaseReceiveQuota()
 	ack := s.buildAck(pk.PacketID, packets.Pubrec, 0, pk.Properties, packets.CodeSuccess) // [MQTT-3.3.4-1] [MQTT-4.3.3-8]
-
-	if ok := cl.State.Inflight.Set(ack); ok {
-		atomic.AddInt64(&s.Info.Inflight, 1)
-		s.hooks.OnQosPublish(cl, ack, ack.Created, 0)
-	}
+	s.openInbound(cl, ack)
 
 	err = cl.writeReply(ack) // [iotq patch 31]
 	if err != nil {
@@ -1242,6 +1246,16 @@ func (s *Server) processPublish(cl *Client, pk packets.Packet) error {
 	s.hooks.OnPublished(cl, pk)
 
 	return nil
+}
+
+// openInbound records the client's QoS 2 exchange whose PUBREC is ack
+// until its PUBREL, in the session and (OnQosPublish) the store. The
+// record is the client's, apart from the server's messages. [iotq patch 56]
+func (s *Server) openInbound(cl *Client, ack packets.Packet) {
+	if cl.State.Inflight.SetInbound(ack) {
+		atomic.AddInt64(&s.Info.Inflight, 1)
+		s.hooks.OnQosPublish(cl, ack, ack.Created, 0)
+	}
 }
 
 // answerQos2Resend answers a QoS 2 PUBLISH that the client sends again
@@ -1308,12 +1322,8 @@ func (s *Server) awaitAcks(cl *Client) {
 func (s *Server) publishAckAfter(cl *Client, pk packets.Packet) error {
 	ack := s.buildAck(pk.PacketID, packets.Puback, 0, pk.Properties, packets.QosCodes[pk.FixedHeader.Qos]) // [MQTT-4.3.2-4]
 	if pk.FixedHeader.Qos == 2 {
-		cl.State.Inflight.DecreaseReceiveQuota()
 		ack = s.buildAck(pk.PacketID, packets.Pubrec, 0, pk.Properties, packets.CodeSuccess) // [MQTT-3.3.4-1] [MQTT-4.3.3-8]
-		if ok := cl.State.Inflight.Set(ack); ok {
-			atomic.AddInt64(&s.Info.Inflight, 1)
-			s.hooks.OnQosPublish(cl, ack, ack.Created, 0)
-		}
+		s.openInbound(cl, ack)
 	}
 
 	s.publishToSubscribersFrom(cl, pk) // [iotq patch 40]
@@ -1672,16 +1682,14 @@ func (s *Server) heldBySuccessor(cl *Client, tk packets.Packet) bool {
 	return ok && samePublish(have, tk)
 }
 
-// awaits reports whether the in-flight record rec waits for an
-// acknowledgement of type ack: PUBACK for a QoS 1 message of the server's,
-// PUBREC for its QoS 2 message (again after a reconnect: its PUBREL),
-// PUBCOMP for its PUBREL (or its QoS 2 message, as upstream allowed),
-// PUBREL for the client's QoS 2 message (its PUBREC). The map holds both
-// directions' records (the server's and the client's identifiers are
-// separate spaces): upstream completed or replaced whatever it held under
-// the identifier, so a stray PUBREL, PUBREC or PUBCOMP under the
-// identifier of a QoS 1 message in flight removed the message from the
-// session. [iotq patch 54]
+// awaits reports whether the in-flight record rec of the server's waits
+// for an acknowledgement of type ack: PUBACK for a QoS 1 message, PUBREC
+// for a QoS 2 message (again after a reconnect: its PUBREL), PUBCOMP for
+// its PUBREL (or its QoS 2 message, as upstream allowed). Upstream
+// completed or replaced whatever it held under the identifier, so a stray
+// PUBREC or PUBCOMP under the identifier of a QoS 1 message in flight
+// removed the message from the session. [iotq patch 54] (A PUBREL
+// answers the client's own exchange, kept apart since patch 56.)
 func awaits(rec packets.Packet, ack byte) bool {
 	t, q := rec.FixedHeader.Type, rec.FixedHeader.Qos
 	switch ack {
@@ -1691,15 +1699,14 @@ func awaits(rec packets.Packet, ack byte) bool {
 		return t == packets.Publish && q == 2 || t == packets.Pubrel
 	case packets.Pubcomp:
 		return t == packets.Pubrel || t == packets.Publish && q == 2
-	case packets.Pubrel:
-		return t == packets.Pubrec || t == packets.Pubcomp
 	}
 	return false
 }
 
 // processPubrec processes a Pubrec packet, denoting receipt of a QOS 2 packet sent from the server.
 func (s *Server) processPubrec(cl *Client, pk packets.Packet) error {
-	if tk, ok := cl.State.Inflight.Get(pk.PacketID); !ok || !awaits(tk, packets.Pubrec) { // [MQTT-4.3.3-7] [MQTT-4.3.3-13] [iotq patch 54]
+	tk, ok := cl.State.Inflight.Get(pk.PacketID)
+	if !ok || !awaits(tk, packets.Pubrec) { // [MQTT-4.3.3-7] [MQTT-4.3.3-13] [iotq patch 54]
 		return cl.WritePacket(s.buildAck(pk.PacketID, packets.Pubrel, 1, pk.Properties, packets.ErrPacketIdentifierNotFound))
 	}
 
@@ -1707,43 +1714,47 @@ func (s *Server) processPubrec(cl *Client, pk packets.Packet) error {
 		if ok := cl.State.Inflight.Delete(pk.PacketID); ok {
 			atomic.AddInt64(&s.Info.Inflight, -1)
 		}
-		cl.ops.hooks.OnQosDropped(cl, pk)
+		// The record, not the client's PUBREC: a PUBREC names the
+		// client's own exchange to the hooks (ClientExchange). [iotq patch 56]
+		cl.ops.hooks.OnQosDropped(cl, tk)
 		return nil // as per MQTT5 Section 4.13.2 paragraph 2
 	}
 
+	// [iotq patch 56] Upstream took one of the receive quota here, which
+	// counts the client's QoS 2 exchanges, not the server's.
 	ack := s.buildAck(pk.PacketID, packets.Pubrel, 1, pk.Properties, packets.CodeSuccess) // [MQTT-4.3.3-4] ![MQTT-4.3.3-6]
-	cl.State.Inflight.DecreaseReceiveQuota()                                              // -1 RECV QUOTA
 	cl.State.Inflight.Set(ack)                                                            // [MQTT-4.3.3-5]
 	return cl.writeReply(ack)                                                             // [iotq patch 31]
 }
 
 // processPubrel processes a Pubrel packet, denoting completion of a QOS 2 packet sent from the client.
 func (s *Server) processPubrel(cl *Client, pk packets.Packet) error {
-	if tk, ok := cl.State.Inflight.Get(pk.PacketID); !ok || !awaits(tk, packets.Pubrel) { // [MQTT-4.3.3-7] [MQTT-4.3.3-13] [iotq patch 54]
+	// [iotq patch 56] The client's own exchanges only: upstream looked in
+	// the map that holds the server's messages too.
+	if !cl.State.Inflight.HasInbound(pk.PacketID) { // [MQTT-4.3.3-7] [MQTT-4.3.3-13]
 		return cl.WritePacket(s.buildAck(pk.PacketID, packets.Pubcomp, 0, pk.Properties, packets.ErrPacketIdentifierNotFound))
 	}
 
 	if pk.ReasonCode >= packets.ErrUnspecifiedError.Code || !pk.ReasonCodeValid() { // [MQTT-4.3.3-9]
-		if ok := cl.State.Inflight.Delete(pk.PacketID); ok {
+		if rec, ok := cl.State.Inflight.TakeInbound(pk.PacketID); ok {
 			atomic.AddInt64(&s.Info.Inflight, -1)
+			cl.ops.hooks.OnQosDropped(cl, rec)
 		}
-		cl.ops.hooks.OnQosDropped(cl, pk)
 		return nil
 	}
 
 	ack := s.buildAck(pk.PacketID, packets.Pubcomp, 0, pk.Properties, packets.CodeSuccess) // [MQTT-4.3.3-11]
-	cl.State.Inflight.Set(ack)
-
-	err := cl.writeReply(ack) // [iotq patch 31]
-	if err != nil {
+	// The exchange stays open until the PUBCOMP is written: if the write
+	// fails, the client sends its PUBREL again after reconnecting.
+	// [iotq patch 56] Upstream also gave a send quota back here, which
+	// counts the server's messages, not the client's.
+	if err := cl.writeReply(ack); err != nil { // [iotq patch 31]
 		return err
 	}
 
-	cl.State.Inflight.IncreaseReceiveQuota()             // +1 RECV QUOTA
-	cl.State.Inflight.IncreaseSendQuota()                // +1 SENT QUOTA
-	if ok := cl.State.Inflight.Delete(pk.PacketID); ok { // [MQTT-4.3.3-12]
+	if rec, ok := cl.State.Inflight.TakeInbound(pk.PacketID); ok { // [MQTT-4.3.3-12]
 		atomic.AddInt64(&s.Info.Inflight, -1)
-		s.hooks.OnQosComplete(cl, pk)
+		s.hooks.OnQosComplete(cl, rec)
 	}
 
 	return nil
@@ -1754,9 +1765,8 @@ func (s *Server) processPubcomp(cl *Client, pk packets.Packet) error {
 	if tk, ok := cl.State.Inflight.Get(pk.PacketID); !ok || !awaits(tk, packets.Pubcomp) { // [iotq patch 54]
 		return nil
 	}
-	// regardless of whether the pubcomp is a success or failure, we end the qos flow, delete inflight, and restore the quotas.
-	cl.State.Inflight.IncreaseReceiveQuota() // +1 RECV QUOTA
-	cl.State.Inflight.IncreaseSendQuota()    // +1 SENT QUOTA
+	// regardless of whether the pubcomp is a success or failure, we end the qos flow, delete inflight, and restore the quota.
+	cl.State.Inflight.IncreaseSendQuota() // +1 SENT QUOTA
 	if ok := cl.State.Inflight.Delete(pk.PacketID); ok {
 		atomic.AddInt64(&s.Info.Inflight, -1)
 		s.hooks.OnQosComplete(cl, pk)
@@ -2229,7 +2239,12 @@ func (s *Server) loadClients(v []storage.Client) {
 func (s *Server) loadInflight(v []storage.Message) {
 	for _, msg := range v {
 		if client, ok := s.Clients.Get(msg.Client); ok {
-			if client.State.Inflight.Set(msg.ToPacket()) {
+			pk := msg.ToPacket()
+			set := client.State.Inflight.Set
+			if ClientExchange(&pk) {
+				set = client.State.Inflight.SetInbound // [iotq patch 56]
+			}
+			if set(pk) {
 				atomic.AddInt64(&s.Info.Inflight, 1) // acknowledgements decrement it [iotq patch 20]
 			}
 		}
@@ -2293,7 +2308,7 @@ func (s *Server) clearExpiredRetainedMessages(now int64) {
 func (s *Server) clearExpiredInflights(now int64) {
 	var holding []*Client // sessions with messages in flight [iotq patch 37]
 	s.Clients.Range(func(client *Client) {
-		if client.State.Inflight.Len() > 0 {
+		if client.State.Inflight.Len() > 0 || client.State.Inflight.InboundLen() > 0 { // [iotq patch 56]
 			holding = append(holding, client)
 		}
 	})

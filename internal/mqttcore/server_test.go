@@ -1646,11 +1646,15 @@ func TestServerProcessPacketPublishMaximumReceive(t *testing.T) {
 
 	cl, r, w := newTestClient()
 	cl.Properties.ProtocolVersion = 5
-	cl.State.Inflight.ResetReceiveQuota(0)
+	// [iotq patch 56] The limit counts the client's open QoS 2 exchanges:
+	// one open, a Receive Maximum of 1, and a second QoS 2 PUBLISH.
+	// Upstream set a quota of 0 and sent a QoS 1 PUBLISH.
+	cl.State.Inflight.ResetReceiveQuota(1)
+	cl.State.Inflight.SetInbound(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pubrec}, PacketID: 99})
 	s.Clients.Add(cl)
 
 	go func() {
-		err := s.processPacket(cl, *tpackets.TPacketData[packets.Publish].Get(tpackets.TPublishQos1).Packet)
+		err := s.processPacket(cl, *tpackets.TPacketData[packets.Publish].Get(tpackets.TPublishQos2).Packet)
 		require.Error(t, err)
 		require.ErrorIs(t, err, packets.ErrReceiveMaximum)
 		_ = w.Close()
@@ -1827,7 +1831,7 @@ func TestServerProcessPacketPublishQos2PacketIDInUse(t *testing.T) {
 	s := newServer()
 	cl, r, w := newTestClient()
 	cl.Properties.ProtocolVersion = 5
-	cl.State.Inflight.Set(packets.Packet{PacketID: 7, FixedHeader: packets.FixedHeader{Type: packets.Pubrec}})
+	cl.State.Inflight.SetInbound(packets.Packet{PacketID: 7, FixedHeader: packets.FixedHeader{Type: packets.Pubrec}}) // the client's exchange [iotq patch 56]
 	atomic.StoreInt64(&s.Info.Inflight, 1)
 
 	go func() {
@@ -2503,7 +2507,7 @@ func TestServerProcessPacketPubrec(t *testing.T) {
 
 	require.Equal(t, tpackets.TPacketData[packets.Pubrel].Get(tpackets.TPubrel).RawBytes, <-recv)
 
-	require.Equal(t, int32(2), atomic.LoadInt32(&cl.State.Inflight.receiveQuota))
+	require.Equal(t, int32(3), atomic.LoadInt32(&cl.State.Inflight.receiveQuota)) // the server's message takes none of the client's quota [iotq patch 56]
 	require.Equal(t, int32(3), atomic.LoadInt32(&cl.State.Inflight.sendQuota))
 	require.Equal(t, int64(1), atomic.LoadInt64(&s.Info.Inflight))
 	_, ok := cl.State.Inflight.Get(pID)
@@ -2565,7 +2569,7 @@ func TestServerProcessPacketPubrel(t *testing.T) {
 	cl.State.Inflight.sendQuota = 3
 	cl.State.Inflight.receiveQuota = 3
 
-	cl.State.Inflight.Set(packets.Packet{PacketID: pID, FixedHeader: packets.FixedHeader{Type: packets.Pubrec}}) // the record an acknowledgement of its type completes [iotq patch 54]
+	cl.State.Inflight.SetInbound(packets.Packet{PacketID: pID, FixedHeader: packets.FixedHeader{Type: packets.Pubrec}}) // the client's exchange [iotq patch 54, 56]
 	atomic.AddInt64(&s.Info.Inflight, 1)
 
 	recv := make(chan []byte)
@@ -2579,14 +2583,16 @@ func TestServerProcessPacketPubrel(t *testing.T) {
 	require.NoError(t, err)
 	_ = w.Close()
 
-	require.Equal(t, int32(4), atomic.LoadInt32(&cl.State.Inflight.receiveQuota))
-	require.Equal(t, int32(4), atomic.LoadInt32(&cl.State.Inflight.sendQuota))
+	// [iotq patch 56] Neither quota changes: the client's exchanges are
+	// counted by the inbound records themselves, and the send quota
+	// counts the server's messages.
+	require.Equal(t, int32(3), atomic.LoadInt32(&cl.State.Inflight.receiveQuota))
+	require.Equal(t, int32(3), atomic.LoadInt32(&cl.State.Inflight.sendQuota))
 
 	require.Equal(t, tpackets.TPacketData[packets.Pubcomp].Get(tpackets.TPubcomp).RawBytes, <-recv)
 
 	require.Equal(t, int64(0), atomic.LoadInt64(&s.Info.Inflight))
-	_, ok := cl.State.Inflight.Get(pID)
-	require.False(t, ok)
+	require.False(t, cl.State.Inflight.HasInbound(pID))
 }
 
 func TestServerProcessPacketPubrelNoPacketID(t *testing.T) {
@@ -2618,7 +2624,7 @@ func TestServerProcessPacketPubrelFailure(t *testing.T) {
 	pID := uint16(7)
 	s := newServer()
 	cl, _, _ := newTestClient()
-	cl.State.Inflight.Set(packets.Packet{PacketID: pID, FixedHeader: packets.FixedHeader{Type: packets.Pubrec}}) // the record an acknowledgement of its type completes [iotq patch 54]
+	cl.State.Inflight.SetInbound(packets.Packet{PacketID: pID, FixedHeader: packets.FixedHeader{Type: packets.Pubrec}}) // the client's exchange [iotq patch 54, 56]
 	cl.Stop(packets.CodeDisconnect)
 	err := s.processPacket(cl, *tpackets.TPacketData[packets.Pubrel].Get(tpackets.TPubrel).Packet)
 	require.Error(t, err)
@@ -2629,12 +2635,11 @@ func TestServerProcessPacketPubrelBadReason(t *testing.T) {
 	pID := uint16(7)
 	s := newServer()
 	cl, _, _ := newTestClient()
-	cl.State.Inflight.Set(packets.Packet{PacketID: pID, FixedHeader: packets.FixedHeader{Type: packets.Pubrec}}) // the record an acknowledgement of its type completes [iotq patch 54]
+	cl.State.Inflight.SetInbound(packets.Packet{PacketID: pID, FixedHeader: packets.FixedHeader{Type: packets.Pubrec}}) // the client's exchange [iotq patch 54, 56]
 	err := s.processPacket(cl, *tpackets.TPacketData[packets.Pubrel].Get(tpackets.TPubrelInvalidReason).Packet)
 	require.NoError(t, err)
 	require.Equal(t, int64(-1), atomic.LoadInt64(&s.Info.Inflight))
-	_, ok := cl.State.Inflight.Get(pID)
-	require.False(t, ok)
+	require.False(t, cl.State.Inflight.HasInbound(pID))
 }
 
 func TestServerProcessPacketPubcomp(t *testing.T) {
@@ -2665,7 +2670,7 @@ func TestServerProcessPacketPubcomp(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, int64(0), atomic.LoadInt64(&s.Info.Inflight))
 
-			require.Equal(t, int32(4), atomic.LoadInt32(&cl.State.Inflight.receiveQuota))
+			require.Equal(t, int32(3), atomic.LoadInt32(&cl.State.Inflight.receiveQuota)) // the client's quota: untouched by the server's message [iotq patch 56]
 			require.Equal(t, int32(4), atomic.LoadInt32(&cl.State.Inflight.sendQuota))
 
 			_, ok := cl.State.Inflight.Get(pID)
@@ -2682,7 +2687,7 @@ func TestServerProcessInboundQos2Flow(t *testing.T) {
 			out:             tpackets.TPacketData[packets.Pubrec].Get(tpackets.TPubrec),
 			data: map[string]any{
 				"sendquota": int32(3),
-				"recvquota": int32(2),
+				"recvquota": int32(3), // the open exchange counts itself [iotq patch 56]
 				"inflight":  int64(1),
 			},
 		},
@@ -2691,7 +2696,7 @@ func TestServerProcessInboundQos2Flow(t *testing.T) {
 			in:              tpackets.TPacketData[packets.Pubrel].Get(tpackets.TPubrel),
 			out:             tpackets.TPacketData[packets.Pubcomp].Get(tpackets.TPubcomp),
 			data: map[string]any{
-				"sendquota": int32(4),
+				"sendquota": int32(3), // the server's messages' quota: unchanged [iotq patch 56]
 				"recvquota": int32(3),
 				"inflight":  int64(0),
 			},
@@ -2722,8 +2727,7 @@ func TestServerProcessInboundQos2Flow(t *testing.T) {
 
 			require.Equal(t, tx.out.RawBytes, <-recv)
 			if i == 0 {
-				_, ok := cl.State.Inflight.Get(pID)
-				require.True(t, ok)
+				require.True(t, cl.State.Inflight.HasInbound(pID)) // [iotq patch 56]
 			}
 
 			require.Equal(t, tx.data["inflight"].(int64), atomic.LoadInt64(&s.Info.Inflight))
@@ -2732,8 +2736,7 @@ func TestServerProcessInboundQos2Flow(t *testing.T) {
 		})
 	}
 
-	_, ok := cl.State.Inflight.Get(pID)
-	require.False(t, ok)
+	require.False(t, cl.State.Inflight.HasInbound(pID)) // [iotq patch 56]
 }
 
 func TestServerProcessOutboundQos2Flow(t *testing.T) {
@@ -2754,7 +2757,7 @@ func TestServerProcessOutboundQos2Flow(t *testing.T) {
 			out:             tpackets.TPacketData[packets.Pubrel].Get(tpackets.TPubrel),
 			data: map[string]any{
 				"sendquota": int32(2),
-				"recvquota": int32(2),
+				"recvquota": int32(3), // the client's quota: untouched by the server's message [iotq patch 56]
 				"inflight":  int64(1),
 			},
 		},
@@ -2834,7 +2837,7 @@ func TestServerProcessPacketSubscribePacketIDInUse(t *testing.T) {
 	s := newServer()
 	cl, r, w := newTestClient()
 	cl.Properties.ProtocolVersion = 5
-	cl.State.Inflight.Set(packets.Packet{PacketID: 15, FixedHeader: packets.FixedHeader{Type: packets.Pubrec}}) // iotq patch 20: only the client's QoS 2 exchange awaiting PUBREL holds its id (upstream: an outbound Publish)
+	cl.State.Inflight.SetInbound(packets.Packet{PacketID: 15, FixedHeader: packets.FixedHeader{Type: packets.Pubrec}}) // iotq patch 20, 56: only the client's QoS 2 exchange awaiting PUBREL holds its id (upstream: an outbound Publish)
 
 	pkx := *tpackets.TPacketData[packets.Subscribe].Get(tpackets.TSubscribeMqtt5).Packet
 	pkx.PacketID = 15
@@ -3085,7 +3088,7 @@ func TestServerProcessPacketUnsubscribePackedIDInUse(t *testing.T) {
 	s := newServer()
 	cl, r, w := newTestClient()
 	cl.Properties.ProtocolVersion = 5
-	cl.State.Inflight.Set(packets.Packet{PacketID: 15, FixedHeader: packets.FixedHeader{Type: packets.Pubrec}}) // iotq patch 20: only the client's QoS 2 exchange awaiting PUBREL holds its id (upstream: an outbound Publish)
+	cl.State.Inflight.SetInbound(packets.Packet{PacketID: 15, FixedHeader: packets.FixedHeader{Type: packets.Pubrec}}) // iotq patch 20, 56: only the client's QoS 2 exchange awaiting PUBREL holds its id (upstream: an outbound Publish)
 	go func() {
 		err := s.processPacket(cl, *tpackets.TPacketData[packets.Unsubscribe].Get(tpackets.TUnsubscribeMqtt5).Packet)
 		require.NoError(t, err)

@@ -49,6 +49,9 @@ func retainedKey(topic string) string {
 
 // inflightKey returns a primary key for an inflight message.
 func inflightKey(cl *mqttcore.Client, pk packets.Packet) string {
+	if mqttcore.ClientExchange(&pk) { // the client's own identifier space [iotq patch 56]
+		return storage.InflightKey + "_" + cl.ID + ":" + pk.FormatID() + ":in"
+	}
 	return storage.InflightKey + "_" + cl.ID + ":" + pk.FormatID()
 }
 
