@@ -532,14 +532,6 @@ func (cl *Client) ClearExpiredInflights(now, maximumExpiry int64) []uint16 {
 			deleted = append(deleted, tk.PacketID)
 		}
 	}
-	// The client's own QoS 2 exchanges expire too, but are no message
-	// of the server's: not in deleted. [iotq patch 56]
-	for _, id := range cl.State.Inflight.expiredInbound(now, maximumExpiry) {
-		if rec, ok := cl.State.Inflight.TakeInbound(id); ok {
-			cl.ops.hooks.OnQosDropped(cl, rec)
-			atomic.AddInt64(&cl.ops.info.Inflight, -1)
-		}
-	}
 
 	return deleted
 }

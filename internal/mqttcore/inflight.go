@@ -609,16 +609,27 @@ func (i *Inflight) expiredIDs(now, maximumExpiry int64) []uint16 {
 	defer i.RUnlock()
 	var ids []uint16
 	for id, h := range i.held {
-		if expiredAt(now, maximumExpiry, h.version, h.expiry, h.created) {
+		if !deliveryStarted(h.typ, h.dup) && expiredAt(now, maximumExpiry, h.version, h.expiry, h.created) {
 			ids = append(ids, id)
 		}
 	}
 	for id, v := range i.internal {
-		if expiredAt(now, maximumExpiry, v.ProtocolVersion, v.Expiry, v.Created) {
+		if !deliveryStarted(v.FixedHeader.Type, v.FixedHeader.Dup) && expiredAt(now, maximumExpiry, v.ProtocolVersion, v.Expiry, v.Created) {
 			ids = append(ids, id)
 		}
 	}
 	return ids
+}
+
+// deliveryStarted reports whether a record of the server's of type typ
+// (DUP flag dup) may have reached the client: a PUBLISH written before
+// (DUP 1, patch 20) or its PUBREL. Expiry ends only a delivery that has not
+// started [MQTT-3.3.2-5]; one that has stays until the client acknowledges
+// it, or its identifier, once freed, could go to the next message while
+// the client's acknowledgement of this one is on its way, and that
+// acknowledgement would complete the next message unseen. [iotq patch 57]
+func deliveryStarted(typ byte, dup bool) bool {
+	return typ == packets.Pubrel || typ == packets.Publish && dup
 }
 
 // expiredAt reports whether a record of the given protocol version,
@@ -697,21 +708,6 @@ func (i *Inflight) inboundRecords() []packets.Packet {
 		return cmp.Or(cmp.Compare(a.Created, b.Created), cmp.Compare(a.PacketID, b.PacketID))
 	})
 	return recs
-}
-
-// expiredInbound returns the identifiers of the client's open QoS 2
-// exchanges that expired at now, as expiredIDs decides for messages.
-// [iotq patch 56]
-func (i *Inflight) expiredInbound(now, maximumExpiry int64) []uint16 {
-	i.RLock()
-	defer i.RUnlock()
-	var ids []uint16
-	for id, h := range i.inbound {
-		if expiredAt(now, maximumExpiry, h.version, h.expiry, h.created) {
-			ids = append(ids, id)
-		}
-	}
-	return ids
 }
 
 // TakeRecieveQuota reduces the receive quota by 1.

@@ -2308,7 +2308,7 @@ func (s *Server) clearExpiredRetainedMessages(now int64) {
 func (s *Server) clearExpiredInflights(now int64) {
 	var holding []*Client // sessions with messages in flight [iotq patch 37]
 	s.Clients.Range(func(client *Client) {
-		if client.State.Inflight.Len() > 0 || client.State.Inflight.InboundLen() > 0 { // [iotq patch 56]
+		if client.State.Inflight.Len() > 0 {
 			holding = append(holding, client)
 		}
 	})
