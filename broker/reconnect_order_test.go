@@ -22,6 +22,13 @@ import (
 // section 4.6; [MQTT-4.6.0-6], 3.1.1 [MQTT-4.6.0-6]): no new message may
 // reach the client before the resent copy of an earlier one.
 func TestReconnectUnderLoadKeepsOrder(t *testing.T) {
+	t.Run("connection closed", func(t *testing.T) { testReconnectOrder(t, false) })
+	// The new connection takes the session over from one still open
+	// (MQTT-3.1.4-3), which goes on receiving until the takeover.
+	t.Run("session taken over", func(t *testing.T) { testReconnectOrder(t, true) })
+}
+
+func testReconnectOrder(t *testing.T, takeover bool) {
 	const (
 		total   = 3000
 		dropAt  = 1000 // the connection goes after this many deliveries
@@ -94,7 +101,9 @@ func TestReconnectUnderLoadKeepsOrder(t *testing.T) {
 		}
 	}
 	read(sub, func() bool { return len(seq) >= dropAt })
-	_ = sub.c.Close()
+	if !takeover {
+		_ = sub.c.Close()
+	}
 	again, present := connectSession(t, srv, u, "ordered", false)
 	if !present {
 		t.Fatal("CONNACK session present 0 for a persistent session")
