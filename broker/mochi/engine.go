@@ -40,6 +40,12 @@ func New(cfg engine.Config) (*Engine, error) {
 	caps.MaximumClientWritesPending = int32(cfg.Flow.QueueLength)
 	caps.MaximumInflight = uint16(cfg.Flow.MaxInflight)
 	caps.MaximumPacketSize = uint32(cfg.Flow.MaxPacketSize)
+	// A message without a Message Expiry Interval does not expire (MQTT 5
+	// section 3.3.2.3.3), queued or retained, as in Mosquitto; a session's
+	// messages are bounded by limits.max_queued_bytes and max_inflight.
+	// mochi's default dropped every message a day after it was published,
+	// retained ones included.
+	caps.MaximumMessageExpiryInterval = 0
 	// Acknowledgements carry the broker's own properties only, never the
 	// PUBLISH's (user properties echoed back cost bytes on every QoS 1
 	// message).

@@ -976,7 +976,12 @@ func (t *unixNow) get() int64 {
 // was. now gives the time the remaining expiry interval counts from.
 // [iotq patch 40: split from writePacket; 45: now]
 func (cl *Client) encodePacket(pk *packets.Packet, buf *bytes.Buffer, now *unixNow) error {
-	if pk.Expiry > 0 {
+	// Only a message that carries a Message Expiry Interval is sent with
+	// one, what is left of it [MQTT-3.3.2-6]; "if absent, the Application
+	// Message does not expire". Upstream also gave every other message the
+	// server's MaximumMessageExpiryInterval (a day by default), which then
+	// reached subscribers as the publisher's. [iotq patch 58]
+	if pk.Expiry > 0 && pk.Properties.MessageExpiryInterval > 0 {
 		expiry := pk.Expiry - now.get()
 		if expiry < 1 {
 			expiry = 1

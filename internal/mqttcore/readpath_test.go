@@ -56,7 +56,8 @@ func TestEncodeExpiryCountsFromBatchTime(t *testing.T) {
 		expiry int64
 		want   uint32
 	}{{1_000_100, 100}, {1_000_001, 1}, {999_990, 1}} {
-		pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish}, TopicName: "t", Expiry: c.expiry}
+		pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish}, TopicName: "t", Expiry: c.expiry,
+			Properties: packets.Properties{MessageExpiryInterval: 200}} // it carries one (patch 58)
 		var buf bytes.Buffer
 		if err := cl.encodePacket(&pk, &buf, &now); err != nil {
 			t.Fatal(err)

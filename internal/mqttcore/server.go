@@ -1635,7 +1635,9 @@ func (s *Server) buildAck(packetID uint16, pkt, qos byte, properties packets.Pro
 		ReasonCode: reason.Code, // [MQTT-3.4.2-1]
 		Properties: properties,
 		Created:    time.Now().Unix(),
-		Expiry:     time.Now().Unix() + s.Options.Capabilities.MaximumMessageExpiryInterval,
+	}
+	if max := s.Options.Capabilities.MaximumMessageExpiryInterval; max > 0 { // none: no expiry [iotq patch 58]
+		pk.Expiry = pk.Created + max
 	}
 
 	return pk

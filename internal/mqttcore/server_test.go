@@ -1997,6 +1997,9 @@ func TestPublishToSubscribersMessageExpiryDelta(t *testing.T) {
 	go func() {
 		pkx := *tpackets.TPacketData[packets.Publish].Get(tpackets.TPublishBasic).Packet
 		pkx.Created = time.Now().Unix() - 30
+		// [iotq patch 58] A message without an expiry interval is sent
+		// without one; this one's is longer than the server's maximum.
+		pkx.Properties.MessageExpiryInterval = 2 * 86400
 		s.publishToSubscribers(pkx)
 		waitWritten(t, cl) // upstream slept 1-10 ms, too short on a busy machine
 		_ = w1.Close()
