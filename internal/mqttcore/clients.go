@@ -285,14 +285,29 @@ func (cl *Client) WriteLoop() {
 		if !ok {
 			return
 		}
-		if err := cl.WritePacket(*pk); err != nil {
-			// TODO : Figure out what to do with error
-			cl.ops.log.Debug("failed publishing packet", "error", err, "client", cl.ID, "packet", pk)
-		} else if pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos > 0 {
-			cl.State.Inflight.markSent(pk.PacketID, pk.Seq) // a resend is now a re-delivery [iotq patch 20, 22]
+		if cl.stillInFlight(pk) {
+			if err := cl.WritePacket(*pk); err != nil {
+				// TODO : Figure out what to do with error
+				cl.ops.log.Debug("failed publishing packet", "error", err, "client", cl.ID, "packet", pk)
+			}
 		}
 		cl.sent(pk)
 	}
+}
+
+// stillInFlight reports whether pk, taken from the outbound queue, is to
+// be written: anything but a QoS 1/2 PUBLISH, or one whose session record
+// (same packet identifier and Seq) is still there, which it marks as sent
+// (DUP 1 for a resend [MQTT-3.3.1-1], and no expiry from now on, patch
+// 57). A message the expiry sweep removed while it waited in the queue
+// is not written: its identifier is free, and the client's PUBACK for it
+// would complete the next message given the identifier, unseen.
+// Upstream wrote it and marked nothing. [iotq patch 20, 22, 59]
+func (cl *Client) stillInFlight(pk *packets.Packet) bool {
+	if pk.FixedHeader.Type != packets.Publish || pk.FixedHeader.Qos == 0 {
+		return true
+	}
+	return cl.State.Inflight.markSent(pk.PacketID, pk.Seq)
 }
 
 // sent accounts for pk leaving the outbound queue. [iotq patch 10]

@@ -201,15 +201,16 @@ func (cl *Client) appendOut(buf *bytes.Buffer) {
 // encodeQueued encodes pk, taken from cl's outbound queue, into buf and
 // accounts for it as WriteLoop does for a packet it writes.
 func (cl *Client) encodeQueued(pk *packets.Packet, buf *bytes.Buffer, now *unixNow) {
+	if !cl.stillInFlight(pk) { // [iotq patch 59]
+		cl.sent(pk)
+		return
+	}
 	start := buf.Len()
 	sent := *pk // queued packets may be shared by subscribers (patch 33)
 	if err := cl.encodePacket(&sent, buf, now); err != nil {
 		cl.ops.log.Debug("failed publishing packet", "error", err, "client", cl.ID, "packet", pk)
 	} else {
 		cl.countSent(&sent, int64(buf.Len()-start), buf.Bytes()[start:])
-		if pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos > 0 {
-			cl.State.Inflight.markSent(pk.PacketID, pk.Seq) // a resend is now a re-delivery [iotq patch 20, 22]
-		}
 	}
 	cl.sent(pk)
 }

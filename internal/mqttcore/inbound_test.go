@@ -3,6 +3,7 @@
 package mqttcore
 
 import (
+	"bytes"
 	"io"
 	"testing"
 
@@ -84,5 +85,38 @@ func TestAcksFindTheirOwnExchange(t *testing.T) {
 	want := []byte{0x62, 2, 0, id, 0x70, 2, 0, id}
 	if string(b) != string(want) {
 		t.Fatalf("server wrote % x, want % x", b, want)
+	}
+}
+
+// TestQueuedMessageGoneFromSessionIsNotWritten: a QoS 1 message that left
+// the session while it waited in the outbound queue (the expiry sweep
+// removed it) is not written: its packet identifier is free, and the
+// client's PUBACK for it would complete the next message given the
+// identifier. The one still in the session is written and marked sent
+// (DUP 1 for a resend). [iotq patch 59]
+func TestQueuedMessageGoneFromSessionIsNotWritten(t *testing.T) {
+	cl, r, w := newTestClient()
+	cl.Properties.ProtocolVersion = 4
+	gone := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1}, TopicName: "t", PacketID: 1, Payload: []byte("gone")}
+	kept := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1}, TopicName: "t", PacketID: 2, Payload: []byte("kept")}
+	cl.State.Inflight.SetSeq(&gone)
+	cl.State.Inflight.SetSeq(&kept)
+	cl.State.outbound.push(&gone)
+	cl.State.outbound.push(&kept)
+	cl.State.Inflight.Delete(gone.PacketID)
+
+	got := make(chan []byte)
+	go func() {
+		b, _ := io.ReadAll(r)
+		got <- b
+	}()
+	cl.WriteLoop()
+	_ = w.Close()
+	b := <-got
+	if bytes.Contains(b, []byte("gone")) || !bytes.Contains(b, []byte("kept")) {
+		t.Fatalf("the writer wrote % x: want \"kept\" only", b)
+	}
+	if pk, ok := cl.State.Inflight.Get(kept.PacketID); !ok || !pk.FixedHeader.Dup {
+		t.Fatalf("the written message's session record: DUP %v (present %v), want DUP 1", pk.FixedHeader.Dup, ok)
 	}
 }

@@ -316,20 +316,24 @@ func (i *Inflight) MarkSent(id uint16, seq uint64) (packets.Packet, bool) {
 }
 
 // markSent is MarkSent for a caller that does not need the packet (the
-// write loop, once per QoS 1/2 message). [iotq patch 22]
-func (i *Inflight) markSent(id uint16, seq uint64) {
+// write loop, once per QoS 1/2 message). [iotq patch 22] It reports
+// whether the message is still in flight under id and seq. [iotq patch 59]
+func (i *Inflight) markSent(id uint16, seq uint64) bool {
 	i.Lock()
 	defer i.Unlock()
 	if h, ok := i.held[id]; ok {
 		if h.seq == seq && h.typ == packets.Publish {
 			h.dup = true
+			return true
 		}
-		return
+		return false
 	}
 	if m, ok := i.internal[id]; ok && m.Seq == seq && m.FixedHeader.Type == packets.Publish {
 		m.FixedHeader.Dup = true
 		i.internal[id] = m
+		return true
 	}
+	return false
 }
 
 // Get returns an inflight packet by packet id.
