@@ -88,17 +88,8 @@ func TestOverlappingQoS2SurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv2 := brokertest.Start(t, broker.Options{StateDir: dir, Store: broker.StoreBolt})
-	addr := strings.TrimPrefix(brokertest.Endpoint(t, srv2, "mqtt"), "mqtt://")
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	s, err := rawConnectSession(c, o.clientID, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = c.SetReadDeadline(time.Now().Add(testutil.Scale(5 * time.Second)))
+	s := resumeSession(t, strings.TrimPrefix(brokertest.Endpoint(t, srv2, "mqtt"), "mqtt://"), o.clientID)
+	_ = s.c.SetReadDeadline(time.Now().Add(testutil.Scale(5 * time.Second)))
 	for {
 		typ, flags, body, err := s.read()
 		if err != nil {
@@ -172,12 +163,19 @@ func overlapping(t *testing.T, opts broker.Options) *overlap {
 func (o *overlap) reconnect(t *testing.T) *rawClient {
 	t.Helper()
 	_ = o.s.c.Close()
-	c, err := net.Dial("tcp", o.addr)
+	return resumeSession(t, o.addr, o.clientID)
+}
+
+// resumeSession connects a raw MQTT 3.1.1 client to addr as clientID with
+// a persistent session.
+func resumeSession(t *testing.T, addr, clientID string) *rawClient {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	s, err := rawConnectSession(c, o.clientID, false)
+	s, err := rawConnectSession(c, clientID, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,15 +29,7 @@ func TestStoreBadRecordDoesNotFailBatch(t *testing.T) {
 	h.sync()
 	close(h.done)
 	h.wg.Wait()
-	var keys []string
-	if err := h.db.View(func(tx *bbolt.Tx) error {
-		return tx.Bucket([]byte(inflightBucket)).ForEach(func(k, _ []byte) error {
-			keys = append(keys, string(k))
-			return nil
-		})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	keys := storedKeys(t, h)
 	if strings.Join(keys, ",") != "good:1,good:2" {
 		t.Fatalf("stored keys %q, want good:1 and good:2", keys)
 	}
@@ -122,6 +114,15 @@ func TestStoreMovesClientExchangesToTheirOwnKeys(t *testing.T) {
 	if len(msgs) != 2 {
 		t.Fatalf("read %d records, want 2", len(msgs))
 	}
+	keys := storedKeys(t, h)
+	if strings.Join(keys, ",") != "c:7:in,c:8" {
+		t.Fatalf("stored keys %q, want c:7:in and c:8", keys)
+	}
+}
+
+// storedKeys returns the keys of h's in-flight records, in key order.
+func storedKeys(t *testing.T, h *storeHook) []string {
+	t.Helper()
 	var keys []string
 	if err := h.db.View(func(tx *bbolt.Tx) error {
 		return tx.Bucket([]byte(inflightBucket)).ForEach(func(k, _ []byte) error {
@@ -131,7 +132,5 @@ func TestStoreMovesClientExchangesToTheirOwnKeys(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(keys, ",") != "c:7:in,c:8" {
-		t.Fatalf("stored keys %q, want c:7:in and c:8", keys)
-	}
+	return keys
 }
