@@ -84,7 +84,7 @@ func New(cfg engine.Config) (*Engine, error) {
 	if err := srv.AddHook(e.flow, nil); err != nil {
 		return nil, fmt.Errorf("broker: add flow hook: %w", err)
 	}
-	if err := srv.AddHook(newReceiveMaxHook(e), nil); err != nil {
+	if err := srv.AddHook(new(receiveMaxHook), nil); err != nil {
 		return nil, fmt.Errorf("broker: add receive-maximum hook: %w", err)
 	}
 	if cfg.StorePath != "" {

@@ -11,18 +11,13 @@ import (
 // a QoS 2 PUBLISH that would open one exchange more than the broker
 // announced in CONNACK, while the earlier ones still wait for their
 // PUBREL, ends the connection with DISCONNECT 0x93 "receive maximum
-// exceeded" [MQTT-3.3.4-9]. The engine counts the exchanges (its
-// receiveMaximumExceededBy, engine patch 56) and would close the
+// exceeded" [MQTT-3.3.4-9]. The engine decides
+// (Client.ReceiveMaximumExceededBy, engine patch 56) and would close the
 // connection at once; this hook answers first and lets the client read
 // the DISCONNECT (disconnectLingering). QoS 1 messages are acknowledged
 // at once, so they never pile up.
 type receiveMaxHook struct {
 	mqttcore.HookBase
-	receiveMax uint16 // the broker's Receive Maximum (CONNACK)
-}
-
-func newReceiveMaxHook(e *Engine) *receiveMaxHook {
-	return &receiveMaxHook{receiveMax: e.srv.Options.Capabilities.ReceiveMaximum}
 }
 
 func (h *receiveMaxHook) ID() string { return "iotq-receive-maximum" }
@@ -30,18 +25,11 @@ func (h *receiveMaxHook) ID() string { return "iotq-receive-maximum" }
 func (h *receiveMaxHook) Provides(b byte) bool { return b == mqttcore.OnPacketRead }
 
 func (h *receiveMaxHook) OnPacketRead(cl *mqttcore.Client, pk packets.Packet) (packets.Packet, error) {
-	if cl.Properties.ProtocolVersion < 5 || pk.FixedHeader.Type != packets.Publish || pk.FixedHeader.Qos != 2 {
+	if cl.Properties.ProtocolVersion < 5 || pk.FixedHeader.Type != packets.Publish || !cl.ReceiveMaximumExceededBy(pk) {
 		return pk, nil
 	}
-	in := cl.State.Inflight
-	if in.HasInbound(pk.PacketID) {
-		return pk, nil // a resend: it opens no exchange
-	}
-	if in.InboundLen() >= int(h.receiveMax) {
-		disconnectLingering(cl, packets.ErrReceiveMaximum)
-		return pk, packets.ErrRejectPacket
-	}
-	return pk, nil
+	disconnectLingering(cl, packets.ErrReceiveMaximum)
+	return pk, packets.ErrRejectPacket
 }
 
 // A connection ended by the broker is drained until the client has been

@@ -670,13 +670,13 @@ func (cl *Client) clientPacketIDInUse(id uint16) bool {
 	return cl.State.Inflight.HasInbound(id) // [iotq patch 56]
 }
 
-// receiveMaximumExceededBy reports whether pk, a PUBLISH from the client,
+// ReceiveMaximumExceededBy reports whether pk, a PUBLISH from the client,
 // opens one QoS 2 exchange more than the server's Receive Maximum allows
 // [MQTT-3.3.4-9]: QoS 1 messages are acknowledged at once. Resends (an
 // identifier already in use) open none. [iotq patch 56] Upstream kept a
 // running quota, which its handling of the server's own QoS 2 messages
 // took from and gave back to as well.
-func (cl *Client) receiveMaximumExceededBy(pk packets.Packet) bool {
+func (cl *Client) ReceiveMaximumExceededBy(pk packets.Packet) bool {
 	limit := atomic.LoadInt32(&cl.State.Inflight.maximumReceiveQuota)
 	if pk.FixedHeader.Qos != 2 || cl.Net.Inline || limit <= 0 {
 		return false

@@ -1143,7 +1143,7 @@ func (s *Server) processPublish(cl *Client, pk packets.Packet) error {
 		return err
 	}
 
-	if cl.receiveMaximumExceededBy(pk) { // [iotq patch 56]
+	if cl.ReceiveMaximumExceededBy(pk) { // [iotq patch 56]
 		return s.DisconnectClient(cl, packets.ErrReceiveMaximum) // ~[MQTT-3.3.4-7] ~[MQTT-3.3.4-8]
 	}
 
