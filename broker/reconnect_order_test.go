@@ -33,6 +33,8 @@ func testReconnectOrder(t *testing.T, takeover bool) {
 		total   = 3000
 		dropAt  = 1000 // the connection goes after this many deliveries
 		lagAcks = 50   // the subscriber acknowledges this far behind
+		// about 5 messages a millisecond are published
+		backlogFor = 80 * time.Millisecond
 	)
 	srv := brokertest.Start(t, broker.Options{StateDir: t.TempDir()})
 	u := brokertest.Endpoint(t, srv, "mqtt")
@@ -104,6 +106,10 @@ func testReconnectOrder(t *testing.T, takeover bool) {
 	if !takeover {
 		_ = sub.c.Close()
 	}
+	// A backlog of a few hundred messages for the new connection to
+	// resend while new ones keep coming: the longer the resend, the
+	// likelier a new delivery gets between its packets if it can.
+	time.Sleep(backlogFor)
 	again, present := connectSession(t, srv, u, "ordered", false)
 	if !present {
 		t.Fatal("CONNACK session present 0 for a persistent session")

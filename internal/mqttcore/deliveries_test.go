@@ -43,6 +43,34 @@ func TestOutQueueHeldRole(t *testing.T) {
 	}
 }
 
+// A reconnecting client's resend holds the writer's role before anything
+// is queued (patch 60): deliveries pushed meanwhile start no writer and
+// wait behind the resend; hold fails while a writer runs.
+func TestOutQueueHoldBeforeAnyPush(t *testing.T) {
+	q := outQueue{max: 4}
+	if !q.hold() {
+		t.Fatal("hold failed on an idle queue")
+	}
+	if q.hold() {
+		t.Fatal("a second hold succeeded")
+	}
+	if ok, start := q.push(new(packets.Packet)); !ok || start {
+		t.Fatalf("push while held: ok %v start %v, want no writer started", ok, start)
+	}
+	if q.endHeld() {
+		t.Fatal("endHeld gave the role up with a packet queued")
+	}
+	if _, ok := q.pop(); !ok {
+		t.Fatal("the packet queued while held is gone")
+	}
+	if _, ok := q.pop(); ok {
+		t.Fatal("pop on an empty queue returned a packet")
+	}
+	if !q.hold() {
+		t.Fatal("hold failed after the writer ended")
+	}
+}
+
 // A batch lists subscribers only while its reader handles input: add from
 // another goroutine outside that window must fail (the caller then starts
 // the writer), or a delivery would wait for the reader's next input.

@@ -97,6 +97,20 @@ func (q *outQueue) popHeld() (*packets.Packet, bool) {
 	return q.takeLocked(), true
 }
 
+// hold takes the writer's role while no writer runs, before anything is
+// queued to be written: pushes then queue behind what the holder writes
+// itself and start no writer. It reports false if a writer runs already.
+// The holder lets go with endHeld. [iotq patch 60]
+func (q *outQueue) hold() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.writing {
+		return false
+	}
+	q.writing = true
+	return true
+}
+
 // endHeld ends the writer's role if the queue is empty and reports
 // whether it did; false: packets came meanwhile, and the role goes on.
 // [iotq patch 40]

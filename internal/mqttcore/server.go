@@ -607,6 +607,19 @@ func (s *Server) connectClient(cl *Client, listener string) (counted bool, err e
 	var inherited []inflightRef
 	if sessionPresent {
 		inherited = cl.State.Inflight.refs()
+		// [iotq patch 60] This goroutine holds cl's writer role until the
+		// resend below is written: deliveries routed to cl meanwhile wait
+		// in its queue, behind the messages the session already held
+		// [MQTT-4.6.0-6]. Upstream's resend and the writer of new
+		// deliveries wrote side by side, so under load a newer message
+		// could reach the client before the resent copy of an older one.
+		if cl.State.outbound.hold() {
+			defer func() {
+				if !cl.State.outbound.endHeld() {
+					go cl.WriteLoop()
+				}
+			}()
+		}
 	}
 
 	// [iotq patch 7] CONNACK first, then cl becomes the delivery target:
