@@ -20,15 +20,23 @@ import (
 // Topic with QoS 1, the final copy of each message received by the
 // subscribers will be in the order that they were published" (MQTT 5.0
 // section 4.6; [MQTT-4.6.0-6], 3.1.1 [MQTT-4.6.0-6]): no new message may
-// reach the client before the resent copy of an earlier one.
+// reach the client before the resent copy of an earlier one. Under a
+// Receive Maximum the messages must keep flowing, too: the quota a
+// message takes comes back with its PUBACK, whatever the connection.
 func TestReconnectUnderLoadKeepsOrder(t *testing.T) {
-	t.Run("connection closed", func(t *testing.T) { testReconnectOrder(t, false) })
+	t.Run("connection closed", func(t *testing.T) { testReconnectOrder(t, false, 0) })
 	// The new connection takes the session over from one still open
 	// (MQTT-3.1.4-3), which goes on receiving until the takeover.
-	t.Run("session taken over", func(t *testing.T) { testReconnectOrder(t, true) })
+	t.Run("session taken over", func(t *testing.T) { testReconnectOrder(t, true, 0) })
+	// With a Receive Maximum the broker holds back what exceeds it
+	// [MQTT-3.3.4-9]: resent and new messages alike wait for quota.
+	t.Run("MQTT 5 receive maximum", func(t *testing.T) { testReconnectOrder(t, false, 100) })
+	t.Run("MQTT 5 receive maximum, taken over", func(t *testing.T) { testReconnectOrder(t, true, 100) })
 }
 
-func testReconnectOrder(t *testing.T, takeover bool) {
+// testReconnectOrder runs the test over MQTT 3.1.1, or over MQTT 5 with
+// the client's Receive Maximum receiveMax if that is not 0.
+func testReconnectOrder(t *testing.T, takeover bool, receiveMax uint16) {
 	const (
 		total   = 3000
 		dropAt  = 1000 // the connection goes after this many deliveries
@@ -38,7 +46,13 @@ func testReconnectOrder(t *testing.T, takeover bool) {
 	)
 	srv := brokertest.Start(t, broker.Options{StateDir: t.TempDir()})
 	u := brokertest.Endpoint(t, srv, "mqtt")
-	sub, _ := connectSession(t, srv, u, "ordered", false)
+	connect := func() (*sessionClient, bool) {
+		if receiveMax == 0 {
+			return connectSession(t, srv, u, "ordered", false)
+		}
+		return connectSessionProps(t, srv, u, "ordered", true, []byte{0x21, byte(receiveMax >> 8), byte(receiveMax)})
+	}
+	sub, _ := connect()
 	if code, _ := sub.subscribeID(t, 1, "ord/#"); code != 1 {
 		t.Fatalf("SUBSCRIBE: reason code %#x", code)
 	}
@@ -110,7 +124,7 @@ func testReconnectOrder(t *testing.T, takeover bool) {
 	// resend while new ones keep coming: the longer the resend, the
 	// likelier a new delivery gets between its packets if it can.
 	time.Sleep(backlogFor)
-	again, present := connectSession(t, srv, u, "ordered", false)
+	again, present := connect()
 	if !present {
 		t.Fatal("CONNACK session present 0 for a persistent session")
 	}

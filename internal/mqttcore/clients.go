@@ -450,6 +450,8 @@ func (cl *Client) ResendInflightMessages(force bool) error {
 // second completed that one unseen (a loss, under load, on session
 // takeover).
 func (cl *Client) resend(refs []inflightRef) error {
+	defer cl.State.Inflight.endResend() // [iotq patch 61]
+	limited := atomic.LoadInt32(&cl.State.Inflight.maximumSendQuota) > 0
 	// [iotq patch 22] One packet at a time, in GetAll's order: GetAll
 	// copied every packet of the session at once (65 535 x 816 bytes).
 	for _, ref := range refs {
@@ -466,14 +468,15 @@ func (cl *Client) resend(refs []inflightRef) error {
 		stored := tk
 		if tk.FixedHeader.Type == packets.Publish {
 			// [iotq patch 47] No more unacknowledged PUBLISH packets out
-			// than the client's Receive Maximum [MQTT-3.3.4-9]: the rest
-			// wait, and acknowledgements let them go in order.
-			if atomic.LoadInt32(&cl.State.Inflight.maximumSendQuota) > 0 {
-				if atomic.LoadInt32(&cl.State.Inflight.sendQuota) <= 0 {
-					cl.State.Inflight.markWaiting(tk.PacketID, tk.Seq)
-					continue
-				}
-				cl.State.Inflight.DecreaseSendQuota()
+			// than the client's Receive Maximum [MQTT-3.3.4-9]. [iotq
+			// patch 61] Every one waits, with the deliveries routed to
+			// the connection meanwhile (beginResend), and they go below,
+			// oldest first, as far as the quota allows: a new delivery
+			// that took quota first would have left older ones waiting
+			// behind it.
+			if limited {
+				cl.State.Inflight.markWaiting(tk.PacketID, tk.Seq)
+				continue
 			}
 			m, ok := cl.State.Inflight.markSending(tk.PacketID, tk.Seq, cl.expiryOf)
 			if !ok {
@@ -495,8 +498,22 @@ func (cl *Client) resend(refs []inflightRef) error {
 			}
 		}
 	}
-
-	return nil
+	if !limited {
+		return nil
+	}
+	cl.State.Inflight.endResend()
+	for {
+		tk, ok := cl.State.Inflight.releaseNext(cl.expiryOf)
+		if !ok {
+			return nil
+		}
+		stored := tk
+		stored.FixedHeader.Dup = true
+		cl.ops.hooks.OnQosPublish(cl, stored, stored.Created, 0)
+		if err := cl.WritePacket(tk); err != nil {
+			return err
+		}
+	}
 }
 
 // expiryOf is Server.expiryOf, for the client's server.

@@ -42,6 +42,10 @@ type Inflight struct {
 	// map, where one replaced the server's message under the same id.
 	// nil until the first. [iotq patch 56]
 	inbound map[uint16]*heldPacket
+	// resending: a reconnecting client's resend is under way, and every
+	// new delivery waits behind what the session held (waitOrTakeQuota).
+	// [iotq patch 61]
+	resending bool
 }
 
 // heldPacket is a QoS flow packet as the in-flight store keeps it: every
@@ -498,21 +502,67 @@ func (i *Inflight) NextImmediate() (packets.Packet, bool) {
 	return packets.Packet{}, false
 }
 
-// releaseImmediate takes the first packet waiting for send quota out of
-// waiting and returns it as it is to be sent (markSendingLocked), in one
-// step under the lock: a packet moved or acknowledged meanwhile is not put
-// back. [iotq patch 47]
-func (i *Inflight) releaseImmediate(expiry func(*packets.Packet) int64) (packets.Packet, bool) {
+// releaseNext takes the oldest PUBLISH waiting for send quota out of
+// waiting, with a unit of the quota, and returns it as it is to be sent
+// (markSendingLocked); false if none waits or the quota is used up. The
+// quota is checked and taken under the store's lock, as waitOrTakeQuota
+// takes it. [iotq patch 47, 61]
+func (i *Inflight) releaseNext(expiry func(*packets.Packet) int64) (packets.Packet, bool) {
 	i.Lock()
 	defer i.Unlock()
-	if i.immediate == 0 && len(i.internal) == 0 {
+	if i.resending || atomic.LoadInt32(&i.sendQuota) <= 0 || i.immediate == 0 && len(i.internal) == 0 {
 		return packets.Packet{}, false
 	}
 	refs := i.refsLocked(true)
 	if len(refs) == 0 {
 		return packets.Packet{}, false
 	}
-	return i.markSendingLocked(refs[0].id, refs[0].seq, expiry)
+	pk, ok := i.markSendingLocked(refs[0].id, refs[0].seq, expiry)
+	if ok {
+		atomic.AddInt32(&i.sendQuota, -1)
+	}
+	return pk, ok
+}
+
+// waitOrTakeQuota decides for the PUBLISH under id (sequence seq), a new
+// delivery just put in flight, whether it is sent now. Under the client's
+// Receive Maximum [MQTT-3.3.4-9] it takes a unit of the send quota and
+// reports false, or it is marked waiting and true is reported: when the
+// quota is used up, when other messages wait, which it must not overtake
+// [MQTT-4.6.0-6], and while a reconnecting client's resend is under way.
+// Decided under the store's lock, as releaseNext releases: upstream read
+// the quota, took it, and marked the message waiting in three steps, so a
+// message that went on to wait could still take quota (each such message
+// lowered the client's Receive Maximum for good, until deliveries stopped),
+// and one marked waiting after the acknowledgement that would have let it
+// go waited for the client's next packet. [iotq patch 61]
+func (i *Inflight) waitOrTakeQuota(id uint16, seq uint64) bool {
+	if atomic.LoadInt32(&i.maximumSendQuota) <= 0 {
+		return false
+	}
+	i.Lock()
+	defer i.Unlock()
+	if !i.resending && atomic.LoadInt32(&i.sendQuota) > 0 && !i.anyWaitingLocked() {
+		atomic.AddInt32(&i.sendQuota, -1)
+		return false
+	}
+	i.markWaitingLocked(id, seq)
+	return true
+}
+
+// beginResend makes every new delivery wait (waitOrTakeQuota) until
+// endResend: the messages the session held go first. [iotq patch 61]
+func (i *Inflight) beginResend() {
+	i.Lock()
+	defer i.Unlock()
+	i.resending = true
+}
+
+// endResend ends what beginResend began.
+func (i *Inflight) endResend() {
+	i.Lock()
+	defer i.Unlock()
+	i.resending = false
 }
 
 // markSending records that the PUBLISH under id (sequence seq) is about
@@ -544,6 +594,10 @@ func (i *Inflight) markSendingLocked(id uint16, seq uint64, expiry func(*packets
 func (i *Inflight) anyWaiting() bool {
 	i.RLock()
 	defer i.RUnlock()
+	return i.anyWaitingLocked()
+}
+
+func (i *Inflight) anyWaitingLocked() bool {
 	if i.immediate > 0 {
 		return true
 	}
@@ -557,10 +611,14 @@ func (i *Inflight) anyWaiting() bool {
 
 // markWaiting records that the PUBLISH under id (sequence seq) waits for
 // send quota (the client's Receive Maximum): acknowledgements let such
-// packets go, oldest first (releaseImmediate). [iotq patch 47]
+// packets go, oldest first (releaseNext). [iotq patch 47]
 func (i *Inflight) markWaiting(id uint16, seq uint64) bool {
 	i.Lock()
 	defer i.Unlock()
+	return i.markWaitingLocked(id, seq)
+}
+
+func (i *Inflight) markWaitingLocked(id uint16, seq uint64) bool {
 	pk, ok := i.getLocked(id)
 	if !ok || pk.Seq != seq || pk.FixedHeader.Type != packets.Publish {
 		return false

@@ -607,6 +607,10 @@ func (s *Server) connectClient(cl *Client, listener string) (counted bool, err e
 	var inherited []inflightRef
 	if sessionPresent {
 		inherited = cl.State.Inflight.refs()
+		// [iotq patch 61] Under a Receive Maximum, deliveries routed to cl
+		// wait for the resend too (they would take the quota first).
+		cl.State.Inflight.beginResend()
+		defer cl.State.Inflight.endResend()
 		// [iotq patch 60] This goroutine holds cl's writer role until the
 		// resend below is written: deliveries routed to cl meanwhile wait
 		// in its queue, behind the messages the session already held
@@ -992,14 +996,18 @@ func (s *Server) processPacket(cl *Client, pk packets.Packet) error {
 		// message, and the PUBACK, matching nothing, never gave the quota
 		// back.
 		// All the quota allows, not one: a delivery that found others
-		// waiting waited too (publishToClientFrom), with quota to spare.
-		for atomic.LoadInt32(&cl.State.Inflight.sendQuota) > 0 {
-			next, ok := cl.State.Inflight.releaseImmediate(s.expiryOf)
+		// waiting waited too, with quota to spare. They go to the
+		// outbound queue, behind deliveries queued before they were let
+		// go, which are older [MQTT-4.6.0-6]; upstream wrote them here,
+		// side by side with the queue's writer. [iotq patch 61]
+		for {
+			next, ok := cl.State.Inflight.releaseNext(s.expiryOf)
 			if !ok {
 				break
 			}
-			cl.State.Inflight.DecreaseSendQuota()
-			_ = cl.WritePacket(next)
+			if !cl.enqueueFrom(cl, &next) {
+				_ = cl.WritePacket(next)
+			}
 		}
 	}
 
@@ -1512,7 +1520,6 @@ func (s *Server) publishToClientFrom(from *Client, cl *Client, sub packets.Subsc
 		}
 
 		out.PacketID = uint16(i) // [MQTT-2.2.1-4]
-		sentQuota := atomic.LoadInt32(&cl.State.Inflight.sendQuota)
 
 		// The session's copy gets DUP 1 once the write loop has written
 		// it: a resend is then a re-delivery [MQTT-3.3.1-1]. Queued for an
@@ -1529,7 +1536,6 @@ func (s *Server) publishToClientFrom(from *Client, cl *Client, sub packets.Subsc
 			atomic.AddInt64(&s.Info.Inflight, 1)
 			stored.FixedHeader.Dup = cl.Net.Conn != nil && !cl.Closed()
 			s.hooks.OnQosPublish(cl, stored, stored.Created, 0)
-			cl.State.Inflight.DecreaseSendQuota()
 		}
 		if ok && cl.Closed() && !cl.IsTakenOver() && cl.sessionEndsWithConnection() {
 			// [iotq patch 22] The client left and its session ends with
@@ -1551,7 +1557,9 @@ func (s *Server) publishToClientFrom(from *Client, cl *Client, sub packets.Subsc
 			// [iotq patch 7]
 			if cur, ok := s.Clients.Get(cl.ID); ok && cur != cl && !cur.Properties.Clean { // a clean new session inherits nothing [iotq patch 8]
 				for _, tk := range s.moveInflights(cl, cur) {
-					cur.QueuePacket(tk)
+					if !cur.State.Inflight.waitOrTakeQuota(tk.PacketID, tk.Seq) { // [iotq patch 61]
+						cur.QueuePacket(tk)
+					}
 				}
 				// cur may have been taken over itself before these
 				// arrived: move on to the connection after it, as its
@@ -1562,7 +1570,9 @@ func (s *Server) publishToClientFrom(from *Client, cl *Client, sub packets.Subsc
 						break
 					}
 					for _, tk := range s.moveInflights(from, next) {
-						next.QueuePacket(tk)
+						if !next.State.Inflight.waitOrTakeQuota(tk.PacketID, tk.Seq) { // [iotq patch 61]
+							next.QueuePacket(tk)
+						}
 					}
 					from = next
 				}
@@ -1572,10 +1582,8 @@ func (s *Server) publishToClientFrom(from *Client, cl *Client, sub packets.Subsc
 
 		// [iotq patch 47] Behind messages already waiting for quota, a new
 		// one waits too, whatever the quota: it must not overtake them
-		// [MQTT-4.6.0-6].
-		if atomic.LoadInt32(&cl.State.Inflight.maximumSendQuota) > 0 && (sentQuota == 0 || cl.State.Inflight.anyWaiting()) {
-			out.Expiry = -1
-			cl.State.Inflight.Set(out)
+		// [MQTT-4.6.0-6]. [iotq patch 61: decided in one step]
+		if ok && cl.State.Inflight.waitOrTakeQuota(out.PacketID, out.Seq) {
 			return out, nil
 		}
 	}

@@ -1515,6 +1515,11 @@ func TestServerProcessPacketAndNextImmediate(t *testing.T) {
 	go func() {
 		err := s.processPacket(cl, *tpackets.TPacketData[packets.Publish].Get(tpackets.TPublishBasic).Packet)
 		require.NoError(t, err)
+		// iotq patch 61: the released message goes to the outbound queue
+		// (behind deliveries queued before it), and its writer writes it.
+		for deadline := time.Now().Add(5 * time.Second); !cl.State.outbound.idle() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
 		_ = w.Close()
 	}()
 
