@@ -120,3 +120,37 @@ func TestQueuedMessageGoneFromSessionIsNotWritten(t *testing.T) {
 		t.Fatalf("the written message's session record: DUP %v (present %v), want DUP 1", pk.FixedHeader.Dup, ok)
 	}
 }
+
+// A client's QoS 2 exchange that the connection being taken over completes
+// after the new connection copied the session, and before the exchanges
+// moved over, is not left open on the new connection: the client's next
+// QoS 2 PUBLISH under that identifier is a new message [MQTT-4.3.3-9].
+// [iotq patch 62]
+func TestTakeoverLeavesNoCompletedExchangeOpen(t *testing.T) {
+	s := newServer()
+	prev, _, _ := newTestClient()
+	prev.ID = "overlap"
+	prev.Net.Conn = nil // gone: nothing reads the takeover's DISCONNECT
+	prev.Properties.ProtocolVersion = 5
+	prev.Properties.Props.SessionExpiryInterval = 60
+	prev.State.Inflight.SetInbound(packets.Packet{PacketID: 9, FixedHeader: packets.FixedHeader{Type: packets.Pubrec}})
+	prev.State.Inflight.SetInbound(packets.Packet{PacketID: 10, FixedHeader: packets.FixedHeader{Type: packets.Pubrec}})
+	s.Clients.Add(prev)
+
+	cl, _, _ := newTestClient()
+	cl.ID = "overlap"
+	cl.Properties.ProtocolVersion = 5
+	if !s.inheritClientSession(packets.Packet{Connect: packets.ConnectParams{ClientIdentifier: "overlap"}}, cl) {
+		t.Fatal("the session was not inherited")
+	}
+	if _, ok := prev.State.Inflight.TakeInbound(9); !ok { // prev's reader handles the PUBREL
+		t.Fatal("the exchange left the previous connection on takeover")
+	}
+	s.moveInflights(prev, cl)
+	if cl.State.Inflight.HasInbound(9) {
+		t.Fatal("the exchange completed on the previous connection is still open on the new one")
+	}
+	if !cl.State.Inflight.HasInbound(10) {
+		t.Fatal("the exchange still open did not move to the new connection")
+	}
+}

@@ -765,6 +765,11 @@ func (s *Server) inheritClientSession(pk packets.Packet, cl *Client) bool {
 		existing.State.isTakenOver.Store(true)
 		if existing.State.Inflight.Len() > 0 || existing.State.Inflight.InboundLen() > 0 { // [iotq patch 56]
 			cl.State.Inflight = existing.State.Inflight.Clone() // [MQTT-3.1.2-5]
+			// [iotq patch 62] The client's own QoS 2 exchanges are moved
+			// (moveInflights), not copied: existing's reader may complete
+			// one meanwhile, and a copy left open here would refuse the
+			// client's next PUBLISH under its identifier (0x91).
+			cl.State.Inflight.inbound = nil
 			if cl.State.Inflight.maximumReceiveQuota == 0 && cl.ops.options.Capabilities.ReceiveMaximum != 0 {
 				cl.State.Inflight.ResetReceiveQuota(int32(cl.ops.options.Capabilities.ReceiveMaximum)) // server receive max per client
 				cl.State.Inflight.ResetSendQuota(int32(cl.Properties.Props.ReceiveMaximum))            // client receive max
