@@ -81,7 +81,7 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("broker: create state directory %s: %w", o.StateDir, err)
 		}
 		storePath = filepath.Join(o.StateDir, "store.db")
-		inflightPath = filepath.Join(o.StateDir, "inflight.db")
+		inflightPath = filepath.Join(o.StateDir, "inflight.log")
 	}
 	eng, err := mochi.New(engine.Config{
 		Logger:       log,

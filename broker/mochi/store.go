@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/iotq/iotq/internal/kvlog"
 	"github.com/iotq/iotq/internal/mqttcore"
 	"github.com/iotq/iotq/internal/mqttcore/hooks/storage"
 	"github.com/iotq/iotq/internal/mqttcore/hooks/storage/bolt"
@@ -19,38 +22,43 @@ import (
 
 // storeHook persists sessions, subscriptions and retained messages through
 // mochi's bolt hook (STATE_DIR/store.db; low rate), and in-flight QoS 1/2
-// messages through its own bbolt file (STATE_DIR/inflight.db) with group
-// commit: operations are queued and written by one goroutine in batches
-// (one transaction per batch: whatever was queued while the previous
-// transaction ran), instead of one transaction per message. The queue is
-// flushed on Stop. Records are binary (storecodec.go); JSON records of
-// earlier versions are still read.
+// messages in an append-only log of its own (STATE_DIR/inflight.log,
+// internal/kvlog) with group commit: operations are queued and written by
+// one goroutine in batches (one append per batch: whatever was queued
+// while the previous one was written), instead of one write per message.
+// The queue is flushed on Stop. Records are binary (storecodec.go); JSON
+// records of earlier versions are still read, and an inflight.db (bbolt)
+// of earlier versions is moved into the log at start.
 //
 // It also fixes a bug of mochi v2.7.9's storage hooks, which do not save the
 // packet identifier of in-flight messages (after a restart all messages of
 // a session had identifier 0 and overwrote each other).
 //
 // Durability: a QoS 1/2 PUBLISH is acknowledged only after the in-flight
-// copies it produced are committed (afterCommit; the group commit still
+// copies it produced are written (afterCommit; the group commit still
 // batches, the acknowledgements wait for their batch), so a crash loses no
-// acknowledged message: a commit reaches the OS (and the disk with fsync)
-// before the PUBACK leaves.
+// acknowledged message: a batch reaches the OS (and the disk with fsync)
+// before the PUBACK leaves, and a batch a crash cuts short is dropped
+// whole at the next start, none of its acknowledgements having left.
 type storeHook struct {
 	*bolt.Hook
 
-	log    *slog.Logger
-	errLog *rateLimitedLog // per-message problems
-	db     *bbolt.DB
-	ops    chan storeOp
-	flush  chan chan struct{}
-	done   chan struct{}
-	wg     sync.WaitGroup
-	stop   sync.Once
+	log      *slog.Logger
+	errLog   *rateLimitedLog // per-message problems
+	inflight *kvlog.Log
+	ops      chan storeOp
+	flush    chan chan struct{}
+	done     chan struct{}
+	wg       sync.WaitGroup
+	stop     sync.Once
 }
 
 const (
-	inflightBucket = "inflight"
+	inflightBucket = "inflight" // of an inflight.db of earlier versions
 	groupCommitMax = 4096
+	// legacyInflightName is the bbolt file earlier versions kept in-flight
+	// messages in, next to the log.
+	legacyInflightName = "inflight.db"
 )
 
 type storeOp struct {
@@ -63,30 +71,71 @@ func openStoreHook(path, inflightPath string, fsync bool, log *slog.Logger) (*st
 	bo := *bbolt.DefaultOptions
 	bo.Timeout = 2 * time.Second
 	bo.NoSync = !fsync
-	db, err := bbolt.Open(inflightPath, 0o600, &bo)
+	lg, dropped, err := kvlog.Open(inflightPath, fsync)
 	if err != nil {
-		return nil, nil, fmt.Errorf("broker: open store %s: %w (is another broker using this state directory?)", inflightPath, err)
+		return nil, nil, fmt.Errorf("broker: open in-flight store: %w (is another broker using this state directory?)", err)
 	}
-	if err := db.Update(func(tx *bbolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists([]byte(inflightBucket))
-		return err
-	}); err != nil {
-		_ = db.Close()
-		return nil, nil, fmt.Errorf("broker: init store %s: %w", inflightPath, err)
+	if dropped > 0 {
+		log.Warn("store: the in-flight log ended in a batch cut short (a crash while it was written); dropped it, none of its messages had been acknowledged", "path", inflightPath, "bytes", dropped)
+	}
+	legacy := filepath.Join(filepath.Dir(inflightPath), legacyInflightName)
+	if err := importLegacyInflight(legacy, lg, &bo, log); err != nil {
+		_ = lg.Close()
+		return nil, nil, err
 	}
 	h := &storeHook{
-		Hook:   new(bolt.Hook),
-		log:    log,
-		errLog: newRateLimitedLog(log, time.Second),
-		db:     db,
-		ops:    make(chan storeOp, 8192),
-		flush:  make(chan chan struct{}),
-		done:   make(chan struct{}),
+		Hook:     new(bolt.Hook),
+		log:      log,
+		errLog:   newRateLimitedLog(log, time.Second),
+		inflight: lg,
+		ops:      make(chan storeOp, 8192),
+		flush:    make(chan chan struct{}),
+		done:     make(chan struct{}),
 	}
 	h.wg.Add(1)
 	go h.writer()
-	bo2 := bo
-	return h, &bolt.Options{Path: path, Bucket: "iotq", Options: &bo2}, nil
+	return h, &bolt.Options{Path: path, Bucket: "iotq", Options: &bo}, nil
+}
+
+// importLegacyInflight moves the records of an inflight.db that an earlier
+// version wrote into lg, and removes the file. Records go in only while lg
+// is empty: a log that holds records already took them over at a start
+// that then failed to remove the file.
+func importLegacyInflight(path string, lg *kvlog.Log, bo *bbolt.Options, log *slog.Logger) error {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if lg.Len() == 0 {
+		db, err := bbolt.Open(path, 0o600, bo)
+		if err != nil {
+			return fmt.Errorf("broker: open the in-flight store of an earlier version, %s, to move its messages: %w", path, err)
+		}
+		var ops []kvlog.Op
+		err = db.View(func(tx *bbolt.Tx) error {
+			b := tx.Bucket([]byte(inflightBucket))
+			if b == nil {
+				return nil
+			}
+			return b.ForEach(func(k, v []byte) error {
+				ops = append(ops, kvlog.Op{Key: string(k), Value: bytes.Clone(v)}) // ForEach's bytes are the file's pages
+				return nil
+			})
+		})
+		if cerr := db.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = lg.Write(ops)
+		}
+		if err != nil {
+			return fmt.Errorf("broker: move the in-flight messages of %s (an earlier version's store) into the log: %w", path, err)
+		}
+		log.Info("store: moved the in-flight messages of an earlier version's store into the log", "from", path, "messages", len(ops))
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("broker: remove %s, whose messages are in the in-flight log now: %w (remove it by hand)", path, err)
+	}
+	return nil
 }
 
 // inflightKeyOf is the store key of an in-flight record: the client id and
@@ -162,7 +211,7 @@ func (h *storeHook) afterCommit(fn func()) {
 }
 
 func (h *storeHook) enqueue(op storeOp) {
-	if len(op.key) == 0 || len(op.key) > bbolt.MaxKeySize || len(op.value) > bbolt.MaxValueSize {
+	if len(op.key) == 0 || len(op.key) > kvlog.MaxKey || len(op.value) > kvlog.MaxValue {
 		h.errLog.warn("store: in-flight record too large to store, kept in memory only", "key", logKey(op.key), "key_bytes", len(op.key), "value_bytes", len(op.value))
 		return
 	}
@@ -183,40 +232,25 @@ func (h *storeHook) enqueue(op storeOp) {
 // it later removes it.
 func (h *storeHook) StoredInflightMessages() ([]storage.Message, error) {
 	var v []storage.Message
-	rekey := map[string]string{}
-	err := h.db.View(func(tx *bbolt.Tx) error {
-		return tx.Bucket([]byte(inflightBucket)).ForEach(func(k, b []byte) error {
-			var m storage.Message
-			if err := decodeInflight(b, &m); err != nil {
-				h.log.Warn("store: skipping unreadable in-flight message", "key", string(k), "error", err)
-				return nil
-			}
-			if pk := m.ToPacket(); mqttcore.ClientExchange(&pk) && !strings.HasSuffix(string(k), inboundKeySuffix) {
-				rekey[string(k)] = string(k) + inboundKeySuffix
-			}
-			v = append(v, m)
+	var rekey []kvlog.Op
+	err := h.inflight.Each(func(k string, b []byte) error {
+		var m storage.Message
+		if err := decodeInflight(b, &m); err != nil {
+			h.log.Warn("store: skipping unreadable in-flight message", "key", k, "error", err)
 			return nil
-		})
+		}
+		if pk := m.ToPacket(); mqttcore.ClientExchange(&pk) && !strings.HasSuffix(k, inboundKeySuffix) {
+			rekey = append(rekey, kvlog.Op{Key: k + inboundKeySuffix, Value: bytes.Clone(b)}, kvlog.Op{Key: k})
+		}
+		v = append(v, m)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: read in-flight messages: %w", err)
 	}
 	if len(rekey) > 0 {
-		err = h.db.Update(func(tx *bbolt.Tx) error {
-			b := tx.Bucket([]byte(inflightBucket))
-			for old, renamed := range rekey {
-				val := bytes.Clone(b.Get([]byte(old))) // Get's bytes are the file's pages
-				if err := b.Put([]byte(renamed), val); err != nil {
-					return err
-				}
-				if err := b.Delete([]byte(old)); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("store: move %d QoS 2 exchanges of clients to their own keys: %w", len(rekey), err)
+		if err := h.inflight.Write(rekey); err != nil {
+			return nil, fmt.Errorf("store: move %d QoS 2 exchanges of clients to their own keys: %w", len(rekey)/2, err)
 		}
 	}
 	return v, nil
@@ -236,46 +270,22 @@ func (h *storeHook) sync() {
 func (h *storeHook) writer() {
 	defer h.wg.Done()
 	batch := make([]storeOp, 0, groupCommitMax)
-	// last maps each key of the batch to its last operation there: only
-	// that one reaches the store. A message its subscriber acknowledged
-	// before the batch was committed (the common case with a subscriber
-	// that keeps up) costs a lookup instead of a put and a delete: the
-	// store was a third of the broker's CPU at 1 -> 20 QoS 1.
-	last := make(map[string]int, groupCommitMax)
-	superseded := func(i int) bool { return last[batch[i].key] != i }
+	records := make([]kvlog.Op, 0, groupCommitMax)
 	commit := func() {
 		if len(batch) == 0 {
 			return
 		}
-		clear(last)
-		for i, op := range batch {
+		for _, op := range batch {
 			if op.after == nil {
-				last[op.key] = i
+				records = append(records, kvlog.Op{Key: op.key, Value: op.value})
 			}
 		}
-		err := h.db.Update(func(tx *bbolt.Tx) error {
-			b := tx.Bucket([]byte(inflightBucket))
-			for i, op := range batch {
-				if op.after != nil || superseded(i) {
-					continue
-				}
-				if err := op.apply(b); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			// One bad record must not cost the others theirs: write
-			// them one transaction each and report only the bad ones.
-			for i, op := range batch {
-				if op.after != nil || superseded(i) {
-					continue
-				}
-				if err := h.db.Update(func(tx *bbolt.Tx) error { return op.apply(tx.Bucket([]byte(inflightBucket))) }); err != nil {
-					h.errLog.warn("store: in-flight record not written", "key", logKey(op.key), "error", err)
-				}
-			}
+		// Only each key's last operation reaches the file (kvlog): a
+		// message its subscriber acknowledged before the batch was
+		// written (the common case with a subscriber that keeps up)
+		// costs nothing.
+		if err := h.inflight.Write(records); err != nil {
+			h.errLog.warn("store: in-flight records not written", "records", len(records), "error", err)
 		}
 		for _, op := range batch {
 			if op.after != nil {
@@ -284,14 +294,16 @@ func (h *storeHook) writer() {
 		}
 		clear(batch) // drop references to payloads and callbacks
 		batch = batch[:0]
+		clear(records)
+		records = records[:0]
 	}
 	for {
 		select {
 		case op := <-h.ops:
 			// Group commit without a timer: take what is queued now (what
-			// arrived while the previous transaction ran) and commit it at
+			// arrived while the previous batch was written) and write it at
 			// once. Under load batches grow by themselves; a lone message
-			// waits for one commit, not for a window (it waited 2 ms).
+			// waits for one write, not for a window (it waited 2 ms).
 			batch = append(batch, op)
 		gather:
 			for len(batch) < groupCommitMax {
@@ -313,13 +325,6 @@ func (h *storeHook) writer() {
 			return
 		}
 	}
-}
-
-func (op storeOp) apply(b *bbolt.Bucket) error {
-	if op.value == nil {
-		return b.Delete([]byte(op.key))
-	}
-	return b.Put([]byte(op.key), op.value)
 }
 
 // logKey shortens a store key for logs.
@@ -347,7 +352,7 @@ func (h *storeHook) Stop() error {
 	h.stop.Do(func() {
 		close(h.done)
 		h.wg.Wait()
-		if err := h.db.Close(); err != nil {
+		if err := h.inflight.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("store: close in-flight store: %w", err))
 		}
 		if err := h.Hook.Stop(); err != nil {

@@ -3,29 +3,30 @@ package mochi
 import (
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/iotq/iotq/internal/kvlog"
 	"github.com/iotq/iotq/internal/mqttcore/hooks/storage"
 	"github.com/iotq/iotq/internal/mqttcore/packets"
-	"go.etcd.io/bbolt"
 )
 
-// TestStoreBadRecordDoesNotFailBatch: a record the database refuses (a key
-// over bbolt's limit) that reaches the writer in the same batch as good
+// TestStoreBadRecordDoesNotFailBatch: a record the log refuses (a key
+// over its limit) that reaches the writer in the same batch as good
 // records costs only itself.
 func TestStoreBadRecordDoesNotFailBatch(t *testing.T) {
 	dir := t.TempDir()
-	h, _, err := openStoreHook(filepath.Join(dir, "store.db"), filepath.Join(dir, "inflight.db"), false, slog.New(slog.DiscardHandler))
+	h, _, err := openStoreHook(filepath.Join(dir, "store.db"), filepath.Join(dir, "inflight.log"), false, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = h.db.Close() }()
+	defer func() { _ = h.inflight.Close() }()
 	// Straight into the queue: enqueue would already refuse the bad key.
 	h.ops <- storeOp{key: "good:1", value: []byte("a")}
-	h.ops <- storeOp{key: strings.Repeat("k", bbolt.MaxKeySize+1), value: []byte("b")}
+	h.ops <- storeOp{key: strings.Repeat("k", kvlog.MaxKey+1), value: []byte("b")}
 	h.ops <- storeOp{key: "good:2", value: []byte("c")}
-	h.enqueue(storeOp{key: strings.Repeat("k", bbolt.MaxKeySize+1), value: []byte("d")})
+	h.enqueue(storeOp{key: strings.Repeat("k", kvlog.MaxKey+1), value: []byte("d")})
 	h.sync()
 	close(h.done)
 	h.wg.Wait()
@@ -42,11 +43,11 @@ func TestStoreBadRecordDoesNotFailBatch(t *testing.T) {
 // earlier committed record removes it even after a put in the same batch.
 func TestStoreBatchKeepsLastOperationPerKey(t *testing.T) {
 	dir := t.TempDir()
-	h, _, err := openStoreHook(filepath.Join(dir, "store.db"), filepath.Join(dir, "inflight.db"), false, slog.New(slog.DiscardHandler))
+	h, _, err := openStoreHook(filepath.Join(dir, "store.db"), filepath.Join(dir, "inflight.log"), false, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = h.db.Close() }()
+	defer func() { _ = h.inflight.Close() }()
 	h.enqueue(storeOp{key: "c:5", value: []byte("old")})
 	h.sync() // committed before the rest
 	for _, op := range []storeOp{
@@ -67,11 +68,9 @@ func TestStoreBatchKeepsLastOperationPerKey(t *testing.T) {
 	close(h.done)
 	h.wg.Wait()
 	got := map[string]string{}
-	if err := h.db.View(func(tx *bbolt.Tx) error {
-		return tx.Bucket([]byte(inflightBucket)).ForEach(func(k, v []byte) error {
-			got[string(k)] = string(v)
-			return nil
-		})
+	if err := h.inflight.Each(func(k string, v []byte) error {
+		got[k] = string(v)
+		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -93,11 +92,11 @@ func TestStoreBatchKeepsLastOperationPerKey(t *testing.T) {
 // keeps its key.
 func TestStoreMovesClientExchangesToTheirOwnKeys(t *testing.T) {
 	dir := t.TempDir()
-	h, _, err := openStoreHook(filepath.Join(dir, "store.db"), filepath.Join(dir, "inflight.db"), false, slog.New(slog.DiscardHandler))
+	h, _, err := openStoreHook(filepath.Join(dir, "store.db"), filepath.Join(dir, "inflight.log"), false, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = h.db.Close() }()
+	defer func() { _ = h.inflight.Close() }()
 	record := func(typ byte, id uint16) []byte {
 		m := &storage.Message{T: storage.InflightKey, Client: "c", PacketID: id, FixedHeader: packets.FixedHeader{Type: typ, Qos: 2}}
 		return encodeInflight(nil, m)
@@ -124,13 +123,12 @@ func TestStoreMovesClientExchangesToTheirOwnKeys(t *testing.T) {
 func storedKeys(t *testing.T, h *storeHook) []string {
 	t.Helper()
 	var keys []string
-	if err := h.db.View(func(tx *bbolt.Tx) error {
-		return tx.Bucket([]byte(inflightBucket)).ForEach(func(k, _ []byte) error {
-			keys = append(keys, string(k))
-			return nil
-		})
+	if err := h.inflight.Each(func(k string, _ []byte) error {
+		keys = append(keys, k)
+		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
+	slices.Sort(keys)
 	return keys
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/iotq/iotq/internal/mqttcore/packets"
 )
 
-// The in-flight store (inflight.db) holds one record per queued or
+// The in-flight store (inflight.log) holds one record per queued or
 // in-flight QoS 1/2 message. Records were JSON (mochi's
 // storage.Message.MarshalBinary) until the binary encoding below replaced
 // it: JSON was 8 % of the broker's CPU with the store on, and twice the

@@ -1,11 +1,14 @@
 package mochi
 
 import (
+	"errors"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 
+	"github.com/iotq/iotq/internal/kvlog"
 	"github.com/iotq/iotq/internal/mqttcore"
 	"github.com/iotq/iotq/internal/mqttcore/hooks/storage"
 	"github.com/iotq/iotq/internal/mqttcore/packets"
@@ -76,21 +79,21 @@ func TestInflightRecordDamaged(t *testing.T) {
 	}
 }
 
-// TestStoreReadsOldJSONRecords: an inflight.db written by an earlier
+// TestStoreReadsOldJSONRecords: in-flight records written by an earlier
 // version (JSON records) loads next to new binary records.
 func TestStoreReadsOldJSONRecords(t *testing.T) {
 	dir := t.TempDir()
-	h, _, err := openStoreHook(filepath.Join(dir, "store.db"), filepath.Join(dir, "inflight.db"), false, slog.New(slog.DiscardHandler))
+	h, _, err := openStoreHook(filepath.Join(dir, "store.db"), filepath.Join(dir, "inflight.log"), false, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { close(h.done); h.wg.Wait(); _ = h.db.Close() }() // the bolt hook itself was never started
+	defer func() { close(h.done); h.wg.Wait(); _ = h.inflight.Close() }() // the bolt hook itself was never started
 	old := fullMessage()
 	js, err := old.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.db.Update(func(tx *bbolt.Tx) error { return tx.Bucket([]byte(inflightBucket)).Put([]byte(old.ID), js) }); err != nil {
+	if err := h.inflight.Write([]kvlog.Op{{Key: old.ID, Value: js}}); err != nil {
 		t.Fatal(err)
 	}
 	srv := mqttcore.New(&mqttcore.Options{InlineClient: false})
@@ -110,5 +113,60 @@ func TestStoreReadsOldJSONRecords(t *testing.T) {
 	}
 	if n := got[1]; n.ID != "dev-8:7" || n.Client != "dev-8" || string(n.Payload) != "new" || n.PacketID != 7 || n.Sent != 6 || n.TopicName != "x/y" {
 		t.Errorf("new binary record: %+v", n)
+	}
+}
+
+// TestStoreMovesAnEarlierVersionsInflightDB: the in-flight messages in an
+// inflight.db (bbolt) of an earlier version, binary and JSON records, move
+// into the log at start, the file goes, and they are still there at the
+// next start.
+func TestStoreMovesAnEarlierVersionsInflightDB(t *testing.T) {
+	dir := t.TempDir()
+	legacy := filepath.Join(dir, "inflight.db")
+	db, err := bbolt.Open(legacy, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := fullMessage()
+	js := fullMessage()
+	js.ID, js.PacketID = "dev-7:514", 514
+	jsBytes, err := js.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucket([]byte(inflightBucket))
+		if err != nil {
+			return err
+		}
+		if err := b.Put([]byte(bin.ID), encodeInflight(nil, &bin)); err != nil {
+			return err
+		}
+		return b.Put([]byte(js.ID), jsBytes)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	for start := 1; start <= 2; start++ {
+		h, _, err := openStoreHook(filepath.Join(dir, "store.db"), filepath.Join(dir, "inflight.log"), false, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatalf("start %d: %v", start, err)
+		}
+		if _, err := os.Stat(legacy); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("start %d: inflight.db is still there (%v)", start, err)
+		}
+		got, err := h.StoredInflightMessages()
+		close(h.done)
+		h.wg.Wait()
+		_ = h.inflight.Close()
+		if err != nil {
+			t.Fatalf("start %d: %v", start, err)
+		}
+		if len(got) != 2 || !reflect.DeepEqual(got[0], bin) && !reflect.DeepEqual(got[1], bin) {
+			t.Fatalf("start %d: loaded %+v, want the two records of inflight.db", start, got)
+		}
 	}
 }

@@ -40,7 +40,7 @@ start in STATE_DIR/tls (ca.pem is what clients trust; its path is logged) and re
 there too, so TLS resumption and QUIC 0-RTT survive restarts. Without --state-dir the generated
 certificate goes to $XDG_STATE_HOME/iotq (or ~/.local/state/iotq) and nothing else is persisted.
 With --state-dir, persistent sessions, queued and in-flight QoS 1/2 messages and retained
-messages survive a restart (STATE_DIR/store.db and inflight.db).
+messages survive a restart (STATE_DIR/store.db and inflight.log).
 
 --password-file holds "user:BCRYPT_HASH" lines; add one with
   iotq broker passwd FILE USER      (on a terminal: asks twice, without echo; otherwise
