@@ -46,11 +46,14 @@ type storeHook struct {
 	log      *slog.Logger
 	errLog   *rateLimitedLog // per-message problems
 	inflight *kvlog.Log
-	ops      chan storeOp
-	flush    chan chan struct{}
-	done     chan struct{}
-	wg       sync.WaitGroup
-	stop     sync.Once
+	// inflightMu serialises the writer's batches with reads of the log at
+	// start (StoredInflightMessages): a kvlog.Log has one owner at a time.
+	inflightMu sync.Mutex
+	ops        chan storeOp
+	flush      chan chan struct{}
+	done       chan struct{}
+	wg         sync.WaitGroup
+	stop       sync.Once
 }
 
 const (
@@ -231,6 +234,8 @@ func (h *storeHook) enqueue(op storeOp) {
 // server's messages (inflightKeyOf) moves to its own key, so completing
 // it later removes it.
 func (h *storeHook) StoredInflightMessages() ([]storage.Message, error) {
+	h.inflightMu.Lock()
+	defer h.inflightMu.Unlock()
 	var v []storage.Message
 	var rekey []kvlog.Op
 	err := h.inflight.Each(func(k string, b []byte) error {
@@ -284,7 +289,10 @@ func (h *storeHook) writer() {
 		// message its subscriber acknowledged before the batch was
 		// written (the common case with a subscriber that keeps up)
 		// costs nothing.
-		if err := h.inflight.Write(records); err != nil {
+		h.inflightMu.Lock()
+		err := h.inflight.Write(records)
+		h.inflightMu.Unlock()
+		if err != nil {
 			h.errLog.warn("store: in-flight records not written", "records", len(records), "error", err)
 		}
 		for _, op := range batch {

@@ -31,6 +31,8 @@ const (
 	compactRatio = 4
 	// compactChunk is the size of the batches a compaction writes.
 	compactChunk = 1 << 20
+	// compactSuffix names a compaction's new file, next to the log.
+	compactSuffix = ".compact"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -85,6 +87,12 @@ func Open(path string, sync bool) (l *Log, dropped int64, err error) {
 	if err := lock(f); err != nil {
 		_ = f.Close()
 		return nil, 0, fmt.Errorf("kvlog: lock %s: %w (is another process using it?)", path, err)
+	}
+	// A compaction a crash interrupted leaves its new file behind, not
+	// yet in place of the log: the log is whole without it.
+	if err := os.Remove(path + compactSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+		_ = f.Close()
+		return nil, 0, fmt.Errorf("kvlog: remove the unfinished compaction %s: %w", path+compactSuffix, err)
 	}
 	l = &Log{f: f, path: path, sync: sync, live: map[string]put{}, last: map[string]int{}, compactAt: compactMin}
 	dropped, err = l.load()
@@ -374,7 +382,7 @@ func (l *Log) cutBack(err error) error {
 
 // compact writes the live records to a new file, which replaces the log.
 func (l *Log) compact() error {
-	tmp := l.path + ".compact"
+	tmp := l.path + compactSuffix
 	nf, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("kvlog: compact %s: %w", l.path, err)

@@ -162,13 +162,31 @@ func TestCompaction(t *testing.T) {
 	}
 	must(t, l.Write([]Op{{"k198", nil}}))
 	must(t, l.Close())
-	if _, err := os.Stat(path + ".compact"); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(path + compactSuffix); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the compaction's file is left: %v", err)
 	}
 	l = open(t, path)
 	defer l.Close()
 	if got := contents(t, l); !same(got, []string{want[0], want[2]}) {
 		t.Fatalf("after reopen: %d records", len(got))
+	}
+}
+
+// A compaction's file that a crash left behind is removed at Open, and
+// the log reads as it was.
+func TestUnfinishedCompactionIsRemoved(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.log")
+	l := open(t, path)
+	must(t, l.Write([]Op{{"a", []byte("1")}}))
+	must(t, l.Close())
+	must(t, os.WriteFile(path+compactSuffix, []byte("half a compaction"), 0o600))
+	l = open(t, path)
+	defer l.Close()
+	if _, err := os.Stat(path + compactSuffix); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the unfinished compaction is still there: %v", err)
+	}
+	if got := contents(t, l); !same(got, []string{"a=1"}) {
+		t.Fatalf("records %v", got)
 	}
 }
 
