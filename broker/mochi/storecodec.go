@@ -202,7 +202,7 @@ func (d *recordDecoder) bytes() []byte {
 	if d.err != nil || n == 0 {
 		return nil
 	}
-	v := append([]byte(nil), d.b[:n]...) // bbolt's memory is valid only in its transaction
+	v := append([]byte(nil), d.b[:n]...) // the store reuses its read buffer
 	d.b = d.b[n:]
 	return v
 }

@@ -255,12 +255,24 @@ func (l *Log) Size() int64 { return l.size }
 // Each calls fn with every live record, in the order they were written.
 // value is valid only during the call.
 func (l *Log) Each(fn func(key string, value []byte) error) error {
+	return l.scanLive(fn)
+}
+
+// scanLive reads the live records in file order with one sequential pass
+// over the file: one read per few hundred KiB, not one per record.
+func (l *Log) scanLive(fn func(key string, value []byte) error) error {
+	r := bufio.NewReaderSize(io.NewSectionReader(l.f, 0, l.size), 256<<10)
+	var pos int64
 	var buf []byte
 	for _, e := range l.byOffset() {
-		buf = slices.Grow(buf[:0], int(e.at.n))[:e.at.n]
-		if _, err := l.f.ReadAt(buf, e.at.off); err != nil {
+		if _, err := r.Discard(int(e.at.off - pos)); err != nil {
 			return fmt.Errorf("kvlog: read %s at %d: %w", l.path, e.at.off, err)
 		}
+		buf = slices.Grow(buf[:0], int(e.at.n))[:e.at.n]
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return fmt.Errorf("kvlog: read %s at %d: %w", l.path, e.at.off, err)
+		}
+		pos = e.at.off + e.at.n
 		if err := fn(e.key, buf); err != nil {
 			return err
 		}
@@ -400,7 +412,6 @@ func (l *Log) compact() error {
 	var movedBytes int64
 	batch := []byte{0, 0, 0, 0, 0, 0, 0, 0}
 	var changes []change
-	var val []byte
 	flush := func() error {
 		if len(changes) == 0 {
 			return nil
@@ -417,17 +428,15 @@ func (l *Log) compact() error {
 		batch, changes = batch[:headerSize], changes[:0]
 		return nil
 	}
-	for _, e := range l.byOffset() {
-		val = slices.Grow(val[:0], int(e.at.n))[:e.at.n]
-		if _, err := l.f.ReadAt(val, e.at.off); err != nil {
-			return fail(err)
-		}
-		batch, changes = appendOp(batch, changes, size, Op{Key: e.key, Value: val})
+	err = l.scanLive(func(key string, val []byte) error {
+		batch, changes = appendOp(batch, changes, size, Op{Key: key, Value: val})
 		if len(batch) >= compactChunk {
-			if err := flush(); err != nil {
-				return fail(err)
-			}
+			return flush()
 		}
+		return nil
+	})
+	if err != nil {
+		return fail(err)
 	}
 	if err := flush(); err != nil {
 		return fail(err)
