@@ -210,3 +210,29 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// Live records read back whole across dead ones and across the reader's
+// buffer: values larger than it, gaps of deleted records between them.
+func TestLargeValuesAndGapsReadBack(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.log")
+	l := open(t, path)
+	big := bytes.Repeat([]byte("0123456789"), 40<<10) // 400 KiB
+	for i := range 6 {
+		must(t, l.Write([]Op{{fmt.Sprint("k", i), append([]byte(fmt.Sprint(i)), big...)}}))
+	}
+	must(t, l.Write([]Op{{"k1", nil}, {"k4", nil}}))
+	must(t, l.Close())
+	l = open(t, path)
+	defer l.Close()
+	var keys []string
+	must(t, l.Each(func(k string, v []byte) error {
+		if len(v) != len(big)+1 || !bytes.Equal(v[1:], big) || string(v[:1]) != k[1:] {
+			t.Fatalf("%s read back as %d bytes starting %q", k, len(v), v[:min(len(v), 8)])
+		}
+		keys = append(keys, k)
+		return nil
+	}))
+	if !same(keys, []string{"k0", "k2", "k3", "k5"}) {
+		t.Fatalf("keys %v", keys)
+	}
+}
