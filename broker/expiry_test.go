@@ -20,13 +20,7 @@ import (
 // sweep removed it: over a slow link the client's PUBACK could arrive
 // after the expiry, its identifier already given to the next message.)
 func TestSentMessageOutlivesItsExpiry(t *testing.T) {
-	srv := brokertest.Start(t, broker.Options{StateDir: t.TempDir()})
-	u := brokertest.Endpoint(t, srv, "mqtt")
-	sub, _ := connectSession(t, srv, u, "slow-acker", true)
-	if code, _ := sub.subscribeID(t, 1, "exp/#"); code != 1 {
-		t.Fatalf("SUBSCRIBE: reason code %#x", code)
-	}
-	pub, _ := connectSession(t, srv, u, "exp-pub", true)
+	srv, u, sub, pub := expiryPair(t, "slow-acker", "exp/#", "exp-pub")
 	var body []byte
 	body = appendStr(body, "exp/x")
 	body = append(body, 0, 1)                // packet identifier 1
@@ -62,13 +56,7 @@ func TestSentMessageOutlivesItsExpiry(t *testing.T) {
 // message published without one arrives without one, retained or not.
 // (The engine gave every other message its maximum, a day.)
 func TestMessageExpiryIntervalAsPublished(t *testing.T) {
-	srv := brokertest.Start(t, broker.Options{StateDir: t.TempDir()})
-	u := brokertest.Endpoint(t, srv, "mqtt")
-	sub, _ := connectSession(t, srv, u, "expiry-sub", true)
-	if code, _ := sub.subscribeID(t, 1, "exp-prop/#"); code != 1 {
-		t.Fatalf("SUBSCRIBE: reason code %#x", code)
-	}
-	pub, _ := connectSession(t, srv, u, "expiry-pub", true)
+	srv, u, sub, pub := expiryPair(t, "expiry-sub", "exp-prop/#", "expiry-pub")
 	publish := func(topic string, id uint16, retain bool, props []byte) {
 		t.Helper()
 		var body []byte
@@ -138,4 +126,18 @@ func TestMessageExpiryIntervalAsPublished(t *testing.T) {
 	if v, ok := expiryOf(late, "exp-prop/retained"); ok {
 		t.Fatalf("the retained copy of a message published without an expiry interval came with one: %d s", v)
 	}
+}
+
+// expiryPair starts a broker with a state directory and connects two MQTT
+// 5 sessions: subID, subscribed to filter at QoS 1, and pubID.
+func expiryPair(t *testing.T, subID, filter, pubID string) (srv *broker.Server, u string, sub, pub *sessionClient) {
+	t.Helper()
+	srv = brokertest.Start(t, broker.Options{StateDir: t.TempDir()})
+	u = brokertest.Endpoint(t, srv, "mqtt")
+	sub, _ = connectSession(t, srv, u, subID, true)
+	if code, _ := sub.subscribeID(t, 1, filter); code != 1 {
+		t.Fatalf("SUBSCRIBE %s: reason code %#x", filter, code)
+	}
+	pub, _ = connectSession(t, srv, u, pubID, true)
+	return srv, u, sub, pub
 }
